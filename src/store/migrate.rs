@@ -1,0 +1,95 @@
+//! Stepwise format migrations: `vN -> vN+1`, each step committed before the next.
+//!
+//! A migration runs on a checkpoint of the current generation (hard links, so cheap) and
+//! commits by replacing `CURRENT`, like a load: a crash mid-migration leaves the old store.
+//! Schema v1 is the first format, so the list of steps is empty today; the mechanism, the
+//! refusals (too old to migrate, too new to read) and the committed v1 fixture that the tests
+//! reopen are what later formats plug into (`migrations/README.md`).
+
+use super::layout::{self, WriterLock};
+use super::schema::{descriptors, FORMAT_VERSION, OLDEST_SUPPORTED_VERSION};
+use super::{open_options, read_meta, read_version, write_meta};
+use crate::error::StoreError;
+use rocksdb::{checkpoint::Checkpoint, Cache, DB};
+use std::path::Path;
+
+/// One migration step from `from` to `from + 1`.
+pub struct Migration {
+    pub from: u32,
+    pub description: &'static str,
+    pub run: fn(&DB) -> Result<(), StoreError>,
+}
+
+/// Every step, in order. Append a step (and a `migrations/vN_to_vN+1.md`) with each format change.
+pub const MIGRATIONS: &[Migration] = &[];
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MigrationReport {
+    pub from_version: u32,
+    pub to_version: u32,
+    /// "step i of n: description" for every step applied.
+    pub steps: Vec<String>,
+}
+
+/// Migrates the store in `dir` to the current format (a no-op report when already current).
+pub fn migrate(dir: &Path) -> Result<MigrationReport, StoreError> {
+    let lock = layout::lock_writer(dir)?;
+    migrate_locked(dir, &lock)
+}
+
+pub(crate) fn migrate_locked(dir: &Path, _lock: &WriterLock) -> Result<MigrationReport, StoreError> {
+    let (number, gen) = layout::current_generation(dir)?.ok_or_else(|| StoreError::NotAStore { path: dir.into() })?;
+    let cache = Cache::new_lru_cache(8 << 20);
+    let from = {
+        let db = DB::open_cf_descriptors_read_only(&open_options(), &gen, descriptors(&cache), false)?;
+        read_version(&db)?
+    };
+    if from > FORMAT_VERSION {
+        return Err(StoreError::TooNew { path: dir.into(), found: from, supported: FORMAT_VERSION });
+    }
+    if from < OLDEST_SUPPORTED_VERSION {
+        return Err(StoreError::Layout {
+            path: dir.into(),
+            what: format!(
+                "format version {from} is older than the oldest this build migrates ({OLDEST_SUPPORTED_VERSION}); \
+                 migrate it with an older Trellis first, or reload the data"
+            ),
+        });
+    }
+    let mut report = MigrationReport { from_version: from, to_version: from, steps: Vec::new() };
+    if from == FORMAT_VERSION {
+        return Ok(report);
+    }
+    let steps: Vec<&Migration> = MIGRATIONS.iter().filter(|m| m.from >= from).collect();
+    let staging = layout::staging_dir(dir, number + 1);
+    {
+        let db = DB::open_cf_descriptors(&open_options(), &gen, descriptors(&cache))?;
+        Checkpoint::new(&db)?.create_checkpoint(&staging)?;
+    }
+    let db = DB::open_cf_descriptors(&open_options(), &staging, descriptors(&cache))?;
+    let mut version = from;
+    for (i, step) in steps.iter().enumerate() {
+        if step.from != version {
+            return Err(StoreError::Layout {
+                path: dir.into(),
+                what: format!("no migration step from format version {version}"),
+            });
+        }
+        (step.run)(&db)?;
+        version += 1;
+        let mut meta = read_meta(&db)?;
+        meta.format_version = version;
+        meta.updated_by = crate::build_name();
+        write_meta(&db, &meta)?;
+        report.steps.push(format!("step {} of {}: {}", i + 1, steps.len(), step.description));
+    }
+    db.flush_wal(true)?;
+    drop(db);
+    let final_gen = dir.join(layout::generation_name(number + 1));
+    std::fs::rename(&staging, &final_gen).map_err(|e| StoreError::io(&staging, e))?;
+    layout::sync_dir(dir)?;
+    layout::commit_generation(dir, number + 1)?;
+    layout::remove_stale(dir, Some(&final_gen))?;
+    report.to_version = version;
+    Ok(report)
+}

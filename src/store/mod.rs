@@ -1,0 +1,435 @@
+//! The on-disk knowledge-graph store: dictionaries, name index and adjacency in RocksDB.
+//!
+//! Reads go straight to RocksDB: nothing of the graph is held in memory beyond the block
+//! cache. A `Store` is `Send + Sync`; share it (`Arc<Store>`) across reader threads.
+
+pub mod codec;
+pub mod idlist;
+pub mod layout;
+pub mod meta;
+mod migrate;
+pub mod schema;
+mod validate;
+
+pub use codec::{NameTarget, TermKind, TermRecord};
+pub use meta::Meta;
+pub use migrate::{migrate, MigrationReport};
+pub use validate::ValidationReport;
+
+use crate::error::StoreError;
+use crate::ids::{Direction, EntityId, RelationId};
+use crate::normalize::normalize_name;
+use rocksdb::{Cache, ColumnFamily, Options, ReadOptions, DB};
+use schema::*;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+
+/// Block cache shared by all column families of one open store.
+const DEFAULT_CACHE_BYTES: usize = 64 << 20;
+
+pub struct Store {
+    db: DB,
+    dir: PathBuf,
+    generation: PathBuf,
+    meta: Meta,
+    _lock: Option<layout::WriterLock>,
+}
+
+/// One edge seen from an entity: `relation(entity, other)` when `direction` is `Out`,
+/// `relation(other, entity)` when `In`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Edge {
+    pub direction: Direction,
+    pub relation: RelationId,
+    pub other: EntityId,
+}
+
+/// Summary numbers of a store (`trellis stats`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Stats {
+    pub entities: u64,
+    pub relations: u64,
+    pub facts: u64,
+    pub names: u64,
+    pub aliases: u64,
+    pub format_version: u32,
+    pub created_by: String,
+    pub updated_by: String,
+    pub loads: usize,
+    pub size_on_disk_bytes: u64,
+}
+
+/// Everything known about one entity.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct EntityInfo {
+    pub id: u32,
+    pub kind: TermKind,
+    pub key: String,
+    pub name: String,
+    pub aliases: Vec<String>,
+    pub out_degree: u64,
+    pub in_degree: u64,
+}
+
+pub(crate) fn open_options() -> Options {
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.create_missing_column_families(true);
+    opts.set_max_background_jobs(2);
+    opts.set_keep_log_file_num(2);
+    opts.set_max_open_files(512);
+    // RocksDB's info log would otherwise rewrite its whole options dump on every open.
+    opts.set_log_level(rocksdb::LogLevel::Warn);
+    opts
+}
+
+impl Store {
+    /// Opens a store for reading and writing, migrating an older format first (which takes
+    /// the writer lock for the duration of the migration).
+    pub fn open(dir: impl AsRef<Path>) -> Result<Store, StoreError> {
+        let dir = dir.as_ref();
+        let lock = layout::lock_writer(dir)?;
+        let version = Self::peek_version(dir)?;
+        if version < FORMAT_VERSION {
+            migrate::migrate_locked(dir, &lock)?;
+        }
+        Self::open_generation(dir, false, Some(lock))
+    }
+
+    /// Opens a store for reading only. Any number of processes and threads may do this at
+    /// once, also while a loader writes a new generation.
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Store, StoreError> {
+        Self::open_generation(dir.as_ref(), true, None)
+    }
+
+    /// The format version of the store in `dir`, read without checking it.
+    pub fn peek_version(dir: &Path) -> Result<u32, StoreError> {
+        let (_, gen) = layout::current_generation(dir)?.ok_or_else(|| StoreError::NotAStore { path: dir.into() })?;
+        let cache = Cache::new_lru_cache(1 << 20);
+        let db = DB::open_cf_descriptors_read_only(&open_options(), &gen, descriptors(&cache), false)?;
+        read_version(&db)
+    }
+
+    fn open_generation(dir: &Path, read_only: bool, lock: Option<layout::WriterLock>) -> Result<Store, StoreError> {
+        let (_, gen) = layout::current_generation(dir)?.ok_or_else(|| StoreError::NotAStore { path: dir.into() })?;
+        let cache = Cache::new_lru_cache(DEFAULT_CACHE_BYTES);
+        let opts = open_options();
+        let db = if read_only {
+            DB::open_cf_descriptors_read_only(&opts, &gen, descriptors(&cache), false)?
+        } else {
+            DB::open_cf_descriptors(&opts, &gen, descriptors(&cache))?
+        };
+        let version = read_version(&db)?;
+        if version > FORMAT_VERSION {
+            return Err(StoreError::TooNew { path: dir.into(), found: version, supported: FORMAT_VERSION });
+        }
+        if version < FORMAT_VERSION {
+            return Err(StoreError::NeedsMigration { path: dir.into(), found: version, current: FORMAT_VERSION });
+        }
+        let meta = read_meta(&db)?;
+        Ok(Store { db, dir: dir.to_path_buf(), generation: gen, meta, _lock: lock })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn meta(&self) -> &Meta {
+        &self.meta
+    }
+
+    pub(crate) fn db(&self) -> &DB {
+        &self.db
+    }
+
+    pub(crate) fn cf(&self, name: &'static str) -> &ColumnFamily {
+        self.db.cf_handle(name).expect("every column family is opened with the store")
+    }
+
+    pub fn stats(&self) -> Stats {
+        let m = &self.meta;
+        Stats {
+            entities: m.entities,
+            relations: m.relations,
+            facts: m.facts,
+            names: m.names,
+            aliases: m.aliases,
+            format_version: m.format_version,
+            created_by: m.created_by.clone(),
+            updated_by: m.updated_by.clone(),
+            loads: m.loads.len(),
+            size_on_disk_bytes: layout::dir_size(&self.generation),
+        }
+    }
+
+    pub fn entity_count(&self) -> u64 {
+        self.meta.entities
+    }
+
+    pub fn relation_count(&self) -> u64 {
+        self.meta.relations
+    }
+
+    /// The dictionary record of an entity, or `None` for an id past the end.
+    pub fn entity(&self, id: EntityId) -> Result<Option<TermRecord>, StoreError> {
+        self.term(CF_ENTITIES, id.0)
+    }
+
+    pub fn relation(&self, id: RelationId) -> Result<Option<TermRecord>, StoreError> {
+        self.term(CF_RELATIONS, id.0)
+    }
+
+    fn term(&self, cf: &'static str, id: u32) -> Result<Option<TermRecord>, StoreError> {
+        let key = codec::id_key(id);
+        match self.db.get_pinned_cf(self.cf(cf), key)? {
+            None => Ok(None),
+            Some(v) => codec::decode_term(&v)
+                .map(Some)
+                .ok_or_else(|| StoreError::corrupt(cf, &key, "undecodable dictionary record")),
+        }
+    }
+
+    /// The entity whose identity key (exact name, IRI or literal) is `key`.
+    pub fn entity_by_key(&self, key: &str) -> Result<Option<EntityId>, StoreError> {
+        self.id_by_key(CF_ENTITY_KEYS, key).map(|o| o.map(EntityId))
+    }
+
+    pub fn relation_by_key(&self, key: &str) -> Result<Option<RelationId>, StoreError> {
+        self.id_by_key(CF_RELATION_KEYS, key).map(|o| o.map(RelationId))
+    }
+
+    fn id_by_key(&self, cf: &'static str, key: &str) -> Result<Option<u32>, StoreError> {
+        match self.db.get_pinned_cf(self.cf(cf), key.as_bytes())? {
+            None => Ok(None),
+            Some(v) => codec::be_u32(&v)
+                .map(Some)
+                .ok_or_else(|| StoreError::corrupt(cf, key.as_bytes(), "id is not 4 bytes")),
+        }
+    }
+
+    /// Every entity and relation whose name or alias normalizes like `name`, primary names
+    /// first, then by id. The boolean is true for an alias match.
+    pub fn lookup_name(&self, name: &str) -> Result<Vec<(NameTarget, bool)>, StoreError> {
+        let prefix = codec::name_prefix(&normalize_name(name));
+        let mut out = Vec::new();
+        let mut it = self.db.raw_iterator_cf(self.cf(CF_NAMES));
+        it.seek(&prefix);
+        while let Some((k, v)) = it.item() {
+            if !k.starts_with(&prefix) {
+                break;
+            }
+            let (_, target) = codec::decode_name_key(k)
+                .ok_or_else(|| StoreError::corrupt(CF_NAMES, k, "malformed name key"))?;
+            out.push((target, v.first() == Some(&codec::NAME_ALIAS)));
+            it.next();
+        }
+        it.status()?;
+        out.sort_by_key(|&(t, alias)| (alias, t));
+        Ok(out)
+    }
+
+    /// Entities named (or aliased) `name` after normalization, primary names first.
+    pub fn entities_named(&self, name: &str) -> Result<Vec<EntityId>, StoreError> {
+        Ok(self
+            .lookup_name(name)?
+            .into_iter()
+            .filter_map(|(t, _)| match t {
+                NameTarget::Entity(e) => Some(e),
+                NameTarget::Relation(_) => None,
+            })
+            .collect())
+    }
+
+    /// Resolves what a user typed: an exact key, else a normalized name (relations too).
+    pub fn resolve_relation(&self, text: &str) -> Result<Vec<RelationId>, StoreError> {
+        if let Some(r) = self.relation_by_key(text)? {
+            return Ok(vec![r]);
+        }
+        Ok(self
+            .lookup_name(text)?
+            .into_iter()
+            .filter_map(|(t, _)| match t {
+                NameTarget::Relation(r) => Some(r),
+                NameTarget::Entity(_) => None,
+            })
+            .collect())
+    }
+
+    pub fn aliases(&self, e: EntityId) -> Result<Vec<String>, StoreError> {
+        let prefix = codec::id_key(e.0);
+        let mut out = Vec::new();
+        let mut it = self.db.raw_iterator_cf(self.cf(CF_ALIASES));
+        it.seek(prefix);
+        while let Some(k) = it.key() {
+            if !k.starts_with(&prefix) {
+                break;
+            }
+            let (_, alias) = codec::decode_alias_key(k)
+                .ok_or_else(|| StoreError::corrupt(CF_ALIASES, k, "alias is not UTF-8"))?;
+            out.push(alias.to_owned());
+            it.next();
+        }
+        it.status()?;
+        Ok(out)
+    }
+
+    /// Number of facts with `e` as subject (`Out`) or object (`In`).
+    pub fn degree(&self, e: EntityId, dir: Direction) -> Result<u64, StoreError> {
+        let key = codec::degree_key(dir, e);
+        match self.db.get_pinned_cf(self.cf(CF_DEGREES), key)? {
+            None => Ok(0),
+            Some(v) => codec::be_u32(&v)
+                .map(u64::from)
+                .ok_or_else(|| StoreError::corrupt(CF_DEGREES, &key, "degree is not 4 bytes")),
+        }
+    }
+
+    pub fn entity_info(&self, id: EntityId) -> Result<Option<EntityInfo>, StoreError> {
+        let Some(rec) = self.entity(id)? else { return Ok(None) };
+        Ok(Some(EntityInfo {
+            id: id.0,
+            kind: rec.kind,
+            key: rec.key,
+            name: rec.name,
+            aliases: self.aliases(id)?,
+            out_degree: self.degree(id, Direction::Out)?,
+            in_degree: self.degree(id, Direction::In)?,
+        }))
+    }
+
+    /// The other ends of `relation` at `e` in direction `dir`, sorted by id: one point read.
+    pub fn neighbors_via(&self, e: EntityId, dir: Direction, relation: RelationId) -> Result<Vec<EntityId>, StoreError> {
+        let key = codec::adj_key(dir, e, relation);
+        match self.db.get_pinned_cf(self.cf(CF_ADJACENCY), key)? {
+            None => Ok(Vec::new()),
+            Some(v) => idlist::decode_ids(&v)
+                .map(|ids| ids.into_iter().map(EntityId).collect())
+                .ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, &key, "malformed id list")),
+        }
+    }
+
+    /// The relations present at `e` in direction `dir`, with the number of facts of each.
+    pub fn relations_at(&self, e: EntityId, dir: Direction) -> Result<Vec<(RelationId, u64)>, StoreError> {
+        let mut out = Vec::new();
+        self.scan_adjacency(e, dir, |r, value, key| {
+            let n = idlist::count_ids(value)
+                .ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, key, "malformed id list"))?;
+            out.push((r, n));
+            Ok(ControlFlow::Continue(()))
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `f` for every edge at `e` in the given direction (both when `None`), optionally
+    /// only through `relation`, in (direction, relation, other) order, without building a
+    /// list. `f` returns `ControlFlow::Break` to stop early.
+    pub fn for_each_neighbor(
+        &self,
+        e: EntityId,
+        direction: Option<Direction>,
+        relation: Option<RelationId>,
+        mut f: impl FnMut(Edge) -> ControlFlow<()>,
+    ) -> Result<(), StoreError> {
+        let dirs: &[Direction] = match direction {
+            Some(Direction::Out) => &[Direction::Out],
+            Some(Direction::In) => &[Direction::In],
+            None => &Direction::BOTH,
+        };
+        for &dir in dirs {
+            if let Some(r) = relation {
+                let key = codec::adj_key(dir, e, r);
+                if let Some(v) = self.db.get_pinned_cf(self.cf(CF_ADJACENCY), key)? {
+                    if visit_list(dir, r, &v, &key, &mut f)?.is_break() {
+                        return Ok(());
+                    }
+                }
+                continue;
+            }
+            let mut stopped = false;
+            self.scan_adjacency(e, dir, |r, v, key| {
+                let flow = visit_list(dir, r, v, key, &mut f)?;
+                stopped = flow.is_break();
+                Ok(flow)
+            })?;
+            if stopped {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    fn scan_adjacency(
+        &self,
+        e: EntityId,
+        dir: Direction,
+        mut f: impl FnMut(RelationId, &[u8], &[u8]) -> Result<ControlFlow<()>, StoreError>,
+    ) -> Result<(), StoreError> {
+        let prefix = codec::adj_prefix(dir, e);
+        let mut ro = ReadOptions::default();
+        ro.set_prefix_same_as_start(true);
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(CF_ADJACENCY), ro);
+        it.seek(prefix);
+        while let Some((k, v)) = it.item() {
+            if !k.starts_with(&prefix) {
+                break;
+            }
+            let (_, _, r) = codec::decode_adj_key(k)
+                .ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, k, "malformed adjacency key"))?;
+            if f(r, v, k)?.is_break() {
+                return Ok(());
+            }
+            it.next();
+        }
+        it.status()?;
+        Ok(())
+    }
+
+    /// Checks that every index agrees with every other (see `validate.rs`).
+    pub fn validate(&self) -> Result<ValidationReport, StoreError> {
+        validate::validate(self)
+    }
+}
+
+fn visit_list(
+    dir: Direction,
+    relation: RelationId,
+    value: &[u8],
+    key: &[u8],
+    f: &mut impl FnMut(Edge) -> ControlFlow<()>,
+) -> Result<ControlFlow<()>, StoreError> {
+    let ids = idlist::IdIter::new(value).ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, key, "malformed id list"))?;
+    for id in ids {
+        let id = id.ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, key, "malformed id list"))?;
+        if f(Edge { direction: dir, relation, other: EntityId(id) }).is_break() {
+            return Ok(ControlFlow::Break(()));
+        }
+    }
+    Ok(ControlFlow::Continue(()))
+}
+
+pub(crate) fn read_version(db: &DB) -> Result<u32, StoreError> {
+    let cf = db.cf_handle(CF_META).expect("meta column family");
+    let v = db
+        .get_pinned_cf(cf, meta::KEY_FORMAT_VERSION)?
+        .ok_or_else(|| StoreError::corrupt(CF_META, meta::KEY_FORMAT_VERSION, "no format version"))?;
+    codec::be_u32(&v).ok_or_else(|| StoreError::corrupt(CF_META, meta::KEY_FORMAT_VERSION, "format version is not 4 bytes"))
+}
+
+pub(crate) fn read_meta(db: &DB) -> Result<Meta, StoreError> {
+    let cf = db.cf_handle(CF_META).expect("meta column family");
+    let v = db
+        .get_pinned_cf(cf, meta::KEY_META)?
+        .ok_or_else(|| StoreError::corrupt(CF_META, meta::KEY_META, "no meta record"))?;
+    serde_json::from_slice(&v).map_err(|e| StoreError::corrupt(CF_META, meta::KEY_META, format!("meta record: {e}")))
+}
+
+pub(crate) fn write_meta(db: &DB, meta: &Meta) -> Result<(), StoreError> {
+    let cf = db.cf_handle(CF_META).expect("meta column family");
+    let mut batch = rocksdb::WriteBatch::default();
+    batch.put_cf(cf, meta::KEY_FORMAT_VERSION, meta.format_version.to_be_bytes());
+    batch.put_cf(cf, meta::KEY_META, serde_json::to_vec(meta).expect("meta serializes"));
+    let mut wo = rocksdb::WriteOptions::default();
+    wo.set_sync(true);
+    db.write_opt(batch, &wo)?;
+    Ok(())
+}

@@ -1,0 +1,84 @@
+//! Column families as data, and the format version (see `schema/v1.md`).
+
+use rocksdb::{BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, Options, SliceTransform};
+
+/// The on-disk format this build writes.
+pub const FORMAT_VERSION: u32 = 1;
+/// The oldest format this build can migrate from.
+pub const OLDEST_SUPPORTED_VERSION: u32 = 1;
+
+pub const CF_META: &str = "meta";
+pub const CF_ENTITIES: &str = "entities";
+pub const CF_ENTITY_KEYS: &str = "entity_keys";
+pub const CF_RELATIONS: &str = "relations";
+pub const CF_RELATION_KEYS: &str = "relation_keys";
+pub const CF_NAMES: &str = "names";
+pub const CF_ALIASES: &str = "aliases";
+pub const CF_ADJACENCY: &str = "adjacency";
+pub const CF_DEGREES: &str = "degrees";
+
+/// How a column family is read, which decides its bloom filter and prefix extractor.
+#[derive(Clone, Copy)]
+pub enum Access {
+    /// Exact-key lookups: whole-key bloom filter.
+    Point,
+    /// Scans of all keys under a fixed-length prefix: prefix bloom filter.
+    Prefix(usize),
+    /// Scans of variable prefixes (names): no prefix extractor.
+    Scan,
+}
+
+pub struct CfSpec {
+    pub name: &'static str,
+    pub access: Access,
+}
+
+/// Every column family of schema v1. `meta` first; the order is otherwise irrelevant.
+pub const COLUMN_FAMILIES: &[CfSpec] = &[
+    CfSpec { name: CF_META, access: Access::Point },
+    CfSpec { name: CF_ENTITIES, access: Access::Point },
+    CfSpec { name: CF_ENTITY_KEYS, access: Access::Point },
+    CfSpec { name: CF_RELATIONS, access: Access::Point },
+    CfSpec { name: CF_RELATION_KEYS, access: Access::Point },
+    CfSpec { name: CF_NAMES, access: Access::Scan },
+    CfSpec { name: CF_ALIASES, access: Access::Prefix(4) },
+    // direction ++ entity: all relations of one entity in one direction.
+    CfSpec { name: CF_ADJACENCY, access: Access::Prefix(5) },
+    CfSpec { name: CF_DEGREES, access: Access::Point },
+];
+
+/// Options of one column family; the same options are used by the SST writers of the bulk
+/// loader, so ingested files match what RocksDB would have written itself.
+pub fn cf_options(spec: &CfSpec, cache: &Cache) -> Options {
+    let mut opts = Options::default();
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(cache);
+    table.set_cache_index_and_filter_blocks(true);
+    table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+    table.set_format_version(6);
+    match spec.access {
+        Access::Point => table.set_bloom_filter(10.0, false),
+        Access::Prefix(len) => {
+            opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(len));
+            table.set_bloom_filter(10.0, false);
+            table.set_whole_key_filtering(true);
+        }
+        Access::Scan => {}
+    }
+    opts.set_block_based_table_factory(&table);
+    // LZ4 for the levels that are read hot; ZSTD at the bottom, where most bytes live.
+    opts.set_compression_type(DBCompressionType::Lz4);
+    opts.set_bottommost_compression_type(DBCompressionType::Zstd);
+    opts
+}
+
+pub fn descriptors(cache: &Cache) -> Vec<ColumnFamilyDescriptor> {
+    COLUMN_FAMILIES
+        .iter()
+        .map(|spec| ColumnFamilyDescriptor::new(spec.name, cf_options(spec, cache)))
+        .collect()
+}
+
+pub fn spec(name: &str) -> &'static CfSpec {
+    COLUMN_FAMILIES.iter().find(|s| s.name == name).expect("known column family")
+}

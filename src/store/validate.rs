@@ -1,0 +1,321 @@
+//! `Store::validate`: every index must agree with every other.
+//!
+//! Checks, streaming (memory does not grow with the store):
+//! - dictionaries: ids `0..n` present without gaps, records decode, counts match `meta`, and
+//!   `entity_keys`/`relation_keys` map every key back to its id;
+//! - names: every name and alias of every entity and relation has its `names` entry, every
+//!   entry points at an existing id whose name or alias normalizes to it, count matches `meta`;
+//! - adjacency: keys and lists decode, ids are in range, both directions hold the same set of
+//!   facts (an order-independent 128-bit set hash of all (s, r, o) from each side, then, on a
+//!   mismatch, a point-lookup pass that names the facts missing from the other side), `facts`
+//!   matches `meta`, and every `degrees` entry equals the length of the entity's lists.
+
+use super::codec::{self, NameTarget};
+use super::idlist;
+use super::schema::*;
+use super::Store;
+use crate::error::StoreError;
+use crate::ids::{Direction, EntityId, RelationId};
+use crate::normalize::normalize_name;
+
+const MAX_PROBLEMS: usize = 50;
+
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct ValidationReport {
+    pub entities: u64,
+    pub relations: u64,
+    pub facts_out: u64,
+    pub facts_in: u64,
+    pub names: u64,
+    pub aliases: u64,
+    /// Human-readable descriptions of every disagreement found (at most 50 kept).
+    pub problems: Vec<String>,
+    /// Problems found beyond the ones kept.
+    pub more_problems: u64,
+}
+
+impl ValidationReport {
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    fn problem(&mut self, what: String) {
+        if self.problems.len() < MAX_PROBLEMS {
+            self.problems.push(what);
+        } else {
+            self.more_problems += 1;
+        }
+    }
+}
+
+pub(super) fn validate(store: &Store) -> Result<ValidationReport, StoreError> {
+    let mut report = ValidationReport::default();
+    let meta = store.meta().clone();
+    report.entities = check_dictionary(store, CF_ENTITIES, CF_ENTITY_KEYS, meta.entities, &mut report)?;
+    report.relations = check_dictionary(store, CF_RELATIONS, CF_RELATION_KEYS, meta.relations, &mut report)?;
+    check_names(store, &mut report)?;
+    if report.names != meta.names {
+        report.problem(format!("meta says {} name entries, `names` holds {}", meta.names, report.names));
+    }
+    if report.aliases != meta.aliases {
+        report.problem(format!("meta says {} aliases, `aliases` holds {}", meta.aliases, report.aliases));
+    }
+    check_adjacency(store, &mut report)?;
+    if report.facts_out != meta.facts {
+        report.problem(format!("meta says {} facts, the outgoing adjacency holds {}", meta.facts, report.facts_out));
+    }
+    Ok(report)
+}
+
+fn check_dictionary(
+    store: &Store,
+    cf: &'static str,
+    keys_cf: &'static str,
+    expected: u64,
+    report: &mut ValidationReport,
+) -> Result<u64, StoreError> {
+    let db = store.db();
+    let mut it = db.raw_iterator_cf(store.cf(cf));
+    it.seek_to_first();
+    let mut next_id: u64 = 0;
+    while let Some((k, v)) = it.item() {
+        let Some(id) = codec::be_u32(k) else {
+            report.problem(format!("{cf}: key {} is not a 4-byte id", crate::error::hex(k)));
+            it.next();
+            continue;
+        };
+        if u64::from(id) != next_id {
+            report.problem(format!("{cf}: id {id} follows id {} (ids must be dense)", next_id as i64 - 1));
+            next_id = u64::from(id);
+        }
+        next_id += 1;
+        match codec::decode_term(v) {
+            None => report.problem(format!("{cf}: record of id {id} does not decode")),
+            Some(rec) => match db.get_pinned_cf(store.cf(keys_cf), rec.key.as_bytes())? {
+                None => report.problem(format!("{keys_cf}: no entry for {:?} (id {id})", rec.key)),
+                Some(b) if codec::be_u32(&b) != Some(id) => {
+                    report.problem(format!("{keys_cf}: {:?} maps to {}, not to id {id}", rec.key, crate::error::hex(&b)))
+                }
+                Some(_) => {}
+            },
+        }
+        it.next();
+    }
+    it.status()?;
+    if next_id != expected {
+        report.problem(format!("meta says {expected} entries in {cf}, found {next_id}"));
+    }
+    let keys = count_keys(store, keys_cf)?;
+    if keys != next_id {
+        report.problem(format!("{keys_cf} holds {keys} keys, {cf} holds {next_id} records"));
+    }
+    Ok(next_id)
+}
+
+fn count_keys(store: &Store, cf: &'static str) -> Result<u64, StoreError> {
+    let mut it = store.db().raw_iterator_cf(store.cf(cf));
+    it.seek_to_first();
+    let mut n = 0;
+    while it.valid() {
+        n += 1;
+        it.next();
+    }
+    it.status()?;
+    Ok(n)
+}
+
+fn check_names(store: &Store, report: &mut ValidationReport) -> Result<(), StoreError> {
+    let db = store.db();
+    // Every entry points at a live id whose name or alias normalizes to the entry's name.
+    let mut it = db.raw_iterator_cf(store.cf(CF_NAMES));
+    it.seek_to_first();
+    while let Some((k, v)) = it.item() {
+        report.names += 1;
+        match codec::decode_name_key(k) {
+            None => report.problem(format!("names: malformed key {}", crate::error::hex(k))),
+            Some((norm, target)) => {
+                let alias = v.first() == Some(&codec::NAME_ALIAS);
+                let (rec, aliases) = match target {
+                    NameTarget::Entity(e) => (store.entity(e)?, if alias { store.aliases(e)? } else { Vec::new() }),
+                    NameTarget::Relation(r) => (store.relation(r)?, Vec::new()),
+                };
+                match rec {
+                    None => report.problem(format!("names: {norm:?} points at missing {target:?}")),
+                    Some(rec) => {
+                        let ok = if alias {
+                            aliases.iter().any(|a| normalize_name(a) == norm)
+                        } else {
+                            normalize_name(&rec.name) == norm
+                        };
+                        if !ok {
+                            report.problem(format!("names: {norm:?} points at {target:?} named {:?}", rec.name));
+                        }
+                    }
+                }
+            }
+        }
+        it.next();
+    }
+    it.status()?;
+    // Every primary name has its entry.
+    for (cf, entity) in [(CF_ENTITIES, true), (CF_RELATIONS, false)] {
+        let mut it = db.raw_iterator_cf(store.cf(cf));
+        it.seek_to_first();
+        while let Some((k, v)) = it.item() {
+            if let (Some(id), Some(rec)) = (codec::be_u32(k), codec::decode_term(v)) {
+                let target = if entity { NameTarget::Entity(EntityId(id)) } else { NameTarget::Relation(RelationId(id)) };
+                let key = codec::name_key(&normalize_name(&rec.name), target);
+                if db.get_pinned_cf(store.cf(CF_NAMES), &key)?.is_none() {
+                    report.problem(format!("names: no entry for {:?} ({target:?})", rec.name));
+                }
+            }
+            it.next();
+        }
+        it.status()?;
+    }
+    // Every alias has its entry.
+    let mut it = db.raw_iterator_cf(store.cf(CF_ALIASES));
+    it.seek_to_first();
+    while let Some(k) = it.key() {
+        report.aliases += 1;
+        match codec::decode_alias_key(k) {
+            None => report.problem(format!("aliases: malformed key {}", crate::error::hex(k))),
+            Some((e, alias)) => {
+                let key = codec::name_key(&normalize_name(alias), NameTarget::Entity(e));
+                if db.get_pinned_cf(store.cf(CF_NAMES), &key)?.is_none() {
+                    report.problem(format!("names: no entry for alias {alias:?} of {e}"));
+                }
+            }
+        }
+        it.next();
+    }
+    it.status()?;
+    Ok(())
+}
+
+/// Mixes one fact into 64 bits (splitmix64 finalizer over the packed ids).
+fn fact_hash(s: u32, r: u32, o: u32, seed: u64) -> u64 {
+    let mut z = (u64::from(s) << 32 | u64::from(o)) ^ (u64::from(r).wrapping_mul(0x9E37_79B9_7F4A_7C15)) ^ seed;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn check_adjacency(store: &Store, report: &mut ValidationReport) -> Result<(), StoreError> {
+    let db = store.db();
+    let n_entities = store.meta().entities;
+    let n_relations = store.meta().relations;
+    // Order-independent set hashes (two seeds: 128 bits) of the facts seen from each side.
+    let mut sums = [[0u64; 2]; 2];
+    let mut degrees = db.raw_iterator_cf(store.cf(CF_DEGREES));
+    degrees.seek_to_first();
+    let mut it = db.raw_iterator_cf(store.cf(CF_ADJACENCY));
+    it.seek_to_first();
+    let mut current: Option<(Direction, EntityId)> = None;
+    let mut current_degree = 0u64;
+    let finish_entity = |cur: Option<(Direction, EntityId)>, deg: u64, report: &mut ValidationReport,
+                             degrees: &mut rocksdb::DBRawIteratorWithThreadMode<'_, rocksdb::DB>|
+     -> Result<(), StoreError> {
+        let Some((dir, e)) = cur else { return Ok(()) };
+        let want = codec::degree_key(dir, e);
+        // Degree entries without adjacency before this one are stale.
+        while let Some(k) = degrees.key() {
+            if k >= &want[..] {
+                break;
+            }
+            report.problem(format!("degrees: entry {} has no adjacency", crate::error::hex(k)));
+            degrees.next();
+        }
+        match degrees.item() {
+            Some((k, v)) if k == want => {
+                if codec::be_u32(v).map(u64::from) != Some(deg) {
+                    report.problem(format!("degrees: {e} {dir:?} says {}, its lists hold {deg}", crate::error::hex(v)));
+                }
+                degrees.next();
+            }
+            _ => report.problem(format!("degrees: no entry for {e} {dir:?} (degree {deg})")),
+        }
+        degrees.status()?;
+        Ok(())
+    };
+    while let Some((k, v)) = it.item() {
+        let Some((dir, e, r)) = codec::decode_adj_key(k) else {
+            report.problem(format!("adjacency: malformed key {}", crate::error::hex(k)));
+            it.next();
+            continue;
+        };
+        if current != Some((dir, e)) {
+            finish_entity(current, current_degree, report, &mut degrees)?;
+            current = Some((dir, e));
+            current_degree = 0;
+        }
+        if u64::from(e.0) >= n_entities || u64::from(r.0) >= n_relations {
+            report.problem(format!("adjacency: key {} names an id past the dictionaries", crate::error::hex(k)));
+        }
+        match idlist::decode_ids(v) {
+            None => report.problem(format!("adjacency: list under {} does not decode", crate::error::hex(k))),
+            Some(ids) => {
+                if ids.is_empty() {
+                    report.problem(format!("adjacency: empty list under {}", crate::error::hex(k)));
+                }
+                for &other in &ids {
+                    if u64::from(other) >= n_entities {
+                        report.problem(format!("adjacency: {e} {dir:?} {r} lists entity {other}, past the dictionary"));
+                    }
+                    let (s, o) = match dir {
+                        Direction::Out => (e.0, other),
+                        Direction::In => (other, e.0),
+                    };
+                    let side = dir as usize;
+                    sums[side][0] = sums[side][0].wrapping_add(fact_hash(s, r.0, o, 0x1234_5678));
+                    sums[side][1] = sums[side][1].wrapping_add(fact_hash(s, r.0, o, 0x9abc_def0));
+                }
+                current_degree += ids.len() as u64;
+                match dir {
+                    Direction::Out => report.facts_out += ids.len() as u64,
+                    Direction::In => report.facts_in += ids.len() as u64,
+                }
+            }
+        }
+        it.next();
+    }
+    it.status()?;
+    finish_entity(current, current_degree, report, &mut degrees)?;
+    while let Some(k) = degrees.key() {
+        report.problem(format!("degrees: entry {} has no adjacency", crate::error::hex(k)));
+        degrees.next();
+    }
+    if report.facts_out != report.facts_in || sums[0] != sums[1] {
+        report.problem(format!(
+            "adjacency: the two directions disagree ({} facts outgoing, {} incoming)",
+            report.facts_out, report.facts_in
+        ));
+        locate_direction_mismatch(store, report)?;
+    }
+    Ok(())
+}
+
+/// Slow path after a set-hash mismatch: name the facts that one side lacks.
+fn locate_direction_mismatch(store: &Store, report: &mut ValidationReport) -> Result<(), StoreError> {
+    let mut it = store.db().raw_iterator_cf(store.cf(CF_ADJACENCY));
+    it.seek_to_first();
+    while let Some((k, v)) = it.item() {
+        if report.problems.len() >= MAX_PROBLEMS {
+            break;
+        }
+        if let (Some((dir, e, r)), Some(ids)) = (codec::decode_adj_key(k), idlist::decode_ids(v)) {
+            for other in ids {
+                let back = store.neighbors_via(EntityId(other), dir.reverse(), r)?;
+                if back.binary_search(&e).is_err() {
+                    report.problem(format!(
+                        "adjacency: {e} {dir:?} {r} lists e{other}, but e{other} {:?} {r} does not list {e}",
+                        dir.reverse()
+                    ));
+                }
+            }
+        }
+        it.next();
+    }
+    it.status()?;
+    Ok(())
+}
