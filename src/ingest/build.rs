@@ -1,0 +1,739 @@
+//! The load itself: parse into the dictionaries and the sorter, write SST files, commit.
+
+use super::dict::Interner;
+use super::error::{IngestError, LineError};
+use super::input::{open_input, Chunk, LineChunker};
+use super::parse::{parse_chunk, ParseConfig, ParsedChunk, Record, TermRef};
+use super::sort::{Order, TripleSorter};
+use super::{BulkLoader, InputSpec, LoadReport, OnError, Progress};
+use crate::error::StoreError;
+use crate::ids::{Direction, EntityId, RelationId};
+use crate::normalize::normalize_name;
+use crate::store::codec::{self, NameTarget, TermKind, TermRecord};
+use crate::store::meta::{InputRecord, LoadRecord, Meta};
+use crate::store::schema::{self, *};
+use crate::store::{idlist, layout, open_options, read_meta, read_version, write_meta};
+use rayon::prelude::*;
+use rocksdb::{checkpoint::Checkpoint, Cache, IngestExternalFileOptions, SstFileWriter, WriteBatch, DB};
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// Share of the memory budget given to the sort buffer; the rest covers dictionaries,
+/// chunks in flight, SST writer buffers and RocksDB.
+const SORT_SHARE: f64 = 0.45;
+
+struct Loading<'a> {
+    loader: &'a mut BulkLoader,
+    old: Option<&'a DB>,
+    entities: Interner,
+    relations: Interner,
+    labels: HashMap<String, String>,
+    aliases: Vec<(String, String)>,
+    sorter: TripleSorter,
+    rejects: Option<std::io::BufWriter<std::fs::File>>,
+    rejects_path: PathBuf,
+    report: LoadReport,
+}
+
+pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport, IngestError> {
+    let started = Instant::now();
+    let dir = loader.dir.clone();
+    let _lock = layout::lock_writer(&dir)?;
+    let current = layout::current_generation(&dir)?;
+    // Leftovers of a crashed load or migration.
+    layout::remove_stale(&dir, current.as_ref().map(|(_, p)| p.as_path()))?;
+    let cache = Cache::new_lru_cache(32 << 20);
+    let old = match &current {
+        Some((_, gen)) => {
+            let mut opts = open_options();
+            // The old generation may be open in readers: never rewrite its files.
+            opts.set_disable_auto_compactions(true);
+            let db = DB::open_cf_descriptors(&opts, gen, schema::descriptors(&cache))?;
+            let version = read_version(&db)?;
+            if version > FORMAT_VERSION {
+                return Err(StoreError::TooNew { path: dir.clone(), found: version, supported: FORMAT_VERSION }.into());
+            }
+            if version < FORMAT_VERSION {
+                return Err(StoreError::NeedsMigration { path: dir.clone(), found: version, current: FORMAT_VERSION }.into());
+            }
+            Some(db)
+        }
+        None => None,
+    };
+    let old_meta = match &old {
+        Some(db) => Some(read_meta(db)?),
+        None => None,
+    };
+    let next_gen = current.as_ref().map_or(1, |(n, _)| n + 1);
+    let tmp = tempfile::Builder::new().prefix("tmp-").tempdir_in(&dir).map_err(|e| IngestError::io(dir.display(), e))?;
+    let budget = loader.memory_mb << 20;
+    let rejects_path = loader
+        .rejects
+        .clone()
+        .unwrap_or_else(|| dir.join(format!("rejected-{}.tsv", layout::generation_name(next_gen))));
+    let base_entities = old_meta.as_ref().map_or(0, |m| m.entities as u32);
+    let base_relations = old_meta.as_ref().map_or(0, |m| m.relations as u32);
+    let mut state = Loading {
+        old: old.as_ref(),
+        entities: Interner::new(base_entities),
+        relations: Interner::new(base_relations),
+        labels: HashMap::new(),
+        aliases: Vec::new(),
+        sorter: TripleSorter::new((budget as f64 * SORT_SHARE) as usize, tmp.path().to_path_buf()),
+        rejects: None,
+        rejects_path,
+        report: LoadReport {
+            inputs: Vec::new(),
+            facts_read: 0,
+            new_facts: 0,
+            new_entities: 0,
+            new_relations: 0,
+            new_aliases: 0,
+            rejected: BTreeMap::new(),
+            rejects_file: None,
+            unused_labels: 0,
+            entities: 0,
+            relations: 0,
+            facts: 0,
+            sort_runs: 0,
+            elapsed: Default::default(),
+        },
+        loader: &mut loader,
+    };
+    for (index, spec) in inputs.iter().enumerate() {
+        state.read_input(index, inputs.len(), spec)?;
+    }
+    if let Some(mut w) = state.rejects.take() {
+        w.flush().map_err(|e| IngestError::io(state.rejects_path.display(), e))?;
+        state.report.rejects_file = Some(state.rejects_path.clone());
+    }
+    state.sorter.finish()?;
+    state.report.sort_runs = state.sorter.runs();
+
+    // Write the new generation.
+    let staging = layout::staging_dir(&dir, next_gen);
+    let sst_options = SstOptions::new(&cache, tmp.path());
+    let files = state.write_tables(&sst_options)?;
+    let db = match &old {
+        Some(old_db) => {
+            Checkpoint::new(old_db)?.create_checkpoint(&staging)?;
+            DB::open_cf_descriptors(&open_options(), &staging, schema::descriptors(&cache))?
+        }
+        None => DB::open_cf_descriptors(&open_options(), &staging, schema::descriptors(&cache))?,
+    };
+    state.progress(&Progress::Committing);
+    for (cf, paths) in &files.ssts {
+        if paths.is_empty() {
+            continue;
+        }
+        let mut io = IngestExternalFileOptions::default();
+        io.set_move_files(true);
+        let handle = db.cf_handle(cf).expect("column family exists");
+        db.ingest_external_file_cf_opts(handle, &io, paths.clone())?;
+    }
+    state.apply_label_updates(&db, files.label_updates)?;
+    let mut meta = old_meta.unwrap_or_else(|| Meta {
+        format_version: FORMAT_VERSION,
+        created_by: crate::build_name(),
+        reverse_prefix: state.loader.reverse_prefix.clone(),
+        ..Meta::default()
+    });
+    meta.format_version = FORMAT_VERSION;
+    meta.updated_by = crate::build_name();
+    meta.entities += state.report.new_entities;
+    meta.relations += state.report.new_relations;
+    meta.facts += state.report.new_facts;
+    meta.names += files.new_names;
+    meta.aliases += state.report.new_aliases;
+    meta.loads.push(LoadRecord {
+        committed_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        inputs: state.report.inputs.clone(),
+        new_facts: state.report.new_facts,
+        new_entities: state.report.new_entities,
+        new_relations: state.report.new_relations,
+        rejected_lines: state.report.rejected_total(),
+    });
+    write_meta(&db, &meta)?;
+    for spec in COLUMN_FAMILIES {
+        db.flush_cf(db.cf_handle(spec.name).expect("column family exists"))?;
+    }
+    db.flush_wal(true)?;
+    drop(db);
+    let mut report = state.report;
+    drop(old);
+    let gen = dir.join(layout::generation_name(next_gen));
+    std::fs::rename(&staging, &gen).map_err(|e| IngestError::io(staging.display(), e))?;
+    layout::sync_dir(&dir)?;
+    layout::commit_generation(&dir, next_gen)?;
+    // The commit is done; what follows only frees space.
+    drop(tmp);
+    layout::remove_stale(&dir, Some(&gen))?;
+    report.entities = meta.entities;
+    report.relations = meta.relations;
+    report.facts = meta.facts;
+    report.elapsed = started.elapsed();
+    Ok(report)
+}
+
+/// SST files per column family, and the point updates that SSTs cannot express.
+struct Tables {
+    ssts: Vec<(&'static str, Vec<PathBuf>)>,
+    label_updates: Vec<(EntityId, String)>,
+    new_names: u64,
+}
+
+impl Loading<'_> {
+    fn progress(&mut self, p: &Progress) {
+        if let Some(f) = self.loader.progress.as_mut() {
+            f(p);
+        }
+    }
+
+    fn read_input(&mut self, index: usize, count: usize, spec: &InputSpec) -> Result<(), IngestError> {
+        let file = spec.display();
+        let opened = open_input(spec)?;
+        let format = opened.format;
+        let total_bytes = opened.size;
+        let consumed = opened.consumed.clone();
+        let cfg = ParseConfig { format, reverse_prefix: self.loader.reverse_prefix.clone(), lang: self.loader.lang.clone() };
+        let threads = self.loader.threads;
+        let cancel = self.loader.cancel.clone();
+        let mut record = InputRecord { path: file.clone(), format: format.name().into(), ..Default::default() };
+        let facts_before = self.report.facts_read;
+        let result = std::thread::scope(|scope| -> Result<(), IngestError> {
+            let (chunk_tx, chunk_rx) = crossbeam_channel::bounded::<Result<Chunk, IngestError>>(threads * 2);
+            let (parsed_tx, parsed_rx) = crossbeam_channel::bounded::<Result<Vec<ParsedChunk>, IngestError>>(2);
+            let reader_file = file.clone();
+            scope.spawn(move || {
+                let mut chunker = LineChunker::new(opened, reader_file);
+                loop {
+                    match chunker.next_chunk() {
+                        Ok(Some(c)) => {
+                            if chunk_tx.send(Ok(c)).is_err() {
+                                return;
+                            }
+                        }
+                        Ok(None) => return,
+                        Err(e) => {
+                            let _ = chunk_tx.send(Err(e));
+                            return;
+                        }
+                    }
+                }
+            });
+            let cfg = &cfg;
+            scope.spawn(move || {
+                // Batches of chunks parsed in parallel, handed on in input order.
+                while let Ok(first) = chunk_rx.recv() {
+                    let mut batch = vec![first];
+                    while batch.len() < threads * 2 {
+                        match chunk_rx.try_recv() {
+                            Ok(c) => batch.push(c),
+                            Err(_) => break,
+                        }
+                    }
+                    let failed = batch.iter().position(|c| c.is_err());
+                    let err = failed.map(|i| batch.drain(i..).next().expect("index in range"));
+                    let chunks: Vec<Chunk> = batch.into_iter().map(|c| c.expect("errors drained")).collect();
+                    let parsed: Vec<ParsedChunk> = chunks.into_par_iter().map(|c| parse_chunk(c, cfg)).collect();
+                    if parsed_tx.send(Ok(parsed)).is_err() {
+                        return;
+                    }
+                    if let Some(Err(e)) = err {
+                        let _ = parsed_tx.send(Err(e));
+                        return;
+                    }
+                }
+            });
+            for batch in parsed_rx {
+                if cancel.load(Ordering::Relaxed) {
+                    return Err(IngestError::Cancelled);
+                }
+                for chunk in batch? {
+                    record.lines += chunk.lines;
+                    self.take_chunk(&file, chunk, &mut record)?;
+                }
+                let p = Progress::Reading {
+                    index,
+                    count,
+                    file: file.clone(),
+                    bytes: consumed.load(Ordering::Relaxed),
+                    total_bytes,
+                    facts: self.report.facts_read,
+                };
+                self.progress(&p);
+            }
+            Ok(())
+        });
+        result?;
+        record.facts_read = self.report.facts_read - facts_before;
+        self.report.inputs.push(record);
+        Ok(())
+    }
+
+    fn take_chunk(&mut self, file: &str, chunk: ParsedChunk, record: &mut InputRecord) -> Result<(), IngestError> {
+        if let Some(first) = chunk.errors.first() {
+            if self.loader.on_error == OnError::Stop {
+                return Err(IngestError::bad_line(file, first));
+            }
+            for e in &chunk.errors {
+                self.reject(file, e)?;
+            }
+            record.rejected += chunk.errors.len() as u64;
+        }
+        let arena = &chunk.arena;
+        for rec in &chunk.records {
+            match *rec {
+                Record::Fact { s, r, o } => {
+                    let s = self.intern_entity(arena, s)?;
+                    let r = self.intern_relation(r.get(arena), chunk.relation_kind)?;
+                    let o = self.intern_entity(arena, o)?;
+                    self.sorter.push([s, r, o])?;
+                    self.report.facts_read += 1;
+                }
+                Record::Label { subject, text } => {
+                    let key = String::from_utf8_lossy(subject.get(arena)).into_owned();
+                    self.labels.entry(key).or_insert_with(|| String::from_utf8_lossy(text.get(arena)).into_owned());
+                }
+                Record::Alias { subject, text } => {
+                    let key = String::from_utf8_lossy(subject.get(arena)).into_owned();
+                    self.aliases.push((key, String::from_utf8_lossy(text.get(arena)).into_owned()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn reject(&mut self, file: &str, e: &LineError) -> Result<(), IngestError> {
+        *self.report.rejected.entry(e.kind).or_default() += 1;
+        if self.rejects.is_none() {
+            let f = std::fs::File::create(&self.rejects_path).map_err(|err| IngestError::io(self.rejects_path.display(), err))?;
+            let mut w = std::io::BufWriter::new(f);
+            writeln!(w, "file\tline\tkind\tdetail\ttext").map_err(|err| IngestError::io(self.rejects_path.display(), err))?;
+            self.rejects = Some(w);
+        }
+        let w = self.rejects.as_mut().expect("opened above");
+        let detail = e.detail.replace(['\t', '\n'], " ");
+        (|| -> std::io::Result<()> {
+            write!(w, "{file}\t{}\t{}\t{detail}\t", e.line, e.kind)?;
+            w.write_all(&e.text)?;
+            w.write_all(b"\n")
+        })()
+        .map_err(|err| IngestError::io(self.rejects_path.display(), err))
+    }
+
+    fn intern_entity(&mut self, arena: &[u8], t: TermRef) -> Result<u32, IngestError> {
+        let old = self.old;
+        let mut lookup = |k: &[u8]| lookup_id(old, CF_ENTITY_KEYS, k);
+        self.entities
+            .intern(t.key.get(arena), t.kind, t.name.map(|n| n.get(arena)), &mut lookup)?
+            .ok_or(IngestError::TooManyIds { what: "entities", limit: u64::from(u32::MAX) })
+    }
+
+    fn intern_relation(&mut self, key: &[u8], kind: TermKind) -> Result<u32, IngestError> {
+        let old = self.old;
+        let mut lookup = |k: &[u8]| lookup_id(old, CF_RELATION_KEYS, k);
+        self.relations
+            .intern(key, kind, None, &mut lookup)?
+            .ok_or(IngestError::TooManyIds { what: "relations", limit: u64::from(u32::MAX) })
+    }
+
+    /// Builds every SST file of the load and counts what is new.
+    fn write_tables(&mut self, set: &SstOptions) -> Result<Tables, IngestError> {
+        let steps = 4;
+        let mut ssts = Vec::new();
+        let mut names: Vec<(Vec<u8>, u8)> = Vec::new();
+
+        // 1. Entity and relation dictionaries.
+        self.progress(&Progress::Writing { step: 1, steps, what: "dictionaries", done: 0, total: 1 });
+        let (ents, keys) = self.write_dictionary(set, true, &mut names)?;
+        ssts.push((CF_ENTITIES, ents));
+        ssts.push((CF_ENTITY_KEYS, keys));
+        let (rels, keys) = self.write_dictionary(set, false, &mut names)?;
+        ssts.push((CF_RELATIONS, rels));
+        ssts.push((CF_RELATION_KEYS, keys));
+        self.report.new_entities = u64::from(self.entities.new_count());
+        self.report.new_relations = u64::from(self.relations.new_count());
+
+        // 2. Aliases, and labels of entities stored by an earlier load.
+        self.progress(&Progress::Writing { step: 2, steps, what: "names", done: 0, total: 1 });
+        let mut alias_keys: Vec<Vec<u8>> = Vec::new();
+        for (key, alias) in std::mem::take(&mut self.aliases) {
+            let Some(e) = self.resolve_entity(&key)? else {
+                self.report.unused_labels += 1;
+                continue;
+            };
+            let k = codec::alias_key(EntityId(e), &alias);
+            let is_old = e < self.entities.base();
+            if is_old && lookup_exists(self.old, CF_ALIASES, &k)? {
+                continue;
+            }
+            let name_key = codec::name_key(&normalize_name(&alias), NameTarget::Entity(EntityId(e)));
+            if !(is_old && lookup_exists(self.old, CF_NAMES, &name_key)?) {
+                names.push((name_key, codec::NAME_ALIAS));
+            }
+            alias_keys.push(k);
+        }
+        alias_keys.par_sort_unstable();
+        alias_keys.dedup();
+        self.report.new_aliases = alias_keys.len() as u64;
+        ssts.push((CF_ALIASES, write_sorted(set, CF_ALIASES, alias_keys.iter().map(|k| (k.as_slice(), &[][..])))?));
+        let mut label_updates = Vec::new();
+        for (key, label) in std::mem::take(&mut self.labels) {
+            match self.resolve_entity(&key)? {
+                Some(e) if e < self.entities.base() => label_updates.push((EntityId(e), label)),
+                Some(_) => {}
+                None => self.report.unused_labels += 1,
+            }
+        }
+        label_updates.sort();
+        // Primary names win over aliases with the same key.
+        names.par_sort_unstable();
+        names.dedup_by(|b, a| a.0 == b.0);
+        let new_names = names.len() as u64;
+        ssts.push((CF_NAMES, write_sorted(set, CF_NAMES, names.iter().map(|(k, v)| (k.as_slice(), std::slice::from_ref(v))))?));
+        drop(names);
+
+        // 3 and 4. Adjacency and degrees, one direction at a time.
+        for (step, order, dir) in [(3, Order::Spo, Direction::Out), (4, Order::Ops, Direction::In)] {
+            let (adj, deg, added) = self.write_adjacency(set, order, dir, step, steps)?;
+            ssts.push((CF_ADJACENCY, adj));
+            ssts.push((CF_DEGREES, deg));
+            if dir == Direction::Out {
+                self.report.new_facts = added;
+            } else if added != self.report.new_facts {
+                return Err(StoreError::corrupt(
+                    CF_ADJACENCY,
+                    b"",
+                    format!("the load adds {} outgoing but {added} incoming facts", self.report.new_facts),
+                )
+                .into());
+            }
+        }
+        // Adjacency and degrees hold two files each (one per direction); merge the entries.
+        let mut merged: Vec<(&'static str, Vec<PathBuf>)> = Vec::new();
+        for (cf, paths) in ssts {
+            match merged.iter_mut().find(|(c, _)| *c == cf) {
+                Some((_, p)) => p.extend(paths),
+                None => merged.push((cf, paths)),
+            }
+        }
+        Ok(Tables { ssts: merged, label_updates, new_names })
+    }
+
+    fn resolve_entity(&mut self, key: &str) -> Result<Option<u32>, IngestError> {
+        if let Some(id) = self.entities.get(key.as_bytes()) {
+            return Ok(Some(id));
+        }
+        Ok(lookup_id(self.old, CF_ENTITY_KEYS, key.as_bytes())?)
+    }
+
+    /// Writes the new terms of one dictionary, returns (records SSTs, key SSTs).
+    fn write_dictionary(
+        &mut self,
+        set: &SstOptions,
+        entities: bool,
+        names: &mut Vec<(Vec<u8>, u8)>,
+    ) -> Result<(Vec<PathBuf>, Vec<PathBuf>), IngestError> {
+        let (dict, cf, keys_cf) = if entities {
+            (&self.entities, CF_ENTITIES, CF_ENTITY_KEYS)
+        } else {
+            (&self.relations, CF_RELATIONS, CF_RELATION_KEYS)
+        };
+        let mut records = SstSink::new(set, cf)?;
+        let mut buf = Vec::new();
+        let mut keys: Vec<(&str, u32)> = Vec::with_capacity(dict.new_count() as usize);
+        for term in dict.new_terms() {
+            let label = self.labels.get(term.key).or_else(|| {
+                if entities {
+                    None
+                } else {
+                    wikidata_property_entity(term.key).and_then(|k| self.labels.get(&k))
+                }
+            });
+            let name = match label {
+                Some(l) => l.clone(),
+                None => default_name(term.key, term.kind, term.name),
+            };
+            let rec = TermRecord { kind: term.kind, key: term.key.to_owned(), name };
+            codec::encode_term(&rec, &mut buf);
+            records.put(&codec::id_key(term.id), &buf)?;
+            let target = if entities { NameTarget::Entity(EntityId(term.id)) } else { NameTarget::Relation(RelationId(term.id)) };
+            names.push((codec::name_key(&normalize_name(&rec.name), target), codec::NAME_PRIMARY));
+            keys.push((term.key, term.id));
+        }
+        if entities {
+            // Labels used by new entities are done; the rest may name stored entities.
+            for term in dict.new_terms() {
+                self.labels.remove(term.key);
+            }
+        } else {
+            for term in dict.new_terms() {
+                self.labels.remove(term.key);
+                if let Some(k) = wikidata_property_entity(term.key) {
+                    self.labels.remove(&k);
+                }
+            }
+        }
+        keys.par_sort_unstable();
+        let mut key_sink = SstSink::new(set, keys_cf)?;
+        for (k, id) in keys {
+            key_sink.put(k.as_bytes(), &id.to_be_bytes())?;
+        }
+        Ok((records.finish()?, key_sink.finish()?))
+    }
+
+    fn write_adjacency(
+        &mut self,
+        set: &SstOptions,
+        order: Order,
+        dir: Direction,
+        step: usize,
+        steps: usize,
+    ) -> Result<(Vec<PathBuf>, Vec<PathBuf>, u64), IngestError> {
+        let total = self.sorter.pushed();
+        let old = self.old;
+        let mut adj = SstSink::new(set, CF_ADJACENCY)?;
+        let mut deg = SstSink::new(set, CF_DEGREES)?;
+        let mut group: Option<(u32, u32)> = None;
+        let mut others: Vec<u32> = Vec::new();
+        let mut entity_added: u64 = 0;
+        let mut added: u64 = 0;
+        let mut seen: u64 = 0;
+        let mut buf = Vec::new();
+        let mut progress = self.loader.progress.take();
+        let mut flush_group = |group: Option<(u32, u32)>, others: &mut Vec<u32>, entity_added: &mut u64, adj: &mut SstSink<'_>| -> Result<(), IngestError> {
+            let Some((e, r)) = group else { return Ok(()) };
+            let key = codec::adj_key(dir, EntityId(e), RelationId(r));
+            let stored = match old {
+                Some(db) => match db.get_pinned_cf(db.cf_handle(CF_ADJACENCY).expect("cf"), key)? {
+                    Some(v) => Some(idlist::decode_ids(&v).ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, &key, "malformed id list"))?),
+                    None => None,
+                },
+                None => None,
+            };
+            let (list, new) = match stored {
+                Some(stored) => {
+                    let union = idlist::union_sorted(&stored, others);
+                    let new = (union.len() - stored.len()) as u64;
+                    (union, new)
+                }
+                None => {
+                    let n = others.len() as u64;
+                    (std::mem::take(others), n)
+                }
+            };
+            if new > 0 {
+                idlist::encode_ids(&list, &mut buf);
+                adj.put(&key, &buf)?;
+            }
+            *entity_added += new;
+            others.clear();
+            Ok(())
+        };
+        let flush_entity = |e: u32, entity_added: u64, deg: &mut SstSink<'_>| -> Result<(), IngestError> {
+            if entity_added == 0 {
+                return Ok(());
+            }
+            let key = codec::degree_key(dir, EntityId(e));
+            let before = match old {
+                Some(db) => match db.get_pinned_cf(db.cf_handle(CF_DEGREES).expect("cf"), key)? {
+                    Some(v) => u64::from(codec::be_u32(&v).ok_or_else(|| StoreError::corrupt(CF_DEGREES, &key, "degree is not 4 bytes"))?),
+                    None => 0,
+                },
+                None => 0,
+            };
+            let value = u32::try_from(before + entity_added).unwrap_or(u32::MAX);
+            deg.put(&key, &value.to_be_bytes())
+        };
+        let result = self.sorter.for_each(order, |t| {
+            let (e, r, other) = (t[0], t[1], t[2]);
+            if group != Some((e, r)) {
+                flush_group(group, &mut others, &mut entity_added, &mut adj)?;
+                if let Some((prev_e, _)) = group {
+                    if prev_e != e {
+                        flush_entity(prev_e, entity_added, &mut deg)?;
+                        added += entity_added;
+                        entity_added = 0;
+                    }
+                }
+                group = Some((e, r));
+            }
+            others.push(other);
+            seen += 1;
+            if seen % (1 << 20) == 0 {
+                if let Some(f) = progress.as_mut() {
+                    f(&Progress::Writing { step, steps, what: if dir == Direction::Out { "outgoing adjacency" } else { "incoming adjacency" }, done: seen, total });
+                }
+            }
+            Ok(())
+        });
+        self.loader.progress = progress;
+        result?;
+        flush_group(group, &mut others, &mut entity_added, &mut adj)?;
+        if let Some((e, _)) = group {
+            flush_entity(e, entity_added, &mut deg)?;
+            added += entity_added;
+        }
+        Ok((adj.finish()?, deg.finish()?, added))
+    }
+
+    fn apply_label_updates(&mut self, db: &DB, updates: Vec<(EntityId, String)>) -> Result<(), IngestError> {
+        // A label for an entity of an earlier load names it only when it has no label yet
+        // (its name is still the default derived from its key): first label wins, as within
+        // one load.
+        let mut batch = WriteBatch::default();
+        let ents = db.cf_handle(CF_ENTITIES).expect("cf");
+        let names = db.cf_handle(CF_NAMES).expect("cf");
+        let mut buf = Vec::new();
+        for (e, label) in updates {
+            let key = codec::id_key(e.0);
+            let Some(v) = db.get_pinned_cf(ents, key)? else { continue };
+            let rec = codec::decode_term(&v).ok_or_else(|| StoreError::corrupt(CF_ENTITIES, &key, "undecodable record"))?;
+            if rec.name != default_name(&rec.key, rec.kind, None) || rec.kind == TermKind::Literal {
+                continue;
+            }
+            let new = TermRecord { name: label, ..rec.clone() };
+            codec::encode_term(&new, &mut buf);
+            batch.put_cf(ents, key, &buf);
+            batch.delete_cf(names, codec::name_key(&normalize_name(&rec.name), NameTarget::Entity(e)));
+            batch.put_cf(names, codec::name_key(&normalize_name(&new.name), NameTarget::Entity(e)), [codec::NAME_PRIMARY]);
+        }
+        db.write(batch)?;
+        Ok(())
+    }
+}
+
+fn lookup_id(old: Option<&DB>, cf: &'static str, key: &[u8]) -> Result<Option<u32>, StoreError> {
+    let Some(db) = old else { return Ok(None) };
+    match db.get_pinned_cf(db.cf_handle(cf).expect("cf"), key)? {
+        None => Ok(None),
+        Some(v) => codec::be_u32(&v).map(Some).ok_or_else(|| StoreError::corrupt(cf, key, "id is not 4 bytes")),
+    }
+}
+
+fn lookup_exists(old: Option<&DB>, cf: &'static str, key: &[u8]) -> Result<bool, StoreError> {
+    let Some(db) = old else { return Ok(false) };
+    Ok(db.get_pinned_cf(db.cf_handle(cf).expect("cf"), key)?.is_some())
+}
+
+/// The name of a term without a label: a plain name is itself, an IRI its local name, a
+/// literal its lexical form.
+pub(crate) fn default_name(key: &str, kind: TermKind, carried: Option<&str>) -> String {
+    match kind {
+        TermKind::Name | TermKind::Blank => key.to_owned(),
+        TermKind::Literal => carried.map_or_else(|| key.to_owned(), str::to_owned),
+        TermKind::Iri => local_name(key).to_owned(),
+    }
+}
+
+/// `http://rdf.freebase.com/ns/m.027rn` -> `m.027rn`; `http://x/y#z` -> `z`.
+pub(crate) fn local_name(iri: &str) -> &str {
+    let trimmed = iri.trim_end_matches(['/', '#']);
+    match trimmed.rfind(['/', '#', ':']) {
+        Some(i) if i + 1 < trimmed.len() => &trimmed[i + 1..],
+        _ => iri,
+    }
+}
+
+/// Wikidata labels properties on their entity IRI (`.../entity/P161`) while facts use the
+/// direct-claim IRI (`.../prop/direct/P161`): the label of the one names the other.
+fn wikidata_property_entity(iri: &str) -> Option<String> {
+    let (base, local) = iri.rsplit_once("/prop/direct/")?;
+    Some(format!("{base}/entity/{local}"))
+}
+
+/// The options of every column family, for SST writers (which borrow them), so ingested
+/// files carry the same filters and prefix extractors as files RocksDB writes itself.
+pub(super) struct SstOptions {
+    by_cf: Vec<(&'static str, rocksdb::Options)>,
+    dir: PathBuf,
+    files: std::sync::atomic::AtomicU64,
+}
+
+impl SstOptions {
+    fn new(cache: &Cache, dir: &Path) -> SstOptions {
+        SstOptions {
+            by_cf: COLUMN_FAMILIES
+                .iter()
+                .map(|spec| {
+                    let mut opts = schema::cf_options(spec, cache);
+                    // Ingested files land in the bottom level: compress them as such.
+                    opts.set_compression_type(rocksdb::DBCompressionType::Zstd);
+                    (spec.name, opts)
+                })
+                .collect(),
+            dir: dir.to_path_buf(),
+            files: Default::default(),
+        }
+    }
+}
+
+/// An SST file being written for one column family (nothing is written for no entries).
+struct SstSink<'o> {
+    writer: Option<SstFileWriter<'o>>,
+    path: PathBuf,
+    opts: &'o rocksdb::Options,
+}
+
+impl<'o> SstSink<'o> {
+    fn new(set: &'o SstOptions, cf: &'static str) -> Result<SstSink<'o>, IngestError> {
+        let n = set.files.fetch_add(1, Ordering::Relaxed);
+        let opts = &set.by_cf.iter().find(|(name, _)| *name == cf).expect("known column family").1;
+        Ok(SstSink { writer: None, path: set.dir.join(format!("{cf}-{n:04}.sst")), opts })
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), IngestError> {
+        if self.writer.is_none() {
+            let w = SstFileWriter::create(self.opts);
+            w.open(&self.path)?;
+            self.writer = Some(w);
+        }
+        self.writer.as_mut().expect("opened above").put(key, value)?;
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Vec<PathBuf>, IngestError> {
+        match self.writer {
+            None => Ok(Vec::new()),
+            Some(mut w) => {
+                w.finish()?;
+                Ok(vec![self.path])
+            }
+        }
+    }
+}
+
+fn write_sorted<'a>(set: &SstOptions, cf: &'static str, entries: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> Result<Vec<PathBuf>, IngestError> {
+    let mut sink = SstSink::new(set, cf)?;
+    for (k, v) in entries {
+        sink.put(k, v)?;
+    }
+    sink.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_names() {
+        assert_eq!(local_name("http://rdf.freebase.com/ns/m.027rn"), "m.027rn");
+        assert_eq!(local_name("http://www.wikidata.org/entity/Q42"), "Q42");
+        assert_eq!(local_name("http://x.org/onto#Person"), "Person");
+        assert_eq!(local_name("http://x.org/dir/"), "dir");
+        assert_eq!(local_name("urn:isbn:123"), "123");
+    }
+
+    #[test]
+    fn wikidata_property_labels() {
+        assert_eq!(
+            wikidata_property_entity("http://www.wikidata.org/prop/direct/P161").as_deref(),
+            Some("http://www.wikidata.org/entity/P161")
+        );
+        assert_eq!(wikidata_property_entity("http://x/p"), None);
+    }
+}

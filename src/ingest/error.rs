@@ -1,0 +1,89 @@
+//! Ingest errors: what went wrong, in which file, on which line.
+
+use crate::error::StoreError;
+
+/// Kinds of malformed input lines; `--on-error skip` counts rejects per kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LineErrorKind {
+    WrongColumnCount,
+    EmptyName,
+    InvalidUtf8,
+    InvalidNtriples,
+    LineTooLong,
+}
+
+impl LineErrorKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            LineErrorKind::WrongColumnCount => "wrong column count",
+            LineErrorKind::EmptyName => "empty name",
+            LineErrorKind::InvalidUtf8 => "invalid UTF-8",
+            LineErrorKind::InvalidNtriples => "invalid N-Triples",
+            LineErrorKind::LineTooLong => "line too long",
+        }
+    }
+}
+
+impl std::fmt::Display for LineErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One rejected line, before the file name is attached.
+#[derive(Clone, Debug)]
+pub struct LineError {
+    pub line: u64,
+    pub kind: LineErrorKind,
+    pub detail: String,
+    /// The line's bytes (at most the first 80 for over-long lines).
+    pub text: Vec<u8>,
+}
+
+/// A short, printable excerpt of a line for error messages.
+pub fn snippet(text: &[u8]) -> String {
+    let s = String::from_utf8_lossy(text);
+    let s = s.trim_end_matches(['\n', '\r']);
+    let mut out: String = s.chars().take(80).map(|c| if c.is_control() { '␉' } else { c }).collect();
+    if s.chars().count() > 80 {
+        out.push('…');
+    }
+    out
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error("{file}:{line}: {kind}: {detail}\n  | {snippet}")]
+    BadLine { file: String, line: u64, kind: LineErrorKind, detail: String, snippet: String },
+    #[error("{path}: cannot tell the input format from the file name; pass --format tsv|pipe|ntriples")]
+    UnknownFormat { path: String },
+    #[error("{file}: truncated or corrupt {codec} stream after line {line}: {source}")]
+    Truncated { file: String, codec: &'static str, line: u64, source: std::io::Error },
+    #[error("{path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("more than {limit} {what}: ids are u32")]
+    TooManyIds { what: &'static str, limit: u64 },
+    #[error("the load was cancelled; the store is unchanged")]
+    Cancelled,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("rocksdb: {0}")]
+    Rocks(#[from] rocksdb::Error),
+}
+
+impl IngestError {
+    pub(crate) fn bad_line(file: &str, e: &LineError) -> IngestError {
+        IngestError::BadLine {
+            file: file.to_owned(),
+            line: e.line,
+            kind: e.kind,
+            detail: e.detail.clone(),
+            snippet: snippet(&e.text),
+        }
+    }
+
+    pub(crate) fn io(path: impl std::fmt::Display, source: std::io::Error) -> IngestError {
+        IngestError::Io { path: path.to_string(), source }
+    }
+}

@@ -1,0 +1,164 @@
+//! Bulk loading of triple dumps into a store.
+//!
+//! ```text
+//! reader thread          parser thread (rayon)        loader thread
+//! decompress, cut   -->  parse chunks in parallel -->  intern names -> ids, push id
+//! into line chunks       into records (in order)       triples into the external sorter
+//!                                                      then: sorted streams -> SST files
+//!                                                      -> new generation -> commit
+//! ```
+//!
+//! Nothing becomes visible until the commit (see `store::layout`): a failed, cancelled or
+//! killed load leaves the store as it was.
+
+mod build;
+pub mod dict;
+pub mod error;
+pub mod input;
+pub mod parse;
+pub mod sort;
+
+pub use error::{IngestError, LineErrorKind};
+pub use input::{Compression, Format, InputSpec};
+
+use crate::store::meta::InputRecord;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What to do with a malformed line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnError {
+    /// Stop at the first malformed line; nothing of the load becomes visible.
+    #[default]
+    Stop,
+    /// Load every good line, count rejects per kind, write rejected lines to a file.
+    Skip,
+}
+
+/// Progress reports, sent to the `on_progress` callback.
+#[derive(Clone, Debug)]
+pub enum Progress {
+    /// Parsing input `index` of `count`: bytes of the file consumed (compressed bytes for
+    /// compressed files) out of its size when known, and facts read so far in this load.
+    Reading { index: usize, count: usize, file: String, bytes: u64, total_bytes: Option<u64>, facts: u64 },
+    /// Writing the store: step `step` of `steps` (a description), `done` of `total` units.
+    Writing { step: usize, steps: usize, what: &'static str, done: u64, total: u64 },
+    /// Making the new generation current.
+    Committing,
+}
+
+type ProgressFn = Box<dyn FnMut(&Progress) + Send>;
+
+/// Loads triple files into the store at `dir`, creating it when it does not exist.
+pub struct BulkLoader {
+    dir: PathBuf,
+    memory_mb: usize,
+    threads: usize,
+    on_error: OnError,
+    rejects: Option<PathBuf>,
+    reverse_prefix: String,
+    lang: String,
+    progress: Option<ProgressFn>,
+    cancel: Arc<AtomicBool>,
+}
+
+/// What a load did.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LoadReport {
+    pub inputs: Vec<InputRecord>,
+    /// Fact lines read (before deduplication).
+    pub facts_read: u64,
+    pub new_facts: u64,
+    pub new_entities: u64,
+    pub new_relations: u64,
+    pub new_aliases: u64,
+    /// Rejected lines per kind (`--on-error skip`).
+    pub rejected: BTreeMap<LineErrorKind, u64>,
+    pub rejects_file: Option<PathBuf>,
+    /// Labels whose subject is in no fact of the store (dropped, as the format says).
+    pub unused_labels: u64,
+    /// Store totals after the load.
+    pub entities: u64,
+    pub relations: u64,
+    pub facts: u64,
+    /// Sorted runs spilled to disk by the external sort (0: it fit in the budget).
+    pub sort_runs: usize,
+    pub elapsed: Duration,
+}
+
+impl LoadReport {
+    pub fn rejected_total(&self) -> u64 {
+        self.rejected.values().sum()
+    }
+}
+
+impl BulkLoader {
+    pub fn new(dir: impl AsRef<Path>) -> BulkLoader {
+        BulkLoader {
+            dir: dir.as_ref().to_path_buf(),
+            memory_mb: 1024,
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            on_error: OnError::Stop,
+            rejects: None,
+            reverse_prefix: "~".into(),
+            lang: "en".into(),
+            progress: None,
+            cancel: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Memory budget for the sort buffers and dictionaries of the load (default 1024 MB).
+    pub fn with_memory_mb(mut self, mb: usize) -> Self {
+        self.memory_mb = mb.max(16);
+        self
+    }
+
+    /// Parser threads (default: all cores).
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+
+    pub fn on_error(mut self, policy: OnError) -> Self {
+        self.on_error = policy;
+        self
+    }
+
+    /// Where `OnError::Skip` writes rejected lines (default `DIR/rejected-gen-NNNNNN.tsv`).
+    pub fn with_rejects_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.rejects = Some(path.into());
+        self
+    }
+
+    /// Relations starting with this prefix are reverses (`~r(a, b)` is stored as `r(b, a)`);
+    /// empty disables it. Default `~`.
+    pub fn with_reverse_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.reverse_prefix = prefix.into();
+        self
+    }
+
+    /// Language of the RDF labels kept (labels without a language are always kept); empty
+    /// keeps every language. Default `en`.
+    pub fn with_lang(mut self, lang: impl Into<String>) -> Self {
+        self.lang = lang.into();
+        self
+    }
+
+    pub fn on_progress(mut self, f: impl FnMut(&Progress) + Send + 'static) -> Self {
+        self.progress = Some(Box::new(f));
+        self
+    }
+
+    /// A flag that, once set, makes the load stop with `IngestError::Cancelled`.
+    pub fn cancel_flag(&self) -> Arc<AtomicBool> {
+        self.cancel.clone()
+    }
+
+    /// Loads `inputs` (in order) and commits them as one new generation of the store.
+    pub fn load(self, inputs: &[InputSpec]) -> Result<LoadReport, IngestError> {
+        build::run(self, inputs)
+    }
+}

@@ -1,0 +1,27 @@
+//! Trellis: an embedded, RocksDB-backed knowledge-graph store and retrieval engine for
+//! knowledge-grounded dialog.
+//!
+//! - [`store`]: the on-disk store (dictionaries, name index, adjacency), its format
+//!   (`schema/`), validation and migrations.
+//! - [`ingest`]: bulk loading of TSV, pipe and N-Triples dumps.
+//! - [`graph`]: neighbourhood walks over the store.
+//!
+//! The library never prints and never installs a tracing subscriber; long work reports
+//! progress through callbacks.
+
+pub mod error;
+pub mod graph;
+pub mod ids;
+pub mod ingest;
+pub mod normalize;
+pub mod store;
+
+pub use error::StoreError;
+pub use ids::{Direction, EntityId, RelationId};
+pub use ingest::{BulkLoader, InputSpec, IngestError};
+pub use store::{Edge, Store};
+
+/// `trellis <version>`, recorded in the meta record of the stores this build writes.
+pub fn build_name() -> String {
+    format!("trellis {}", env!("CARGO_PKG_VERSION"))
+}
