@@ -1,0 +1,103 @@
+//! `trellis ingest`.
+
+use super::progress::LoadProgress;
+use anyhow::Result;
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use trellis::ingest::{BulkLoader, Compression, Format, InputSpec, OnError};
+
+#[derive(Args)]
+pub struct IngestArgs {
+    /// Store directory (created when missing; a second load adds to it).
+    #[arg(long)]
+    store: PathBuf,
+    /// Input format, for every file (default: from each file's name).
+    #[arg(long, value_enum)]
+    format: Option<Format>,
+    /// Input compression (default: from the name, then the magic bytes).
+    #[arg(long, value_enum)]
+    compression: Option<Compression>,
+    /// Memory budget of the load in MB (sort buffers and dictionaries).
+    #[arg(long, default_value_t = 1024)]
+    memory_mb: usize,
+    /// Parser threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// `stop`: the first malformed line aborts the load and nothing is stored.
+    /// `skip`: load the rest, count rejects per kind, write rejected lines to a file.
+    #[arg(long, value_enum, default_value_t = OnError::Stop)]
+    on_error: OnError,
+    /// Where `--on-error skip` writes rejected lines (default: STORE/rejected-gen-N.tsv).
+    #[arg(long)]
+    rejects: Option<PathBuf>,
+    /// Relations starting with this prefix are reverses: `~r(a, b)` is stored as `r(b, a)`.
+    /// Empty to disable.
+    #[arg(long, default_value = "~")]
+    reverse_prefix: String,
+    /// Keep RDF labels in this language (and labels without one); empty keeps all.
+    #[arg(long, default_value = "en")]
+    lang: String,
+    /// Print the load report as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Triple files; `-` reads standard input (needs --format).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+}
+
+pub fn run(args: IngestArgs) -> Result<ExitCode> {
+    let inputs: Vec<InputSpec> = args
+        .files
+        .iter()
+        .map(|p| InputSpec { path: p.clone(), format: args.format, compression: args.compression })
+        .collect();
+    let bar = Arc::new(Mutex::new(LoadProgress::new()));
+    let bar_cb = bar.clone();
+    let mut loader = BulkLoader::new(&args.store)
+        .with_memory_mb(args.memory_mb)
+        .on_error(args.on_error)
+        .with_reverse_prefix(args.reverse_prefix)
+        .with_lang(args.lang)
+        .on_progress(move |p| bar_cb.lock().expect("progress lock").update(p));
+    if let Some(t) = args.threads {
+        loader = loader.with_threads(t);
+    }
+    if let Some(r) = args.rejects {
+        loader = loader.with_rejects_file(r);
+    }
+    let result = loader.load(&inputs);
+    bar.lock().expect("progress lock").finish();
+    let report = result?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let secs = report.elapsed.as_secs_f64();
+    println!(
+        "loaded {} facts from {} file(s) in {:.2} s ({:.0} facts/s)",
+        report.facts_read,
+        report.inputs.len(),
+        secs,
+        report.facts_read as f64 / secs.max(1e-9)
+    );
+    println!(
+        "new: {} facts, {} entities, {} relations, {} aliases",
+        report.new_facts, report.new_entities, report.new_relations, report.new_aliases
+    );
+    println!("store: {} facts, {} entities, {} relations", report.facts, report.entities, report.relations);
+    if report.rejected_total() > 0 {
+        println!("rejected {} lines:", report.rejected_total());
+        for (kind, n) in &report.rejected {
+            println!("  {kind}: {n}");
+        }
+        if let Some(f) = &report.rejects_file {
+            println!("rejected lines written to {}", f.display());
+        }
+    }
+    if report.unused_labels > 0 {
+        println!("{} labels or aliases name no entity of any fact (not stored)", report.unused_labels);
+    }
+    Ok(ExitCode::SUCCESS)
+}

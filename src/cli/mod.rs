@@ -1,0 +1,103 @@
+//! Argument parsing and dispatch.
+
+mod ingest;
+mod progress;
+mod query;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Exit code for malformed input data (a bad line, an unknown format, a truncated file).
+pub const EXIT_DATA_ERROR: u8 = 65;
+/// Exit code of `validate` when the store is inconsistent, and of other failures.
+pub const EXIT_FAILURE: u8 = 1;
+
+#[derive(Parser)]
+#[command(name = "trellis", version, about = "Embedded knowledge-graph store and retrieval engine for KG-grounded dialog")]
+struct Cli {
+    /// Log what happens (-v info, -vv debug, -vvv trace) to stderr.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Bulk-load triple files (TSV, pipe, N-Triples; .gz/.bz2/.zst; `-` for stdin) into a store.
+    Ingest(ingest::IngestArgs),
+    /// Counts, format version and size on disk of a store.
+    Stats {
+        #[arg(long)]
+        store: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show an entity by exact key, name (normalized), or id (`#123`).
+    Entity {
+        #[arg(long)]
+        store: PathBuf,
+        /// Exact key or name of the entity, or `#ID`.
+        entity: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Facts around an entity, both directions, as text or JSON lines.
+    Neighbors(query::NeighborsArgs),
+    /// Check that every index of a store agrees with the others; exit 1 on any problem.
+    Validate {
+        #[arg(long)]
+        store: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bring a store written by an older Trellis to this build's format.
+    Migrate {
+        #[arg(long)]
+        store: PathBuf,
+    },
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.verbose);
+    let result = match cli.command {
+        Command::Ingest(args) => ingest::run(args),
+        Command::Stats { store, json } => query::stats(&store, json),
+        Command::Entity { store, entity, json } => query::entity(&store, &entity, json),
+        Command::Neighbors(args) => query::neighbors(args),
+        Command::Validate { store, json } => query::validate(&store, json),
+        Command::Migrate { store } => query::migrate(&store),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            let data_error = err.chain().any(|e| {
+                matches!(
+                    e.downcast_ref::<trellis::IngestError>(),
+                    Some(
+                        trellis::IngestError::BadLine { .. }
+                            | trellis::IngestError::UnknownFormat { .. }
+                            | trellis::IngestError::Truncated { .. }
+                    )
+                )
+            });
+            ExitCode::from(if data_error { EXIT_DATA_ERROR } else { EXIT_FAILURE })
+        }
+    }
+}
+
+fn init_tracing(verbose: u8) {
+    if verbose == 0 {
+        return;
+    }
+    let level = match verbose {
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("trellis={level}")));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}

@@ -1,0 +1,171 @@
+//! Read-only commands: `stats`, `entity`, `neighbors`, `validate`, and `migrate`.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use trellis::graph::{neighborhood, Step};
+use trellis::{Direction, EntityId, RelationId, Store};
+
+fn open(store: &Path) -> Result<Store> {
+    Store::open_read_only(store).with_context(|| format!("opening store {}", store.display()))
+}
+
+pub fn stats(store: &Path, as_json: bool) -> Result<ExitCode> {
+    let s = open(store)?.stats();
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        println!("entities        {}", s.entities);
+        println!("relations       {}", s.relations);
+        println!("facts           {}", s.facts);
+        println!("names           {}", s.names);
+        println!("aliases         {}", s.aliases);
+        println!("format version  {}", s.format_version);
+        println!("created by      {}", s.created_by);
+        println!("loads           {}", s.loads);
+        println!("size on disk    {} bytes ({:.1} bytes/fact)", s.size_on_disk_bytes, s.size_on_disk_bytes as f64 / s.facts.max(1) as f64);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Entities a user means by `text`: `#ID`, else the exact key, else the normalized name.
+fn resolve_entities(store: &Store, text: &str) -> Result<Vec<EntityId>> {
+    if let Some(id) = text.strip_prefix('#').and_then(|n| n.parse::<u32>().ok()) {
+        if u64::from(id) >= store.entity_count() {
+            bail!("no entity #{id}: the store has {} entities (ids 0..{})", store.entity_count(), store.entity_count());
+        }
+        return Ok(vec![EntityId(id)]);
+    }
+    if let Some(e) = store.entity_by_key(text)? {
+        return Ok(vec![e]);
+    }
+    let found = store.entities_named(text)?;
+    if found.is_empty() {
+        bail!("no entity named {text:?} (looked up as exact key and as normalized name)");
+    }
+    Ok(found)
+}
+
+fn resolve_relation(store: &Store, text: &str) -> Result<RelationId> {
+    let found = store.resolve_relation(text)?;
+    match found.as_slice() {
+        [] => bail!("no relation named {text:?}"),
+        [r] => Ok(*r),
+        many => bail!("{} relations are named {text:?}; give the exact key", many.len()),
+    }
+}
+
+fn entity_name(store: &Store, e: EntityId) -> Result<String> {
+    Ok(store.entity(e)?.map_or_else(|| format!("#{}", e.0), |r| r.name))
+}
+
+fn relation_name(store: &Store, r: RelationId) -> Result<String> {
+    Ok(store.relation(r)?.map_or_else(|| format!("r{}", r.0), |r| r.name))
+}
+
+pub fn entity(store_dir: &Path, text: &str, as_json: bool) -> Result<ExitCode> {
+    let store = open(store_dir)?;
+    for e in resolve_entities(&store, text)? {
+        let info = store.entity_info(e)?.with_context(|| format!("entity #{} has no record", e.0))?;
+        if as_json {
+            println!("{}", serde_json::to_string(&info)?);
+        } else {
+            println!("#{} {}", info.id, info.name);
+            println!("  key        {}", info.key);
+            println!("  kind       {}", serde_json::to_value(info.kind)?.as_str().unwrap_or("?"));
+            if !info.aliases.is_empty() {
+                println!("  aliases    {}", info.aliases.join(" | "));
+            }
+            println!("  degree     {} out, {} in", info.out_degree, info.in_degree);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args)]
+pub struct NeighborsArgs {
+    #[arg(long)]
+    store: PathBuf,
+    /// Exact key or name of the entity, or `#ID`.
+    entity: String,
+    /// Only facts through this relation (exact key or name) on the first hop.
+    #[arg(long)]
+    relation: Option<String>,
+    /// 1: facts touching the entity; 2: also facts touching its neighbours.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+    hops: u8,
+    /// At most this many facts per matching entity.
+    #[arg(long, default_value_t = 100)]
+    limit: usize,
+    /// JSON lines {"head","relation","tail","reverse","hop"}.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn neighbors(args: NeighborsArgs) -> Result<ExitCode> {
+    let store = open(&args.store)?;
+    let relation = args.relation.as_deref().map(|r| resolve_relation(&store, r)).transpose()?;
+    for start in resolve_entities(&store, &args.entity)? {
+        let mut steps: Vec<Step> = Vec::new();
+        neighborhood(&store, start, relation, args.hops, args.limit, |s| steps.push(s))?;
+        if !args.json {
+            println!("{} (#{})", entity_name(&store, start)?, start.0);
+        }
+        for step in steps {
+            let (h, r, t) = step.fact();
+            let (head, rel, tail) = (entity_name(&store, h)?, relation_name(&store, r)?, entity_name(&store, t)?);
+            let reverse = step.edge.direction == Direction::In;
+            if args.json {
+                println!("{}", json!({"head": head, "relation": rel, "tail": tail, "reverse": reverse, "hop": step.hop}));
+            } else {
+                let indent = if step.hop == 1 { "  " } else { "      " };
+                let from = entity_name(&store, step.from)?;
+                let other = entity_name(&store, step.edge.other)?;
+                if reverse {
+                    println!("{indent}{from} <-{rel}- {other}");
+                } else {
+                    println!("{indent}{from} -{rel}-> {other}");
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn validate(store_dir: &Path, as_json: bool) -> Result<ExitCode> {
+    let store = open(store_dir)?;
+    let report = store.validate()?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if report.is_ok() {
+        println!(
+            "ok: {} entities, {} relations, {} facts (both directions agree), {} names, {} aliases",
+            report.entities, report.relations, report.facts_out, report.names, report.aliases
+        );
+    } else {
+        println!("INVALID: {} problem(s)", report.problems.len() as u64 + report.more_problems);
+        for p in &report.problems {
+            println!("  {p}");
+        }
+        if report.more_problems > 0 {
+            println!("  ... and {} more", report.more_problems);
+        }
+    }
+    Ok(if report.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_FAILURE) })
+}
+
+pub fn migrate(store_dir: &Path) -> Result<ExitCode> {
+    let report = trellis::store::migrate(store_dir).with_context(|| format!("migrating {}", store_dir.display()))?;
+    if report.steps.is_empty() {
+        println!("store is at format version {}: nothing to migrate", report.to_version);
+    } else {
+        for s in &report.steps {
+            println!("{s}");
+        }
+        println!("migrated from format version {} to {}", report.from_version, report.to_version);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
