@@ -1,0 +1,88 @@
+//! Query and ingest benchmarks on the shared OpenDialKG graph (`../shared/data`).
+//!
+//! `cargo bench --bench store`. The neighbourhood query runs on a warm store against an
+//! entity of degree about 100, as the README's performance table states.
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use std::hint::black_box;
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use trellis::ingest::{BulkLoader, InputSpec};
+use trellis::{Direction, EntityId, Store};
+
+fn kg() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/opendialkg/kg.tsv");
+    assert!(p.exists(), "{} is missing", p.display());
+    p
+}
+
+/// The entity whose total degree is closest to `target` (lowest id on ties).
+fn entity_with_degree(store: &Store, target: u64) -> (EntityId, u64) {
+    let mut best = (EntityId(0), u64::MAX, 0);
+    for id in 0..store.entity_count() as u32 {
+        let e = EntityId(id);
+        let d = store.degree(e, Direction::Out).unwrap() + store.degree(e, Direction::In).unwrap();
+        let dist = d.abs_diff(target);
+        if dist < best.1 {
+            best = (e, dist, d);
+        }
+    }
+    (best.0, best.2)
+}
+
+fn neighbors(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("s");
+    BulkLoader::new(&store_dir)
+        .on_error(trellis::ingest::OnError::Skip)
+        .with_rejects_file(dir.path().join("rejects.tsv"))
+        .load(&[InputSpec::new(kg())])
+        .unwrap();
+    let store = Store::open_read_only(&store_dir).unwrap();
+    let (e, degree) = entity_with_degree(&store, 100);
+    let mut g = c.benchmark_group("query");
+    g.throughput(Throughput::Elements(degree));
+    g.bench_function(format!("neighbors_1hop_degree_{degree}"), |b| {
+        b.iter(|| {
+            let mut n = 0u32;
+            store
+                .for_each_neighbor(black_box(e), None, None, |edge| {
+                    n = n.wrapping_add(edge.other.0);
+                    ControlFlow::Continue(())
+                })
+                .unwrap();
+            n
+        })
+    });
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("entity_by_key", |b| b.iter(|| store.entity_by_key(black_box("Jordan Spieth")).unwrap()));
+    g.bench_function("lookup_name_normalized", |b| b.iter(|| store.lookup_name(black_box("jordan spieth")).unwrap()));
+    g.bench_function("relations_at_out", |b| b.iter(|| store.relations_at(black_box(e), Direction::Out).unwrap()));
+    g.finish();
+}
+
+fn ingest(c: &mut Criterion) {
+    let input = kg();
+    let lines = std::fs::read_to_string(&input).unwrap().lines().count() as u64;
+    let mut g = c.benchmark_group("ingest");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(lines));
+    g.bench_function("opendialkg_kg_tsv", |b| {
+        b.iter_batched(
+            || tempfile::tempdir().unwrap(),
+            |dir| {
+                BulkLoader::new(dir.path().join("s"))
+                    .on_error(trellis::ingest::OnError::Skip)
+                    .with_rejects_file(dir.path().join("r.tsv"))
+                    .with_memory_mb(256)
+                    .load(&[InputSpec::new(&input)])
+                    .unwrap()
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, neighbors, ingest);
+criterion_main!(benches);

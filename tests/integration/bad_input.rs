@@ -1,0 +1,180 @@
+//! Every kind of bad input: the message names file, line and problem, the exit code is 65,
+//! and nothing of the failed load becomes visible.
+
+use crate::common::*;
+use predicates::prelude::*;
+use std::io::Write;
+
+
+const GOOD: &str = "Alice\tknows\tBob\nBob\tknows\tCarol\n";
+
+/// Loads `good` first, then expects `bad` to fail with `message`, and the store unchanged.
+fn expect_rejected(name: &str, bad: &[u8], message: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let good = write(dir.path(), "good.tsv", GOOD.as_bytes());
+    ingest(&store, &[], &[&good]);
+    let before = stats(&store);
+    let bad = write(dir.path(), name, bad);
+    trellis()
+        .arg("ingest")
+        .arg("--store")
+        .arg(&store)
+        .arg(&bad)
+        .assert()
+        .code(65)
+        .stderr(predicate::str::contains(message));
+    let after = stats(&store);
+    assert_eq!(before["facts"], after["facts"]);
+    assert_eq!(before["entities"], after["entities"]);
+    assert_eq!(before["loads"], after["loads"]);
+    assert_valid(&store);
+}
+
+#[test]
+fn wrong_column_count() {
+    expect_rejected(
+        "bad.tsv",
+        b"a\tb\tc\nd\te\n",
+        "bad.tsv:2: wrong column count: expected 3 tab-separated columns, found 2\n  | d\u{2409}e",
+    );
+}
+
+#[test]
+fn empty_name() {
+    expect_rejected("bad.tsv", b"a\tb\tc\n\tr\tx\n", "bad.tsv:2: empty name: the subject is empty");
+}
+
+#[test]
+fn invalid_utf8() {
+    expect_rejected("bad.tsv", b"a\tb\tc\na\tb\t\xc3\x28\n", "bad.tsv:2: invalid UTF-8: invalid UTF-8 at byte 5 of the line");
+}
+
+#[test]
+fn invalid_ntriples() {
+    expect_rejected(
+        "bad.nt",
+        b"<http://x/a> <http://x/r> <http://x/b> .\n<http://x/a> <http://x/r> .\n",
+        "bad.nt:2: invalid N-Triples:",
+    );
+}
+
+#[test]
+fn line_too_long() {
+    let mut bad = b"a\tb\tc\n".to_vec();
+    bad.extend(std::iter::repeat_n(b'x', (1 << 20) + 10));
+    bad.extend_from_slice(b"\tr\to\nd\te\tf\n");
+    expect_rejected("bad.tsv", &bad, "bad.tsv:2: line too long: line is 1048590 bytes, the limit is 1048576 bytes");
+}
+
+#[test]
+fn very_long_line_is_never_buffered_whole() {
+    // 5 MiB without a newline: rejected while streaming, not after reading it all.
+    let mut bad = b"a\tb\tc\n".to_vec();
+    bad.extend(std::iter::repeat_n(b'y', 5 << 20));
+    expect_rejected("bad.tsv", &bad, "bad.tsv:2: line too long: line is 5242880 bytes");
+}
+
+#[test]
+fn unknown_format() {
+    expect_rejected(
+        "triples.xyz",
+        b"a\tb\tc\n",
+        "triples.xyz: cannot tell the input format from the file name; pass --format tsv|pipe|ntriples",
+    );
+}
+
+#[test]
+fn truncated_gzip() {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    for i in 0..20_000 {
+        writeln!(enc, "e{i}\tr\te{}", i + 1).unwrap();
+    }
+    let full = enc.finish().unwrap();
+    let cut = &full[..full.len() / 2];
+    expect_rejected("cut.tsv.gz", cut, "cut.tsv.gz: truncated or corrupt gzip stream after line");
+}
+
+#[test]
+fn truncated_zstd_and_bzip2() {
+    let data: String = (0..20_000).map(|i| format!("e{i}\tr\te{}\n", i + 1)).collect();
+    let z = zstd::encode_all(data.as_bytes(), 3).unwrap();
+    expect_rejected("cut.tsv.zst", &z[..z.len() / 2], "cut.tsv.zst: truncated or corrupt zstd stream");
+    let mut enc = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::default());
+    enc.write_all(data.as_bytes()).unwrap();
+    let b = enc.finish().unwrap();
+    expect_rejected("cut.tsv.bz2", &b[..b.len() / 2], "cut.tsv.bz2: truncated or corrupt bzip2 stream");
+}
+
+#[test]
+fn missing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    trellis()
+        .arg("ingest")
+        .arg("--store")
+        .arg(dir.path().join("s"))
+        .arg(dir.path().join("nope.tsv"))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("nope.tsv: No such file or directory"));
+}
+
+#[test]
+fn skip_mode_counts_each_kind_and_keeps_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let mut data = b"a\tr\tb\nbad line\nx\t\ty\nc\tr\td\n\xff\tr\tz\n".to_vec();
+    data.extend(std::iter::repeat_n(b'q', (1 << 20) + 1));
+    data.extend_from_slice(b"\ne\tr\tf\n");
+    let input = write(dir.path(), "mixed.tsv", &data);
+    let out = stdout_of(trellis().arg("ingest").arg("--store").arg(&store).arg("--on-error").arg("skip").arg(&input));
+    assert!(out.contains("rejected 4 lines:"), "{out}");
+    assert!(out.contains("wrong column count: 1"), "{out}");
+    assert!(out.contains("empty name: 1"), "{out}");
+    assert!(out.contains("invalid UTF-8: 1"), "{out}");
+    assert!(out.contains("line too long: 1"), "{out}");
+    let s = stats(&store);
+    assert_eq!(s["facts"], 3);
+    assert_eq!(s["entities"], 6);
+    let rejects = std::fs::read(store.join("rejected-gen-000001.tsv")).unwrap();
+    let text = String::from_utf8_lossy(&rejects);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "file\tline\tkind\tdetail\ttext");
+    assert!(lines[1].ends_with("\t2\twrong column count\texpected 3 tab-separated columns, found 1\tbad line"), "{}", lines[1]);
+    assert!(lines[2].contains("\t3\tempty name\t"));
+    assert!(lines[3].contains("\t5\tinvalid UTF-8\t"));
+    assert!(lines[4].contains("\t6\tline too long\t"));
+    assert_eq!(lines.len(), 5);
+    assert_valid(&store);
+}
+
+#[test]
+fn stdin_needs_a_format_and_then_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    trellis()
+        .arg("ingest")
+        .arg("--store")
+        .arg(&store)
+        .arg("-")
+        .write_stdin(GOOD)
+        .assert()
+        .code(65)
+        .stderr(predicate::str::contains("<stdin>: cannot tell the input format"));
+    assert!(!store.join("CURRENT").exists(), "a failed first load creates no store");
+    trellis().arg("ingest").arg("--store").arg(&store).arg("--format").arg("tsv").arg("-").write_stdin(GOOD).assert().success();
+    assert_eq!(stats(&store)["facts"], 2);
+}
+
+#[test]
+fn not_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    trellis()
+        .arg("stats")
+        .arg("--store")
+        .arg(dir.path())
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("not a Trellis store (no CURRENT file)"));
+}
+

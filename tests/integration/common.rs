@@ -1,0 +1,71 @@
+//! Helpers shared by the integration tests.
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+
+pub fn trellis() -> Command {
+    Command::cargo_bin("trellis").expect("the trellis binary is built")
+}
+
+pub fn bin_path() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("trellis")
+}
+
+/// `../shared/data/<rel>`: the real data sets the project is measured on.
+pub fn shared_data(rel: &str) -> PathBuf {
+    let root = std::env::var_os("TRELLIS_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
+    let p = root.join(rel);
+    assert!(p.exists(), "{} is missing: these tests need the shared data sets (set TRELLIS_SHARED_DATA)", p.display());
+    p
+}
+
+pub fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
+}
+
+pub fn stdout_of(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("runs");
+    assert!(
+        out.status.success(),
+        "command failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+pub fn json_of(cmd: &mut Command) -> serde_json::Value {
+    serde_json::from_str(&stdout_of(cmd)).expect("json output")
+}
+
+/// Ingests `files` into `store` with extra args, returning the JSON report.
+pub fn ingest(store: &Path, args: &[&str], files: &[&Path]) -> serde_json::Value {
+    let mut cmd = trellis();
+    cmd.arg("ingest").arg("--store").arg(store).arg("--json").args(args);
+    for f in files {
+        cmd.arg(f);
+    }
+    json_of(&mut cmd)
+}
+
+pub fn stats(store: &Path) -> serde_json::Value {
+    json_of(trellis().arg("stats").arg("--store").arg(store).arg("--json"))
+}
+
+pub fn assert_valid(store: &Path) {
+    let out = trellis().arg("validate").arg("--store").arg(store).output().expect("runs");
+    assert!(
+        out.status.success(),
+        "validate failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).expect("write test input");
+    p
+}

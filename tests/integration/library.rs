@@ -1,0 +1,320 @@
+//! The library API against brute-force models of the same input.
+
+use crate::common::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use trellis::ingest::{BulkLoader, InputSpec};
+use trellis::store::NameTarget;
+use trellis::{Direction, EntityId, Store};
+
+/// A deterministic pseudo-random generator, so failures reproduce.
+struct Lcg(u64);
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+type Fact = (String, String, String);
+
+fn random_tsv(seed: u64, lines: usize, entities: u64, relations: u64) -> (String, BTreeSet<Fact>) {
+    let mut rng = Lcg(seed);
+    let mut text = String::new();
+    let mut facts = BTreeSet::new();
+    for _ in 0..lines {
+        let s = format!("ent {}", rng.below(entities));
+        let o = format!("ent {}", rng.below(entities));
+        let r = format!("rel{}", rng.below(relations));
+        if rng.below(3) == 0 {
+            // Stated backwards with the reverse prefix: means r(o, s).
+            text.push_str(&format!("{o}\t~{r}\t{s}\n"));
+        } else {
+            text.push_str(&format!("{s}\t{r}\t{o}\n"));
+        }
+        facts.insert((s, r, o));
+    }
+    (text, facts)
+}
+
+/// Every fact of the store, read through the public neighbour API from both directions.
+fn store_facts(store: &Store) -> (BTreeSet<Fact>, BTreeSet<Fact>) {
+    let name = |e: EntityId| store.entity(e).unwrap().unwrap().key;
+    let mut out = BTreeSet::new();
+    let mut inc = BTreeSet::new();
+    for id in 0..store.entity_count() as u32 {
+        let e = EntityId(id);
+        store
+            .for_each_neighbor(e, None, None, |edge| {
+                let r = store.relation(edge.relation).unwrap().unwrap().key;
+                match edge.direction {
+                    Direction::Out => out.insert((name(e), r, name(edge.other))),
+                    Direction::In => inc.insert((name(edge.other), r, name(e))),
+                };
+                ControlFlow::Continue(())
+            })
+            .unwrap();
+    }
+    (out, inc)
+}
+
+#[test]
+fn random_graphs_match_a_brute_force_model() {
+    for seed in 1..=4u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let (text, model) = random_tsv(seed, 3_000, 300, 7);
+        let input = write(dir.path(), "g.tsv", text.as_bytes());
+        let store_dir = dir.path().join("s");
+        // A tiny budget forces the external sort to spill several runs.
+        let report = BulkLoader::new(&store_dir).with_memory_mb(16).load(&[InputSpec::new(&input)]).unwrap();
+        assert_eq!(report.facts, model.len() as u64);
+        let store = Store::open_read_only(&store_dir).unwrap();
+        assert!(store.validate().unwrap().is_ok());
+        let (out, inc) = store_facts(&store);
+        assert_eq!(out, model, "seed {seed}: outgoing view");
+        assert_eq!(inc, model, "seed {seed}: incoming view");
+        // Degrees and relation counts against the model.
+        let mut out_degree: BTreeMap<&str, u64> = BTreeMap::new();
+        for (s, _, _) in &model {
+            *out_degree.entry(s.as_str()).or_default() += 1;
+        }
+        for (name, deg) in out_degree {
+            let e = store.entity_by_key(name).unwrap().unwrap();
+            assert_eq!(store.degree(e, Direction::Out).unwrap(), deg, "{name}");
+            let by_rel: u64 = store.relations_at(e, Direction::Out).unwrap().iter().map(|&(_, n)| n).sum();
+            assert_eq!(by_rel, deg);
+        }
+    }
+}
+
+#[test]
+fn tiny_budget_and_large_budget_build_identical_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let (text, _) = random_tsv(9, 20_000, 2_000, 11);
+    let input = write(dir.path(), "g.tsv", text.as_bytes());
+    let a = dir.path().join("a");
+    let b = dir.path().join("b");
+    let ra = BulkLoader::new(&a).with_memory_mb(16).load(&[InputSpec::new(&input)]).unwrap();
+    let rb = BulkLoader::new(&b).with_memory_mb(512).load(&[InputSpec::new(&input)]).unwrap();
+    assert!(ra.sort_runs >= 1 || rb.sort_runs == 0);
+    let (sa, sb) = (Store::open_read_only(&a).unwrap(), Store::open_read_only(&b).unwrap());
+    assert_eq!(store_facts(&sa), store_facts(&sb));
+    // Ids are assigned in input order, whatever the budget: the same key has the same id.
+    for id in 0..sa.entity_count() as u32 {
+        assert_eq!(sa.entity(EntityId(id)).unwrap(), sb.entity(EntityId(id)).unwrap());
+    }
+}
+
+#[test]
+fn a_second_load_adds_facts_and_keeps_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t1, m1) = random_tsv(21, 2_000, 200, 5);
+    let (t2, m2) = random_tsv(22, 2_000, 260, 6);
+    let f1 = write(dir.path(), "one.tsv", t1.as_bytes());
+    let f2 = write(dir.path(), "two.tsv", t2.as_bytes());
+    let s = dir.path().join("s");
+    BulkLoader::new(&s).load(&[InputSpec::new(&f1)]).unwrap();
+    let ids_before: Vec<(u32, String)> = {
+        let st = Store::open_read_only(&s).unwrap();
+        (0..st.entity_count() as u32).map(|i| (i, st.entity(EntityId(i)).unwrap().unwrap().key)).collect()
+    };
+    let report = BulkLoader::new(&s).load(&[InputSpec::new(&f2)]).unwrap();
+    let union: BTreeSet<Fact> = m1.union(&m2).cloned().collect();
+    assert_eq!(report.new_facts, (union.len() - m1.len()) as u64);
+    let st = Store::open_read_only(&s).unwrap();
+    assert!(st.validate().unwrap().is_ok(), "{:?}", st.validate().unwrap().problems);
+    assert_eq!(st.meta().facts, union.len() as u64);
+    assert_eq!(st.meta().loads.len(), 2);
+    for (i, key) in ids_before {
+        assert_eq!(st.entity(EntityId(i)).unwrap().unwrap().key, key, "id {i} changed");
+    }
+    let (out, inc) = store_facts(&st);
+    assert_eq!(out, union);
+    assert_eq!(inc, union);
+    drop(st);
+    // Loading the same file again is a no-op.
+    let again = BulkLoader::new(&s).load(&[InputSpec::new(&f2)]).unwrap();
+    assert_eq!((again.new_facts, again.new_entities, again.new_relations), (0, 0, 0));
+    let st = Store::open_read_only(&s).unwrap();
+    assert!(st.validate().unwrap().is_ok());
+}
+
+#[test]
+fn rdf_labels_aliases_literals_across_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let facts = write(
+        dir.path(),
+        "facts.nt",
+        br#"<http://ex.org/m.1> <http://ex.org/ns/people.person.place_of_birth> <http://ex.org/m.2> .
+<http://ex.org/m.1> <http://ex.org/ns/people.person.date_of_birth> "1961-08-04"^^<http://www.w3.org/2001/XMLSchema#date> .
+<http://ex.org/m.2> <http://www.w3.org/2000/01/rdf-schema#label> "Honolulu"@en .
+<http://ex.org/m.2> <http://www.w3.org/2000/01/rdf-schema#label> "Honolulu (fr)"@fr .
+<http://ex.org/m.9> <http://www.w3.org/2000/01/rdf-schema#label> "Nobody"@en .
+"#,
+    );
+    let names = write(
+        dir.path(),
+        "names.nt.gz",
+        &{
+            use std::io::Write;
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            enc.write_all(
+                br#"<http://ex.org/m.1> <http://rdf.freebase.com/ns/type.object.name> "Barack Obama"@en .
+<http://ex.org/m.1> <http://www.w3.org/2004/02/skos/core#altLabel> "Barack Hussein Obama II"@en .
+<http://ex.org/m.2> <http://www.w3.org/2000/01/rdf-schema#label> "Not the first label"@en .
+"#,
+            )
+            .unwrap();
+            enc.finish().unwrap()
+        },
+    );
+    let s = dir.path().join("s");
+    let r1 = BulkLoader::new(&s).load(&[InputSpec::new(&facts)]).unwrap();
+    assert_eq!((r1.facts, r1.entities, r1.unused_labels), (2, 3, 1));
+    let r2 = BulkLoader::new(&s).load(&[InputSpec::new(&names)]).unwrap();
+    assert_eq!((r2.new_facts, r2.new_aliases), (0, 1));
+    let st = Store::open_read_only(&s).unwrap();
+    assert!(st.validate().unwrap().is_ok(), "{:?}", st.validate().unwrap().problems);
+    let m1 = st.entity_by_key("http://ex.org/m.1").unwrap().unwrap();
+    let m2 = st.entity_by_key("http://ex.org/m.2").unwrap().unwrap();
+    assert_eq!(st.entity(m1).unwrap().unwrap().name, "Barack Obama");
+    assert_eq!(st.entity(m2).unwrap().unwrap().name, "Honolulu", "the first English label wins");
+    assert_eq!(st.aliases(m1).unwrap(), vec!["Barack Hussein Obama II".to_string()]);
+    assert_eq!(st.entities_named("barack hussein obama ii").unwrap(), vec![m1]);
+    assert_eq!(st.entities_named("BARACK  OBAMA").unwrap(), vec![m1]);
+    assert!(st.entities_named("m.1").unwrap().is_empty(), "the old default name left the index");
+    let date = st.entity_by_key("\"1961-08-04\"^^<http://www.w3.org/2001/XMLSchema#date>").unwrap().unwrap();
+    assert_eq!(st.entity(date).unwrap().unwrap().name, "1961-08-04");
+    let born = st.resolve_relation("people.person.date_of_birth").unwrap();
+    assert_eq!(born.len(), 1);
+    assert_eq!(st.neighbors_via(m1, Direction::Out, born[0]).unwrap(), vec![date]);
+    assert_eq!(st.neighbors_via(date, Direction::In, born[0]).unwrap(), vec![m1]);
+}
+
+#[test]
+fn shared_names_return_every_entity() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(dir.path(), "g.tsv", "Paris\tcapital of\tFrance\nparis\tcharacter in\tIliad\nPARIS \tr\tx\n".as_bytes());
+    let s = dir.path().join("s");
+    BulkLoader::new(&s).load(&[InputSpec::new(&input)]).unwrap();
+    let st = Store::open_read_only(&s).unwrap();
+    let found = st.lookup_name("Paris").unwrap();
+    assert_eq!(
+        found,
+        vec![(NameTarget::Entity(EntityId(0)), false), (NameTarget::Entity(EntityId(2)), false), (NameTarget::Entity(EntityId(4)), false)]
+    );
+    assert_eq!(st.entity(EntityId(4)).unwrap().unwrap().key, "PARIS ", "keys keep their exact form");
+}
+
+#[test]
+fn custom_reverse_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(dir.path(), "g.tsv", b"a\tinv:likes\tb\nc\t~likes\td\n");
+    let s = dir.path().join("s");
+    let mut cmd = trellis();
+    cmd.arg("ingest").arg("--store").arg(&s).arg("--reverse-prefix").arg("inv:").arg(&input);
+    stdout_of(&mut cmd);
+    let st = Store::open_read_only(&s).unwrap();
+    let likes = st.relation_by_key("likes").unwrap().unwrap();
+    let b = st.entity_by_key("b").unwrap().unwrap();
+    let a = st.entity_by_key("a").unwrap().unwrap();
+    assert_eq!(st.neighbors_via(b, Direction::Out, likes).unwrap(), vec![a]);
+    assert!(st.relation_by_key("~likes").unwrap().is_some(), "with another prefix, `~` is part of the name");
+}
+
+#[test]
+fn many_reader_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let (text, model) = random_tsv(5, 5_000, 500, 9);
+    let input = write(dir.path(), "g.tsv", text.as_bytes());
+    let s = dir.path().join("s");
+    BulkLoader::new(&s).load(&[InputSpec::new(&input)]).unwrap();
+    let store = Arc::new(Store::open_read_only(&s).unwrap());
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let store = store.clone();
+            std::thread::spawn(move || store_facts(&store).0)
+        })
+        .collect();
+    for t in threads {
+        assert_eq!(t.join().unwrap(), model);
+    }
+}
+
+#[test]
+fn committed_v1_store_reopens_and_validates() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("v1");
+    copy_dir(&fixture("stores/v1-sample"), &copy);
+    let st = Store::open_read_only(&copy).unwrap();
+    assert_eq!(st.meta().format_version, 1);
+    assert!(st.validate().unwrap().is_ok(), "{:?}", st.validate().unwrap().problems);
+    let spieth = st.entity_by_key("Jordan Spieth").unwrap().expect("fixture holds Jordan Spieth");
+    let golf = st.entity_by_key("Golf").unwrap().unwrap();
+    let sport = st.relation_by_key("Sport played").unwrap().unwrap();
+    assert!(st.neighbors_via(spieth, Direction::Out, sport).unwrap().contains(&golf));
+    drop(st);
+    // Opening read-write (the migration path) works on it too, and it stays valid.
+    let report = trellis::store::migrate(&copy).unwrap();
+    assert_eq!((report.from_version, report.to_version), (1, 1));
+    let st = Store::open(&copy).unwrap();
+    assert!(st.validate().unwrap().is_ok());
+}
+
+fn set_format_version(store_dir: &std::path::Path, version: u32) {
+    let gen = std::fs::read_to_string(store_dir.join("CURRENT")).unwrap();
+    let path = store_dir.join(gen.trim());
+    let cfs = rocksdb::DB::list_cf(&rocksdb::Options::default(), &path).unwrap();
+    let db = rocksdb::DB::open_cf(&rocksdb::Options::default(), &path, cfs).unwrap();
+    db.put_cf(db.cf_handle("meta").unwrap(), b"format_version", version.to_be_bytes()).unwrap();
+}
+
+#[test]
+fn newer_and_unsupported_formats_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(dir.path(), "g.tsv", b"a\tr\tb\n");
+    let s = dir.path().join("s");
+    BulkLoader::new(&s).load(&[InputSpec::new(&input)]).unwrap();
+    set_format_version(&s, 7);
+    let err = Store::open_read_only(&s).err().expect("refused").to_string();
+    assert!(err.contains("format version 7, written by a newer Trellis; this build reads versions up to 1"), "{err}");
+    assert!(Store::open(&s).is_err());
+    let out = trellis().arg("stats").arg("--store").arg(&s).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("written by a newer Trellis"));
+    // A load refuses to write into it, and leaves it as it was.
+    let err = BulkLoader::new(&s).load(&[InputSpec::new(&input)]).err().expect("refused").to_string();
+    assert!(err.contains("newer Trellis"), "{err}");
+    set_format_version(&s, 0);
+    let err = Store::open_read_only(&s).err().expect("refused").to_string();
+    assert!(err.contains("run `trellis migrate"), "{err}");
+    let err = trellis::store::migrate(&s).err().expect("refused").to_string();
+    assert!(err.contains("older than the oldest this build migrates (1)"), "{err}");
+}
+
+#[test]
+fn one_writer_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(dir.path(), "g.tsv", b"a\tr\tb\n");
+    let s = dir.path().join("s");
+    BulkLoader::new(&s).load(&[InputSpec::new(&input)]).unwrap();
+    let _writer = Store::open(&s).unwrap();
+    let err = BulkLoader::new(&s).load(&[InputSpec::new(&input)]).err().expect("locked").to_string();
+    assert!(err.contains("store is locked by another loader or migration"), "{err}");
+    // Readers are never locked out.
+    assert!(Store::open_read_only(&s).is_ok());
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}

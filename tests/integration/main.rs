@@ -1,0 +1,7 @@
+//! Integration tests: the real `trellis` binary on real files.
+
+mod bad_input;
+mod common;
+mod crash;
+mod library;
+mod real_data;

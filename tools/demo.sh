@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The main job on bundled data: load the OpenDialKG sample into a local store, then ask it
+# a few neighbourhood questions. Usage: bash tools/demo.sh [STORE_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source tools/setup.sh
+cargo build --release --locked --bin trellis
+bin="$CARGO_TARGET_DIR/release/trellis"
+store="${1:-demo-store}"
+rm -rf "$store"
+set -x
+"$bin" ingest --store "$store" tests/fixtures/opendialkg-sample.tsv
+"$bin" stats --store "$store"
+"$bin" validate --store "$store"
+"$bin" entity --store "$store" "jordan spieth"
+"$bin" neighbors --store "$store" "Jordan Spieth"
+"$bin" neighbors --store "$store" "Jordan Spieth" --relation "Sport played" --hops 2 --limit 8
+"$bin" neighbors --store "$store" "Golf" --limit 5 --json
