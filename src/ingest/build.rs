@@ -5,7 +5,7 @@ use super::error::{IngestError, LineError};
 use super::input::{open_input, Chunk, LineChunker};
 use super::parse::{parse_chunk, ParseConfig, ParsedChunk, Record, TermRef};
 use super::sort::{Order, TripleSorter};
-use super::{BulkLoader, InputSpec, LoadReport, OnError, Progress};
+use super::{BulkLoader, InputSpec, LoadReport, OnError, Progress, ProgressFn};
 use crate::error::StoreError;
 use crate::ids::{Direction, EntityId, RelationId};
 use crate::normalize::normalize_name;
@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-/// Share of the memory budget given to the sort buffer; the rest covers dictionaries,
-/// chunks in flight, SST writer buffers and RocksDB.
-const SORT_SHARE: f64 = 0.45;
+/// Share of the memory budget for the sort buffer and the dictionaries together; the rest
+/// covers chunks in flight, parsed records, SST writer buffers and RocksDB.
+const SORT_SHARE: f64 = 0.6;
 
 struct Loading<'a> {
     loader: &'a mut BulkLoader,
@@ -106,6 +106,13 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
     for (index, spec) in inputs.iter().enumerate() {
         state.read_input(index, inputs.len(), spec)?;
     }
+    tracing::info!(
+        facts = state.report.facts_read,
+        entities = state.entities.new_count(),
+        dictionary_bytes = state.entities.heap_bytes() + state.relations.heap_bytes(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "parsed inputs"
+    );
     if let Some(mut w) = state.rejects.take() {
         w.flush().map_err(|e| IngestError::io(state.rejects_path.display(), e))?;
         state.report.rejects_file = Some(state.rejects_path.clone());
@@ -117,6 +124,7 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
     let staging = layout::staging_dir(&dir, next_gen);
     let sst_options = SstOptions::new(&cache, tmp.path());
     let files = state.write_tables(&sst_options)?;
+    tracing::info!(sort_runs = state.report.sort_runs, elapsed_ms = started.elapsed().as_millis() as u64, "wrote SST files");
     let db = match &old {
         Some(old_db) => {
             Checkpoint::new(old_db)?.create_checkpoint(&staging)?;
@@ -134,6 +142,7 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
         let handle = db.cf_handle(cf).expect("column family exists");
         db.ingest_external_file_cf_opts(handle, &io, paths.clone())?;
     }
+    tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "ingested SST files");
     state.apply_label_updates(&db, files.label_updates)?;
     let mut meta = old_meta.unwrap_or_else(|| Meta {
         format_version: FORMAT_VERSION,
@@ -291,7 +300,8 @@ impl Loading<'_> {
                     let s = self.intern_entity(arena, s)?;
                     let r = self.intern_relation(r.get(arena), chunk.relation_kind)?;
                     let o = self.intern_entity(arena, o)?;
-                    self.sorter.push([s, r, o])?;
+                    let dictionaries = self.entities.heap_bytes() + self.relations.heap_bytes();
+                    self.sorter.push([s, r, o], dictionaries)?;
                     self.report.facts_read += 1;
                 }
                 Record::Label { subject, text } => {
@@ -343,12 +353,30 @@ impl Loading<'_> {
 
     /// Builds every SST file of the load and counts what is new.
     fn write_tables(&mut self, set: &SstOptions) -> Result<Tables, IngestError> {
-        let steps = 4;
+        // Adjacency (from the sorter) and dictionaries (from the interners) are independent:
+        // write them on two threads. The adjacency thread owns the progress callback.
+        let mut sorter = std::mem::replace(&mut self.sorter, TripleSorter::new(0, PathBuf::new()));
+        let mut progress = self.loader.progress.take();
+        let old = self.old;
+        let (adjacency, dictionaries) = std::thread::scope(|scope| {
+            let adjacency = scope.spawn(|| write_adjacency_both(&mut sorter, old, set, &mut progress));
+            let dictionaries = self.write_dictionaries(set);
+            (adjacency.join().expect("adjacency writer does not panic"), dictionaries)
+        });
+        self.loader.progress = progress;
+        self.sorter = sorter;
+        let (adj_files, new_facts) = adjacency?;
+        let mut tables = dictionaries?;
+        self.report.new_facts = new_facts;
+        tables.ssts.extend(adj_files);
+        Ok(tables)
+    }
+
+    /// Steps 1 and 2: entity and relation dictionaries, names, aliases, late labels.
+    fn write_dictionaries(&mut self, set: &SstOptions) -> Result<Tables, IngestError> {
         let mut ssts = Vec::new();
         let mut names: Vec<(Vec<u8>, u8)> = Vec::new();
-
-        // 1. Entity and relation dictionaries.
-        self.progress(&Progress::Writing { step: 1, steps, what: "dictionaries", done: 0, total: 1 });
+        let t = Instant::now();
         let (ents, keys) = self.write_dictionary(set, true, &mut names)?;
         ssts.push((CF_ENTITIES, ents));
         ssts.push((CF_ENTITY_KEYS, keys));
@@ -358,8 +386,6 @@ impl Loading<'_> {
         self.report.new_entities = u64::from(self.entities.new_count());
         self.report.new_relations = u64::from(self.relations.new_count());
 
-        // 2. Aliases, and labels of entities stored by an earlier load.
-        self.progress(&Progress::Writing { step: 2, steps, what: "names", done: 0, total: 1 });
         let mut alias_keys: Vec<Vec<u8>> = Vec::new();
         for (key, alias) in std::mem::take(&mut self.aliases) {
             let Some(e) = self.resolve_entity(&key)? else {
@@ -377,7 +403,7 @@ impl Loading<'_> {
             }
             alias_keys.push(k);
         }
-        alias_keys.par_sort_unstable();
+        alias_keys.sort_unstable();
         alias_keys.dedup();
         self.report.new_aliases = alias_keys.len() as u64;
         ssts.push((CF_ALIASES, write_sorted(set, CF_ALIASES, alias_keys.iter().map(|k| (k.as_slice(), &[][..])))?));
@@ -390,38 +416,13 @@ impl Loading<'_> {
             }
         }
         label_updates.sort();
-        // Primary names win over aliases with the same key.
-        names.par_sort_unstable();
+        // Primary names (flag 0) sort before aliases of the same key and win.
+        names.sort_unstable();
         names.dedup_by(|b, a| a.0 == b.0);
         let new_names = names.len() as u64;
         ssts.push((CF_NAMES, write_sorted(set, CF_NAMES, names.iter().map(|(k, v)| (k.as_slice(), std::slice::from_ref(v))))?));
-        drop(names);
-
-        // 3 and 4. Adjacency and degrees, one direction at a time.
-        for (step, order, dir) in [(3, Order::Spo, Direction::Out), (4, Order::Ops, Direction::In)] {
-            let (adj, deg, added) = self.write_adjacency(set, order, dir, step, steps)?;
-            ssts.push((CF_ADJACENCY, adj));
-            ssts.push((CF_DEGREES, deg));
-            if dir == Direction::Out {
-                self.report.new_facts = added;
-            } else if added != self.report.new_facts {
-                return Err(StoreError::corrupt(
-                    CF_ADJACENCY,
-                    b"",
-                    format!("the load adds {} outgoing but {added} incoming facts", self.report.new_facts),
-                )
-                .into());
-            }
-        }
-        // Adjacency and degrees hold two files each (one per direction); merge the entries.
-        let mut merged: Vec<(&'static str, Vec<PathBuf>)> = Vec::new();
-        for (cf, paths) in ssts {
-            match merged.iter_mut().find(|(c, _)| *c == cf) {
-                Some((_, p)) => p.extend(paths),
-                None => merged.push((cf, paths)),
-            }
-        }
-        Ok(Tables { ssts: merged, label_updates, new_names })
+        tracing::info!(elapsed_ms = t.elapsed().as_millis() as u64, "wrote dictionaries");
+        Ok(Tables { ssts, label_updates, new_names })
     }
 
     fn resolve_entity(&mut self, key: &str) -> Result<Option<u32>, IngestError> {
@@ -486,101 +487,6 @@ impl Loading<'_> {
         Ok((records.finish()?, key_sink.finish()?))
     }
 
-    fn write_adjacency(
-        &mut self,
-        set: &SstOptions,
-        order: Order,
-        dir: Direction,
-        step: usize,
-        steps: usize,
-    ) -> Result<(Vec<PathBuf>, Vec<PathBuf>, u64), IngestError> {
-        let total = self.sorter.pushed();
-        let old = self.old;
-        let mut adj = SstSink::new(set, CF_ADJACENCY)?;
-        let mut deg = SstSink::new(set, CF_DEGREES)?;
-        let mut group: Option<(u32, u32)> = None;
-        let mut others: Vec<u32> = Vec::new();
-        let mut entity_added: u64 = 0;
-        let mut added: u64 = 0;
-        let mut seen: u64 = 0;
-        let mut buf = Vec::new();
-        let mut progress = self.loader.progress.take();
-        let mut flush_group = |group: Option<(u32, u32)>, others: &mut Vec<u32>, entity_added: &mut u64, adj: &mut SstSink<'_>| -> Result<(), IngestError> {
-            let Some((e, r)) = group else { return Ok(()) };
-            let key = codec::adj_key(dir, EntityId(e), RelationId(r));
-            let stored = match old {
-                Some(db) => match db.get_pinned_cf(db.cf_handle(CF_ADJACENCY).expect("cf"), key)? {
-                    Some(v) => Some(idlist::decode_ids(&v).ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, &key, "malformed id list"))?),
-                    None => None,
-                },
-                None => None,
-            };
-            let (list, new) = match stored {
-                Some(stored) => {
-                    let union = idlist::union_sorted(&stored, others);
-                    let new = (union.len() - stored.len()) as u64;
-                    (union, new)
-                }
-                None => {
-                    let n = others.len() as u64;
-                    (std::mem::take(others), n)
-                }
-            };
-            if new > 0 {
-                idlist::encode_ids(&list, &mut buf);
-                adj.put(&key, &buf)?;
-            }
-            *entity_added += new;
-            others.clear();
-            Ok(())
-        };
-        let flush_entity = |e: u32, entity_added: u64, deg: &mut SstSink<'_>| -> Result<(), IngestError> {
-            if entity_added == 0 {
-                return Ok(());
-            }
-            let key = codec::degree_key(dir, EntityId(e));
-            let before = match old {
-                Some(db) => match db.get_pinned_cf(db.cf_handle(CF_DEGREES).expect("cf"), key)? {
-                    Some(v) => u64::from(codec::be_u32(&v).ok_or_else(|| StoreError::corrupt(CF_DEGREES, &key, "degree is not 4 bytes"))?),
-                    None => 0,
-                },
-                None => 0,
-            };
-            let value = u32::try_from(before + entity_added).unwrap_or(u32::MAX);
-            deg.put(&key, &value.to_be_bytes())
-        };
-        let result = self.sorter.for_each(order, |t| {
-            let (e, r, other) = (t[0], t[1], t[2]);
-            if group != Some((e, r)) {
-                flush_group(group, &mut others, &mut entity_added, &mut adj)?;
-                if let Some((prev_e, _)) = group {
-                    if prev_e != e {
-                        flush_entity(prev_e, entity_added, &mut deg)?;
-                        added += entity_added;
-                        entity_added = 0;
-                    }
-                }
-                group = Some((e, r));
-            }
-            others.push(other);
-            seen += 1;
-            if seen % (1 << 20) == 0 {
-                if let Some(f) = progress.as_mut() {
-                    f(&Progress::Writing { step, steps, what: if dir == Direction::Out { "outgoing adjacency" } else { "incoming adjacency" }, done: seen, total });
-                }
-            }
-            Ok(())
-        });
-        self.loader.progress = progress;
-        result?;
-        flush_group(group, &mut others, &mut entity_added, &mut adj)?;
-        if let Some((e, _)) = group {
-            flush_entity(e, entity_added, &mut deg)?;
-            added += entity_added;
-        }
-        Ok((adj.finish()?, deg.finish()?, added))
-    }
-
     fn apply_label_updates(&mut self, db: &DB, updates: Vec<(EntityId, String)>) -> Result<(), IngestError> {
         // A label for an entity of an earlier load names it only when it has no label yet
         // (its name is still the default derived from its key): first label wins, as within
@@ -605,6 +511,130 @@ impl Loading<'_> {
         db.write(batch)?;
         Ok(())
     }
+}
+
+/// Steps 3 and 4: outgoing then incoming adjacency and degrees. Returns the SST files and
+/// the number of facts the load adds (checked equal from both directions).
+fn write_adjacency_both(
+    sorter: &mut TripleSorter,
+    old: Option<&DB>,
+    set: &SstOptions,
+    progress: &mut Option<ProgressFn>,
+) -> Result<(Vec<(&'static str, Vec<PathBuf>)>, u64), IngestError> {
+    let mut files = Vec::new();
+    let mut added_out = 0;
+    for (order, dir) in [(Order::Spo, Direction::Out), (Order::Ops, Direction::In)] {
+        let t = Instant::now();
+        let (adj, deg, added) = write_adjacency(sorter, old, set, order, dir, progress)?;
+        tracing::info!(?dir, elapsed_ms = t.elapsed().as_millis() as u64, "wrote adjacency");
+        files.push((CF_ADJACENCY, adj));
+        files.push((CF_DEGREES, deg));
+        if dir == Direction::Out {
+            added_out = added;
+        } else if added != added_out {
+            return Err(StoreError::corrupt(
+                CF_ADJACENCY,
+                b"",
+                format!("the load adds {added_out} outgoing but {added} incoming facts"),
+            )
+            .into());
+        }
+    }
+    Ok((files, added_out))
+}
+
+
+fn write_adjacency(
+sorter: &mut TripleSorter,
+old: Option<&DB>,
+set: &SstOptions,
+order: Order,
+dir: Direction,
+progress: &mut Option<ProgressFn>,
+) -> Result<(Vec<PathBuf>, Vec<PathBuf>, u64), IngestError> {
+    let (step, steps) = (if dir == Direction::Out { 1 } else { 2 }, 2);
+    let total = sorter.pushed();
+    let mut adj = SstSink::new(set, CF_ADJACENCY)?;
+    let mut deg = SstSink::new(set, CF_DEGREES)?;
+    let mut group: Option<(u32, u32)> = None;
+    let mut others: Vec<u32> = Vec::new();
+    let mut entity_added: u64 = 0;
+    let mut added: u64 = 0;
+    let mut seen: u64 = 0;
+    let mut buf = Vec::new();
+    let mut flush_group = |group: Option<(u32, u32)>, others: &mut Vec<u32>, entity_added: &mut u64, adj: &mut SstSink<'_>| -> Result<(), IngestError> {
+        let Some((e, r)) = group else { return Ok(()) };
+        let key = codec::adj_key(dir, EntityId(e), RelationId(r));
+        let stored = match old {
+            Some(db) => match db.get_pinned_cf(db.cf_handle(CF_ADJACENCY).expect("cf"), key)? {
+                Some(v) => Some(idlist::decode_ids(&v).ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, &key, "malformed id list"))?),
+                None => None,
+            },
+            None => None,
+        };
+        let (list, new) = match stored {
+            Some(stored) => {
+                let union = idlist::union_sorted(&stored, others);
+                let new = (union.len() - stored.len()) as u64;
+                (union, new)
+            }
+            None => {
+                let n = others.len() as u64;
+                (std::mem::take(others), n)
+            }
+        };
+        if new > 0 {
+            idlist::encode_ids(&list, &mut buf);
+            adj.put(&key, &buf)?;
+        }
+        *entity_added += new;
+        others.clear();
+        Ok(())
+    };
+    let flush_entity = |e: u32, entity_added: u64, deg: &mut SstSink<'_>| -> Result<(), IngestError> {
+        if entity_added == 0 {
+            return Ok(());
+        }
+        let key = codec::degree_key(dir, EntityId(e));
+        let before = match old {
+            Some(db) => match db.get_pinned_cf(db.cf_handle(CF_DEGREES).expect("cf"), key)? {
+                Some(v) => u64::from(codec::be_u32(&v).ok_or_else(|| StoreError::corrupt(CF_DEGREES, &key, "degree is not 4 bytes"))?),
+                None => 0,
+            },
+            None => 0,
+        };
+        let value = u32::try_from(before + entity_added).unwrap_or(u32::MAX);
+        deg.put(&key, &value.to_be_bytes())
+    };
+    let result = sorter.for_each(order, |t| {
+        let (e, r, other) = (t[0], t[1], t[2]);
+        if group != Some((e, r)) {
+            flush_group(group, &mut others, &mut entity_added, &mut adj)?;
+            if let Some((prev_e, _)) = group {
+                if prev_e != e {
+                    flush_entity(prev_e, entity_added, &mut deg)?;
+                    added += entity_added;
+                    entity_added = 0;
+                }
+            }
+            group = Some((e, r));
+        }
+        others.push(other);
+        seen += 1;
+        if seen % (1 << 20) == 0 {
+            if let Some(f) = progress.as_mut() {
+                f(&Progress::Writing { step, steps, what: if dir == Direction::Out { "outgoing adjacency" } else { "incoming adjacency" }, done: seen, total });
+            }
+        }
+        Ok(())
+    });
+    result?;
+    flush_group(group, &mut others, &mut entity_added, &mut adj)?;
+    if let Some((e, _)) = group {
+        flush_entity(e, entity_added, &mut deg)?;
+        added += entity_added;
+    }
+    Ok((adj.finish()?, deg.finish()?, added))
 }
 
 fn lookup_id(old: Option<&DB>, cf: &'static str, key: &[u8]) -> Result<Option<u32>, StoreError> {

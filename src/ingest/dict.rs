@@ -1,26 +1,21 @@
 //! Dictionary building during a load: exact key -> dense id.
 //!
-//! New terms are kept in one byte arena in id order, with a hash table of ids keyed by the
-//! arena bytes: about 21 bytes per term plus the key itself, no allocation per term. Keys
-//! of an existing store are looked up in it (bloom-filtered point reads) and cached.
+//! New terms are kept in one byte arena in id order (kind, varint key length, key, varint
+//! name length, name), with the arena offset of each term and a hash table of term indexes
+//! keyed by the arena bytes: about 15 bytes per term plus its key, no allocation per term.
+//! Keys of an existing store are looked up in it (bloom-filtered point reads) and cached.
 
 use crate::error::StoreError;
+use crate::store::codec::{get_varint, put_varint};
 use crate::store::TermKind;
 use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
 use std::hash::BuildHasher;
 
-struct Entry {
-    start: u64,
-    key_len: u32,
-    /// Length of the display name stored after the key (0: the name is derived later).
-    name_len: u32,
-    kind: TermKind,
-}
-
 pub struct Interner {
     base: u32,
     arena: Vec<u8>,
-    entries: Vec<Entry>,
+    /// Arena offset of each new term, in id order.
+    offsets: Vec<u64>,
     table: HashTable<u32>,
     hasher: DefaultHashBuilder,
     existing: HashMap<Box<[u8]>, u32>,
@@ -41,7 +36,7 @@ impl Interner {
         Interner {
             base,
             arena: Vec::new(),
-            entries: Vec::new(),
+            offsets: Vec::new(),
             table: HashTable::new(),
             hasher: DefaultHashBuilder::default(),
             existing: HashMap::new(),
@@ -49,8 +44,7 @@ impl Interner {
     }
 
     fn key_of(&self, idx: u32) -> &[u8] {
-        let e = &self.entries[idx as usize];
-        &self.arena[e.start as usize..e.start as usize + e.key_len as usize]
+        term_at(&self.arena, self.offsets[idx as usize]).1
     }
 
     /// The id of `key`, looking in this load, then in the store (`lookup`), then assigning
@@ -63,10 +57,7 @@ impl Interner {
         lookup: &mut dyn FnMut(&[u8]) -> Result<Option<u32>, StoreError>,
     ) -> Result<Option<u32>, StoreError> {
         let hash = self.hasher.hash_one(key);
-        if let Some(&idx) = self.table.find(hash, |&idx| {
-            let e = &self.entries[idx as usize];
-            &self.arena[e.start as usize..e.start as usize + e.key_len as usize] == key
-        }) {
+        if let Some(&idx) = self.table.find(hash, |&idx| self.key_of(idx) == key) {
             return Ok(Some(self.base + idx));
         }
         if let Some(&id) = self.existing.get(key) {
@@ -76,25 +67,19 @@ impl Interner {
             self.existing.insert(key.into(), id);
             return Ok(Some(id));
         }
-        let idx = self.entries.len() as u32;
+        let idx = self.offsets.len() as u32;
         let Some(id) = self.base.checked_add(idx).filter(|&id| id < u32::MAX) else {
             return Ok(None);
         };
-        let start = self.arena.len() as u64;
+        self.offsets.push(self.arena.len() as u64);
+        self.arena.push(kind as u8);
+        put_varint(&mut self.arena, key.len() as u64);
         self.arena.extend_from_slice(key);
-        let name_len = match name {
-            Some(n) if n != key => {
-                self.arena.extend_from_slice(n);
-                n.len() as u32
-            }
-            _ => 0,
-        };
-        self.entries.push(Entry { start, key_len: key.len() as u32, name_len, kind });
-        let (arena, entries, hasher) = (&self.arena, &self.entries, &self.hasher);
-        self.table.insert_unique(hash, idx, |&i| {
-            let e = &entries[i as usize];
-            hasher.hash_one(&arena[e.start as usize..e.start as usize + e.key_len as usize])
-        });
+        let name = name.filter(|n| *n != key).unwrap_or(b"");
+        put_varint(&mut self.arena, name.len() as u64);
+        self.arena.extend_from_slice(name);
+        let (arena, offsets, hasher) = (&self.arena, &self.offsets, &self.hasher);
+        self.table.insert_unique(hash, idx, |&i| hasher.hash_one(term_at(arena, offsets[i as usize]).1));
         Ok(Some(id))
     }
 
@@ -112,30 +97,39 @@ impl Interner {
     }
 
     pub fn new_count(&self) -> u32 {
-        self.entries.len() as u32
+        self.offsets.len() as u32
     }
 
     /// The terms added by this load, in id order.
     pub fn new_terms(&self) -> impl ExactSizeIterator<Item = NewTerm<'_>> + '_ {
-        self.entries.iter().enumerate().map(move |(i, e)| {
-            let s = e.start as usize;
-            let k = e.key_len as usize;
-            let key = &self.arena[s..s + k];
-            let name = (e.name_len > 0).then(|| &self.arena[s + k..s + k + e.name_len as usize]);
+        self.offsets.iter().enumerate().map(move |(i, &at)| {
+            let (kind, key, name) = term_at(&self.arena, at);
             NewTerm {
                 id: self.base + i as u32,
                 // Keys and names come from validated UTF-8 lines.
                 key: std::str::from_utf8(key).expect("interned keys are UTF-8"),
-                kind: e.kind,
-                name: name.map(|n| std::str::from_utf8(n).expect("interned names are UTF-8")),
+                kind,
+                name: (!name.is_empty()).then(|| std::str::from_utf8(name).expect("interned names are UTF-8")),
             }
         })
     }
 
     /// Bytes held, for the memory report.
     pub fn heap_bytes(&self) -> usize {
-        self.arena.capacity() + self.entries.capacity() * std::mem::size_of::<Entry>() + self.table.capacity() * 5
+        self.arena.capacity() + self.offsets.capacity() * 8 + self.table.capacity() * 5 + self.existing.capacity() * 40
     }
+}
+
+/// Decodes the term at `at`: (kind, key, name). The arena is written only by `intern`.
+fn term_at(arena: &[u8], at: u64) -> (TermKind, &[u8], &[u8]) {
+    let at = at as usize;
+    let kind = TermKind::from_byte(arena[at]).expect("the interner writes valid kinds");
+    let (key_len, used) = get_varint(&arena[at + 1..]).expect("the interner writes valid lengths");
+    let key_start = at + 1 + used;
+    let key_end = key_start + key_len as usize;
+    let (name_len, used) = get_varint(&arena[key_end..]).expect("the interner writes valid lengths");
+    let name_start = key_end + used;
+    (kind, &arena[key_start..key_end], &arena[name_start..name_start + name_len as usize])
 }
 
 #[cfg(test)]

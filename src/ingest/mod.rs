@@ -50,7 +50,7 @@ pub enum Progress {
     Committing,
 }
 
-type ProgressFn = Box<dyn FnMut(&Progress) + Send>;
+pub(crate) type ProgressFn = Box<dyn FnMut(&Progress) + Send>;
 
 /// Loads triple files into the store at `dir`, creating it when it does not exist.
 pub struct BulkLoader {

@@ -32,7 +32,8 @@ fn reorder(t: Triple, order: Order) -> Triple {
 
 pub struct TripleSorter {
     buf: Vec<Triple>,
-    capacity: usize,
+    /// The budget in bytes, shared with whatever else the caller holds (`push`'s `other`).
+    budget: usize,
     dir: PathBuf,
     runs: Vec<(PathBuf, PathBuf)>,
     /// Triples pushed (with duplicates).
@@ -41,19 +42,29 @@ pub struct TripleSorter {
 
 const RUN_BUFFER_BYTES: usize = 1 << 20;
 
+/// The buffer never gets smaller than this, whatever else uses the budget.
+const MIN_BUFFER_TRIPLES: usize = 1024;
+
 impl TripleSorter {
-    /// `budget_bytes`: memory for the buffer (12 bytes a triple).
+    /// `budget_bytes`: memory for the buffer (12 bytes a triple) and for whatever the
+    /// caller reports as `other` on each push (its dictionaries).
     pub fn new(budget_bytes: usize, dir: PathBuf) -> TripleSorter {
-        let capacity = (budget_bytes / std::mem::size_of::<Triple>()).max(1024);
-        TripleSorter { buf: Vec::new(), capacity, dir, runs: Vec::new(), pushed: 0 }
+        TripleSorter { buf: Vec::new(), budget: budget_bytes, dir, runs: Vec::new(), pushed: 0 }
     }
 
-    pub fn push(&mut self, t: Triple) -> Result<(), IngestError> {
-        if self.buf.len() >= self.capacity {
+    /// Adds a triple. `other`: bytes the caller holds under the same budget; the buffer
+    /// spills to a run once it and `other` together pass the budget.
+    pub fn push(&mut self, t: Triple, other: usize) -> Result<(), IngestError> {
+        let limit = (self.budget.saturating_sub(other) / std::mem::size_of::<Triple>()).max(MIN_BUFFER_TRIPLES);
+        if self.buf.len() >= limit {
             self.spill()?;
+            // The caller's share grew: give the memory back rather than refill it.
+            self.buf.shrink_to(limit);
         }
-        if self.buf.capacity() == 0 {
-            self.buf.reserve_exact(self.capacity.min(1 << 20));
+        if self.buf.len() == self.buf.capacity() {
+            // Grow by doubling, never past the limit, so the buffer stays inside the budget.
+            let room = limit.saturating_sub(self.buf.len()).max(1);
+            self.buf.reserve_exact(self.buf.len().max(MIN_BUFFER_TRIPLES).min(room));
         }
         self.buf.push(t);
         self.pushed += 1;
@@ -191,7 +202,7 @@ mod tests {
             let budget = if tiny_budget { 1 } else { 1 << 20 };
             let mut s = TripleSorter::new(budget, dir.path().to_path_buf());
             for &(a, b, c) in &triples {
-                s.push([a, b, c]).unwrap();
+                s.push([a, b, c], 0).unwrap();
             }
             s.finish().unwrap();
             let spo: Vec<Triple> = triples.iter().map(|&(a, b, c)| [a, b, c]).collect::<BTreeSet<_>>().into_iter().collect();

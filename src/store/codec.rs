@@ -70,7 +70,7 @@ pub enum TermKind {
 }
 
 impl TermKind {
-    fn from_byte(b: u8) -> Option<TermKind> {
+    pub fn from_byte(b: u8) -> Option<TermKind> {
         Some(match b {
             0 => TermKind::Name,
             1 => TermKind::Iri,
