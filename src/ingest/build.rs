@@ -21,9 +21,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-/// Share of the memory budget for the sort buffer and the dictionaries together; the rest
-/// covers chunks in flight, parsed records, SST writer buffers and RocksDB.
-const SORT_SHARE: f64 = 0.6;
+/// Share of the memory budget for the sort buffer and the dictionaries together. What
+/// else a load holds is bounded independently of the input (chunks in flight, parsed
+/// records, run and SST writer buffers, RocksDB caches: under 200 MB together).
+const SORT_SHARE: f64 = 1.0;
 
 struct Loading<'a> {
     loader: &'a mut BulkLoader,
@@ -185,6 +186,44 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
     report.facts = meta.facts;
     report.elapsed = started.elapsed();
     Ok(report)
+}
+
+/// `names` entries of a load in one arena (key bytes then the flag byte), so millions of
+/// names cost their bytes plus 8, not an allocation each.
+#[derive(Default)]
+struct NameEntries {
+    bytes: Vec<u8>,
+    /// start (40 bits) << 24 | length including the flag byte (24 bits).
+    spans: Vec<u64>,
+}
+
+impl NameEntries {
+    fn push(&mut self, key: &[u8], flag: u8) {
+        let start = self.bytes.len() as u64;
+        self.bytes.extend_from_slice(key);
+        self.bytes.push(flag);
+        self.spans.push(start << 24 | (key.len() as u64 + 1));
+    }
+
+    fn get(&self, span: u64) -> &[u8] {
+        let start = (span >> 24) as usize;
+        &self.bytes[start..start + (span & 0xff_ffff) as usize]
+    }
+
+    /// (key, value) of an entry.
+    fn entry(&self, span: u64) -> (&[u8], &[u8]) {
+        let b = self.get(span);
+        b.split_at(b.len() - 1)
+    }
+
+    /// Entries in key order, one per key: a primary name (flag 0) sorts before an alias
+    /// (flag 1) of the same key and wins.
+    fn sorted_unique(&mut self) -> Vec<u64> {
+        let mut spans = std::mem::take(&mut self.spans);
+        spans.par_sort_unstable_by(|&a, &b| self.get(a).cmp(self.get(b)));
+        spans.dedup_by(|b, a| self.entry(*a).0 == self.entry(*b).0);
+        spans
+    }
 }
 
 /// SST files per column family, and the point updates that SSTs cannot express.
@@ -375,7 +414,7 @@ impl Loading<'_> {
     /// Steps 1 and 2: entity and relation dictionaries, names, aliases, late labels.
     fn write_dictionaries(&mut self, set: &SstOptions) -> Result<Tables, IngestError> {
         let mut ssts = Vec::new();
-        let mut names: Vec<(Vec<u8>, u8)> = Vec::new();
+        let mut names = NameEntries::default();
         let t = Instant::now();
         let (ents, keys) = self.write_dictionary(set, true, &mut names)?;
         ssts.push((CF_ENTITIES, ents));
@@ -399,7 +438,7 @@ impl Loading<'_> {
             }
             let name_key = codec::name_key(&normalize_name(&alias), NameTarget::Entity(EntityId(e)));
             if !(is_old && lookup_exists(self.old, CF_NAMES, &name_key)?) {
-                names.push((name_key, codec::NAME_ALIAS));
+                names.push(&name_key, codec::NAME_ALIAS);
             }
             alias_keys.push(k);
         }
@@ -416,11 +455,9 @@ impl Loading<'_> {
             }
         }
         label_updates.sort();
-        // Primary names (flag 0) sort before aliases of the same key and win.
-        names.sort_unstable();
-        names.dedup_by(|b, a| a.0 == b.0);
-        let new_names = names.len() as u64;
-        ssts.push((CF_NAMES, write_sorted(set, CF_NAMES, names.iter().map(|(k, v)| (k.as_slice(), std::slice::from_ref(v))))?));
+        let sorted = names.sorted_unique();
+        let new_names = sorted.len() as u64;
+        ssts.push((CF_NAMES, write_sorted(set, CF_NAMES, sorted.iter().map(|&e| names.entry(e)))?));
         tracing::info!(elapsed_ms = t.elapsed().as_millis() as u64, "wrote dictionaries");
         Ok(Tables { ssts, label_updates, new_names })
     }
@@ -437,7 +474,7 @@ impl Loading<'_> {
         &mut self,
         set: &SstOptions,
         entities: bool,
-        names: &mut Vec<(Vec<u8>, u8)>,
+        names: &mut NameEntries,
     ) -> Result<(Vec<PathBuf>, Vec<PathBuf>), IngestError> {
         let (dict, cf, keys_cf) = if entities {
             (&self.entities, CF_ENTITIES, CF_ENTITY_KEYS)
@@ -446,7 +483,8 @@ impl Loading<'_> {
         };
         let mut records = SstSink::new(set, cf)?;
         let mut buf = Vec::new();
-        let mut keys: Vec<(&str, u32)> = Vec::with_capacity(dict.new_count() as usize);
+        // Term indexes sorted by key: 4 bytes a term, the keys stay in the interner.
+        let mut keys: Vec<u32> = (0..dict.new_count()).collect();
         for term in dict.new_terms() {
             let label = self.labels.get(term.key).or_else(|| {
                 if entities {
@@ -463,8 +501,7 @@ impl Loading<'_> {
             codec::encode_term(&rec, &mut buf);
             records.put(&codec::id_key(term.id), &buf)?;
             let target = if entities { NameTarget::Entity(EntityId(term.id)) } else { NameTarget::Relation(RelationId(term.id)) };
-            names.push((codec::name_key(&normalize_name(&rec.name), target), codec::NAME_PRIMARY));
-            keys.push((term.key, term.id));
+            names.push(&codec::name_key(&normalize_name(&rec.name), target), codec::NAME_PRIMARY);
         }
         if entities {
             // Labels used by new entities are done; the rest may name stored entities.
@@ -479,10 +516,10 @@ impl Loading<'_> {
                 }
             }
         }
-        keys.par_sort_unstable();
+        keys.par_sort_unstable_by(|&a, &b| dict.key(a).cmp(dict.key(b)));
         let mut key_sink = SstSink::new(set, keys_cf)?;
-        for (k, id) in keys {
-            key_sink.put(k.as_bytes(), &id.to_be_bytes())?;
+        for i in keys {
+            key_sink.put(dict.key(i), &(dict.base() + i).to_be_bytes())?;
         }
         Ok((records.finish()?, key_sink.finish()?))
     }
@@ -702,38 +739,55 @@ impl SstOptions {
     }
 }
 
-/// An SST file being written for one column family (nothing is written for no entries).
+/// Keys per SST file. RocksDB's filter builder keeps a hash per key (two with a prefix
+/// extractor) until the file is finished: rotating files bounds that memory.
+const MAX_SST_ENTRIES: u64 = 2_000_000;
+
+/// SST files being written for one column family, in key order, rotated every
+/// `MAX_SST_ENTRIES` keys (no file at all for no entries).
 struct SstSink<'o> {
     writer: Option<SstFileWriter<'o>>,
-    path: PathBuf,
+    set: &'o SstOptions,
+    cf: &'static str,
     opts: &'o rocksdb::Options,
+    in_file: u64,
+    files: Vec<PathBuf>,
 }
 
 impl<'o> SstSink<'o> {
     fn new(set: &'o SstOptions, cf: &'static str) -> Result<SstSink<'o>, IngestError> {
-        let n = set.files.fetch_add(1, Ordering::Relaxed);
         let opts = &set.by_cf.iter().find(|(name, _)| *name == cf).expect("known column family").1;
-        Ok(SstSink { writer: None, path: set.dir.join(format!("{cf}-{n:04}.sst")), opts })
+        Ok(SstSink { writer: None, set, cf, opts, in_file: 0, files: Vec::new() })
     }
 
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), IngestError> {
+        if self.in_file >= MAX_SST_ENTRIES {
+            self.finish_file()?;
+        }
         if self.writer.is_none() {
+            let n = self.set.files.fetch_add(1, Ordering::Relaxed);
+            let path = self.set.dir.join(format!("{}-{n:05}.sst", self.cf));
             let w = SstFileWriter::create(self.opts);
-            w.open(&self.path)?;
+            w.open(&path)?;
             self.writer = Some(w);
+            self.files.push(path);
         }
         self.writer.as_mut().expect("opened above").put(key, value)?;
+        self.in_file += 1;
         Ok(())
     }
 
-    fn finish(self) -> Result<Vec<PathBuf>, IngestError> {
-        match self.writer {
-            None => Ok(Vec::new()),
-            Some(mut w) => {
-                w.finish()?;
-                Ok(vec![self.path])
-            }
+    fn finish_file(&mut self) -> Result<(), IngestError> {
+        if let Some(mut w) = self.writer.take() {
+            w.finish()?;
         }
+        self.in_file = 0;
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<Vec<PathBuf>, IngestError> {
+        self.finish_file()?;
+        Ok(self.files)
     }
 }
 

@@ -1,8 +1,10 @@
 //! Dictionary building during a load: exact key -> dense id.
 //!
-//! New terms are kept in one byte arena in id order (kind, varint key length, key, varint
-//! name length, name), with the arena offset of each term and a hash table of term indexes
-//! keyed by the arena bytes: about 15 bytes per term plus its key, no allocation per term.
+//! New terms are kept in one byte arena in id order (index, kind, varint key length, key,
+//! varint name length, name), with the arena offset of each term, and a hash table of arena
+//! offsets keyed by the arena bytes: about 23 bytes per term plus its key, no allocation per
+//! term. A lookup touches the table and the arena record only (the index travels with the
+//! key), which matters once the dictionary outgrows the CPU caches.
 //! Keys of an existing store are looked up in it (bloom-filtered point reads) and cached.
 
 use crate::error::StoreError;
@@ -16,7 +18,7 @@ pub struct Interner {
     arena: Vec<u8>,
     /// Arena offset of each new term, in id order.
     offsets: Vec<u64>,
-    table: HashTable<u32>,
+    table: HashTable<u64>,
     hasher: DefaultHashBuilder,
     existing: HashMap<Box<[u8]>, u32>,
 }
@@ -44,7 +46,7 @@ impl Interner {
     }
 
     fn key_of(&self, idx: u32) -> &[u8] {
-        term_at(&self.arena, self.offsets[idx as usize]).1
+        term_at(&self.arena, self.offsets[idx as usize]).2
     }
 
     /// The id of `key`, looking in this load, then in the store (`lookup`), then assigning
@@ -57,8 +59,8 @@ impl Interner {
         lookup: &mut dyn FnMut(&[u8]) -> Result<Option<u32>, StoreError>,
     ) -> Result<Option<u32>, StoreError> {
         let hash = self.hasher.hash_one(key);
-        if let Some(&idx) = self.table.find(hash, |&idx| self.key_of(idx) == key) {
-            return Ok(Some(self.base + idx));
+        if let Some(&at) = self.table.find(hash, |&at| term_at(&self.arena, at).2 == key) {
+            return Ok(Some(self.base + term_at(&self.arena, at).0));
         }
         if let Some(&id) = self.existing.get(key) {
             return Ok(Some(id));
@@ -71,15 +73,17 @@ impl Interner {
         let Some(id) = self.base.checked_add(idx).filter(|&id| id < u32::MAX) else {
             return Ok(None);
         };
-        self.offsets.push(self.arena.len() as u64);
+        let at = self.arena.len() as u64;
+        self.offsets.push(at);
+        self.arena.extend_from_slice(&idx.to_le_bytes());
         self.arena.push(kind as u8);
         put_varint(&mut self.arena, key.len() as u64);
         self.arena.extend_from_slice(key);
         let name = name.filter(|n| *n != key).unwrap_or(b"");
         put_varint(&mut self.arena, name.len() as u64);
         self.arena.extend_from_slice(name);
-        let (arena, offsets, hasher) = (&self.arena, &self.offsets, &self.hasher);
-        self.table.insert_unique(hash, idx, |&i| hasher.hash_one(term_at(arena, offsets[i as usize]).1));
+        let (arena, hasher) = (&self.arena, &self.hasher);
+        self.table.insert_unique(hash, at, |&at| hasher.hash_one(term_at(arena, at).2));
         Ok(Some(id))
     }
 
@@ -87,9 +91,14 @@ impl Interner {
     pub fn get(&self, key: &[u8]) -> Option<u32> {
         let hash = self.hasher.hash_one(key);
         self.table
-            .find(hash, |&idx| self.key_of(idx) == key)
-            .map(|&idx| self.base + idx)
+            .find(hash, |&at| term_at(&self.arena, at).2 == key)
+            .map(|&at| self.base + term_at(&self.arena, at).0)
             .or_else(|| self.existing.get(key).copied())
+    }
+
+    /// The key of the new term with index `i` (id `base + i`).
+    pub fn key(&self, i: u32) -> &[u8] {
+        self.key_of(i)
     }
 
     pub fn base(&self) -> u32 {
@@ -103,7 +112,7 @@ impl Interner {
     /// The terms added by this load, in id order.
     pub fn new_terms(&self) -> impl ExactSizeIterator<Item = NewTerm<'_>> + '_ {
         self.offsets.iter().enumerate().map(move |(i, &at)| {
-            let (kind, key, name) = term_at(&self.arena, at);
+            let (_, kind, key, name) = term_at(&self.arena, at);
             NewTerm {
                 id: self.base + i as u32,
                 // Keys and names come from validated UTF-8 lines.
@@ -114,22 +123,26 @@ impl Interner {
         })
     }
 
-    /// Bytes held, for the memory report.
+    /// Resident bytes held, as the memory budget counts them: large vectors grow by
+    /// `mremap`, so their spare capacity is address space, not memory, until written; the
+    /// hash table's control bytes are written when it grows, its slots when filled.
     pub fn heap_bytes(&self) -> usize {
-        self.arena.capacity() + self.offsets.capacity() * 8 + self.table.capacity() * 5 + self.existing.capacity() * 40
+        self.arena.len() + self.offsets.len() * 8 + self.table.capacity() + self.table.len() * 8 + self.existing.len() * 48
     }
 }
 
-/// Decodes the term at `at`: (kind, key, name). The arena is written only by `intern`.
-fn term_at(arena: &[u8], at: u64) -> (TermKind, &[u8], &[u8]) {
+/// Decodes the term at `at`: (index, kind, key, name). Only `intern` writes the arena.
+#[inline]
+fn term_at(arena: &[u8], at: u64) -> (u32, TermKind, &[u8], &[u8]) {
     let at = at as usize;
-    let kind = TermKind::from_byte(arena[at]).expect("the interner writes valid kinds");
-    let (key_len, used) = get_varint(&arena[at + 1..]).expect("the interner writes valid lengths");
-    let key_start = at + 1 + used;
+    let idx = u32::from_le_bytes(arena[at..at + 4].try_into().expect("4 bytes"));
+    let kind = TermKind::from_byte(arena[at + 4]).expect("the interner writes valid kinds");
+    let (key_len, used) = get_varint(&arena[at + 5..]).expect("the interner writes valid lengths");
+    let key_start = at + 5 + used;
     let key_end = key_start + key_len as usize;
     let (name_len, used) = get_varint(&arena[key_end..]).expect("the interner writes valid lengths");
     let name_start = key_end + used;
-    (kind, &arena[key_start..key_end], &arena[name_start..name_start + name_len as usize])
+    (idx, kind, &arena[key_start..key_end], &arena[name_start..name_start + name_len as usize])
 }
 
 #[cfg(test)]

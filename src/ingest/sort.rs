@@ -95,6 +95,7 @@ impl TripleSorter {
         if self.buf.is_empty() {
             return Ok(());
         }
+        let started = std::time::Instant::now();
         let n = self.runs.len();
         let spo = self.dir.join(format!("run-{n:04}.spo"));
         let ops = self.dir.join(format!("run-{n:04}.ops"));
@@ -103,6 +104,7 @@ impl TripleSorter {
         self.write_run(&spo, Order::Spo)?;
         self.buf.par_sort_unstable_by_key(|t| reorder(*t, Order::Ops));
         self.write_run(&ops, Order::Ops)?;
+        tracing::debug!(run = n, triples = self.buf.len(), elapsed_ms = started.elapsed().as_millis() as u64, "spilled a sorted run");
         self.buf.clear();
         self.runs.push((spo, ops));
         Ok(())
