@@ -23,7 +23,7 @@ impl LoadProgress {
                 if self.phase != phase {
                     self.phase = phase;
                     let style = ProgressStyle::with_template(
-                        "{prefix} {wide_bar} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta} {msg}",
+                        "{prefix} {bar:30} {bytes}/{total_bytes} ({bytes_per_sec}, ETA {eta}) {msg}",
                     )
                     .expect("valid template");
                     self.bar.set_style(style);
@@ -32,13 +32,13 @@ impl LoadProgress {
                     self.bar.reset();
                 }
                 self.bar.set_position(*bytes);
-                self.bar.set_message(format!("{facts} facts"));
+                self.bar.set_message(format!("{} facts", indicatif::HumanCount(*facts)));
             }
             Progress::Writing { step, steps, what, done, total } => {
                 let phase = format!("write {what}");
                 if self.phase != phase {
                     self.phase = phase;
-                    let style = ProgressStyle::with_template("{prefix} {wide_bar} {pos}/{len} {per_sec} ETA {eta}")
+                    let style = ProgressStyle::with_template("{prefix} {bar:30} {human_pos}/{human_len} facts (ETA {eta})")
                         .expect("valid template");
                     self.bar.set_style(style);
                     self.bar.set_prefix(format!("write {step}/{steps}: {what}"));

@@ -248,6 +248,13 @@ impl Loading<'_> {
         let consumed = opened.consumed.clone();
         let cfg = ParseConfig { format, reverse_prefix: self.loader.reverse_prefix.clone(), lang: self.loader.lang.clone() };
         let threads = self.loader.threads;
+        // A pool of our own, so `--threads` holds for the parsers whatever the host does
+        // with rayon's global pool.
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("trellis-parse-{i}"))
+            .build()
+            .map_err(|e| IngestError::io("parser threads", std::io::Error::other(e)))?;
         let cancel = self.loader.cancel.clone();
         let mut record = InputRecord { path: file.clone(), format: format.name().into(), ..Default::default() };
         let facts_before = self.report.facts_read;
@@ -273,6 +280,7 @@ impl Loading<'_> {
                 }
             });
             let cfg = &cfg;
+            let pool = &pool;
             scope.spawn(move || {
                 // Batches of chunks parsed in parallel, handed on in input order.
                 while let Ok(first) = chunk_rx.recv() {
@@ -286,7 +294,7 @@ impl Loading<'_> {
                     let failed = batch.iter().position(|c| c.is_err());
                     let err = failed.map(|i| batch.drain(i..).next().expect("index in range"));
                     let chunks: Vec<Chunk> = batch.into_iter().map(|c| c.expect("errors drained")).collect();
-                    let parsed: Vec<ParsedChunk> = chunks.into_par_iter().map(|c| parse_chunk(c, cfg)).collect();
+                    let parsed: Vec<ParsedChunk> = pool.install(|| chunks.into_par_iter().map(|c| parse_chunk(c, cfg)).collect());
                     if parsed_tx.send(Ok(parsed)).is_err() {
                         return;
                     }

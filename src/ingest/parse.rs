@@ -158,7 +158,7 @@ fn parse_delimited(data: Vec<u8>, first_line: u64, sep: u8, sep_name: &str, cfg:
         }
         let prefix = cfg.reverse_prefix.as_bytes();
         if !prefix.is_empty() && r.get(&data).starts_with(prefix) {
-            if r.len as usize == prefix.len() {
+            if r.get(&data)[prefix.len()..].iter().all(u8::is_ascii_whitespace) {
                 out.errors.push(LineError {
                     line,
                     kind: LineErrorKind::EmptyName,
@@ -328,7 +328,7 @@ mod tests {
 
     #[test]
     fn tsv_errors_carry_line_numbers() {
-        let p = parse(Format::Tsv, "a\tb\tc\na\tb\n\tb\tc\na\t~\tc\n\na\tb\tc\td\n");
+        let p = parse(Format::Tsv, "a\tb\tc\na\tb\n\tb\tc\na\t~ \tc\n\na\tb\tc\td\n");
         let got: Vec<(u64, LineErrorKind)> = p.errors.iter().map(|e| (e.line, e.kind)).collect();
         assert_eq!(
             got,
@@ -384,5 +384,48 @@ mod tests {
         assert_eq!(p.errors.len(), 1);
         assert_eq!(p.errors[0].line, 14);
         assert_eq!(p.errors[0].kind, LineErrorKind::InvalidNtriples);
+    }
+}
+
+#[cfg(test)]
+mod fuzz {
+    //! Random bytes through every parser: no panic, and every line is either parsed,
+    //! rejected with a line number inside the chunk, or blank.
+    use super::*;
+    use proptest::prelude::*;
+
+    fn lines_in(data: &[u8]) -> u64 {
+        lines(data, 1).count() as u64
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        #[test]
+        fn parsers_never_panic(data in proptest::collection::vec(
+            prop_oneof![Just(b'\t'), Just(b'|'), Just(b'\n'), Just(b'<'), Just(b'>'), Just(b'"'), Just(b'.'), Just(b' '), Just(b'~'), any::<u8>()],
+            0..400,
+        )) {
+            for format in [Format::Tsv, Format::Pipe, Format::Ntriples] {
+                let cfg = ParseConfig { format, reverse_prefix: "~".into(), lang: "en".into() };
+                let p = parse_chunk(Chunk { data: data.clone(), first_line: 1, errors: vec![] }, &cfg);
+                let n = lines_in(&data);
+                prop_assert_eq!(p.lines, n);
+                prop_assert!(p.errors.iter().all(|e| e.line >= 1 && e.line <= n));
+                prop_assert!(p.errors.windows(2).all(|w| w[0].line < w[1].line));
+                prop_assert!(p.records.len() as u64 + p.errors.len() as u64 <= n.max(1) * 2);
+            }
+        }
+
+        #[test]
+        fn well_formed_tsv_lines_all_parse(rows in proptest::collection::vec(("[^\t\n\r~]{1,12}", "[^\t\n\r]{1,12}", "[^\t\n\r]{1,12}"), 1..40)) {
+            let rows: Vec<_> = rows.into_iter().filter(|(s, r, o)| {
+                [s, r, o].iter().all(|x| !x.trim().is_empty()) && r.trim_start_matches('~').len() > 0 && r != "~"
+            }).collect();
+            let text: String = rows.iter().map(|(s, r, o)| format!("{s}\t{r}\t{o}\n")).collect();
+            let cfg = ParseConfig { format: Format::Tsv, reverse_prefix: "~".into(), lang: "en".into() };
+            let p = parse_chunk(Chunk { data: text.into_bytes(), first_line: 1, errors: vec![] }, &cfg);
+            prop_assert!(p.errors.is_empty(), "{:?}", p.errors);
+            prop_assert_eq!(p.records.len(), rows.len());
+        }
     }
 }
