@@ -26,6 +26,9 @@ pub fn stats(store: &Path, as_json: bool) -> Result<ExitCode> {
         println!("created by      {}", s.created_by);
         println!("loads           {}", s.loads);
         println!("size on disk    {} bytes ({:.1} bytes/fact)", s.size_on_disk_bytes, s.size_on_disk_bytes as f64 / s.facts.max(1) as f64);
+        for (cf, bytes) in &s.column_family_bytes {
+            println!("  {cf:<14}{bytes} bytes");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -57,6 +57,8 @@ pub struct Stats {
     pub updated_by: String,
     pub loads: usize,
     pub size_on_disk_bytes: u64,
+    /// SST bytes per column family, in schema order.
+    pub column_family_bytes: Vec<(String, u64)>,
 }
 
 /// Everything known about one entity.
@@ -159,6 +161,18 @@ impl Store {
             updated_by: m.updated_by.clone(),
             loads: m.loads.len(),
             size_on_disk_bytes: layout::dir_size(&self.generation),
+            column_family_bytes: COLUMN_FAMILIES
+                .iter()
+                .map(|spec| {
+                    let bytes = self
+                        .db
+                        .property_int_value_cf(self.cf(spec.name), "rocksdb.total-sst-files-size")
+                        .ok()
+                        .flatten()
+                        .unwrap_or(0);
+                    (spec.name.to_owned(), bytes)
+                })
+                .collect(),
         }
     }
 
