@@ -1,16 +1,17 @@
 //! Dictionary building during a load: exact key -> dense id.
 //!
 //! New terms are kept in one byte arena in id order (index, kind, varint key length, key,
-//! varint name length, name), with the arena offset of each term, and a hash table of arena
-//! offsets keyed by the arena bytes: about 23 bytes per term plus its key, no allocation per
-//! term. A lookup touches the table and the arena record only (the index travels with the
-//! key), which matters once the dictionary outgrows the CPU caches.
+//! varint name length, name), with the arena offset of each term, and an open-addressing
+//! table of arena offsets tagged with 16 hash bits: about 23 bytes per term plus its key, no
+//! allocation per term. Once the dictionary outgrows the CPU caches a lookup costs its cache
+//! misses, so a lookup touches one table slot and one arena record, and callers that know
+//! their next keys prefetch their slots (`prefetch`).
 //! Keys of an existing store are looked up in it (bloom-filtered point reads) and cached.
 
 use crate::error::StoreError;
 use crate::store::codec::{get_varint, put_varint};
 use crate::store::TermKind;
-use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
+use hashbrown::{DefaultHashBuilder, HashMap};
 use std::hash::BuildHasher;
 
 pub struct Interner {
@@ -18,7 +19,7 @@ pub struct Interner {
     arena: Vec<u8>,
     /// Arena offset of each new term, in id order.
     offsets: Vec<u64>,
-    table: HashTable<u64>,
+    table: KeyTable,
     hasher: DefaultHashBuilder,
     existing: HashMap<Box<[u8]>, u32>,
 }
@@ -39,7 +40,7 @@ impl Interner {
             base,
             arena: Vec::new(),
             offsets: Vec::new(),
-            table: HashTable::new(),
+            table: KeyTable::default(),
             hasher: DefaultHashBuilder::default(),
             existing: HashMap::new(),
         }
@@ -58,9 +59,36 @@ impl Interner {
         name: Option<&[u8]>,
         lookup: &mut dyn FnMut(&[u8]) -> Result<Option<u32>, StoreError>,
     ) -> Result<Option<u32>, StoreError> {
-        let hash = self.hasher.hash_one(key);
-        if let Some(&at) = self.table.find(hash, |&at| term_at(&self.arena, at).2 == key) {
-            return Ok(Some(self.base + term_at(&self.arena, at).0));
+        let hash = self.hash(key);
+        self.intern_hashed(key, hash, kind, name, lookup)
+    }
+
+    /// The hash `intern_hashed` and `prefetch` take for `key`.
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// Starts loading the table slot of a key that will be interned soon.
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        self.table.prefetch(hash);
+    }
+
+    /// `intern` with the key's hash computed by the caller (`hash`).
+    pub fn intern_hashed(
+        &mut self,
+        key: &[u8],
+        hash: u64,
+        kind: TermKind,
+        name: Option<&[u8]>,
+        lookup: &mut dyn FnMut(&[u8]) -> Result<Option<u32>, StoreError>,
+    ) -> Result<Option<u32>, StoreError> {
+        let arena = &self.arena;
+        if let Some(idx) = self.table.find(hash, |at| {
+            let (idx, _, k, _) = term_at(arena, at);
+            (k == key).then_some(idx)
+        }) {
+            return Ok(Some(self.base + idx));
         }
         if let Some(&id) = self.existing.get(key) {
             return Ok(Some(id));
@@ -83,16 +111,19 @@ impl Interner {
         put_varint(&mut self.arena, name.len() as u64);
         self.arena.extend_from_slice(name);
         let (arena, hasher) = (&self.arena, &self.hasher);
-        self.table.insert_unique(hash, at, |&at| hasher.hash_one(term_at(arena, at).2));
+        self.table.insert(hash, at, |at| hasher.hash_one(term_at(arena, at).2));
         Ok(Some(id))
     }
 
     /// The id of `key` if this load or the store's cache knows it (no store lookup).
     pub fn get(&self, key: &[u8]) -> Option<u32> {
-        let hash = self.hasher.hash_one(key);
+        let hash = self.hash(key);
         self.table
-            .find(hash, |&at| term_at(&self.arena, at).2 == key)
-            .map(|&at| self.base + term_at(&self.arena, at).0)
+            .find(hash, |at| {
+                let (idx, _, k, _) = term_at(&self.arena, at);
+                (k == key).then_some(idx)
+            })
+            .map(|idx| self.base + idx)
             .or_else(|| self.existing.get(key).copied())
     }
 
@@ -127,7 +158,90 @@ impl Interner {
     /// `mremap`, so their spare capacity is address space, not memory, until written; the
     /// hash table's control bytes are written when it grows, its slots when filled.
     pub fn heap_bytes(&self) -> usize {
-        self.arena.len() + self.offsets.len() * 8 + self.table.capacity() + self.table.len() * 8 + self.existing.len() * 48
+        self.arena.len() + self.offsets.len() * 8 + self.table.slots.len() * 8 + self.existing.len() * 48
+    }
+}
+
+/// Open addressing with linear probing over arena offsets. A slot is 0 (empty) or the top
+/// 16 bits of the key's hash above the arena offset plus one (48 bits), so a probe reads
+/// the arena only when the tags match. Kept at most 3/4 full.
+#[derive(Default)]
+struct KeyTable {
+    slots: Vec<u64>,
+    len: usize,
+}
+
+const OFFSET_BITS: u32 = 48;
+const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
+
+impl KeyTable {
+    #[inline]
+    fn tag(hash: u64) -> u64 {
+        hash >> OFFSET_BITS
+    }
+
+    #[inline]
+    fn home(&self, hash: u64) -> usize {
+        hash as usize & (self.slots.len() - 1)
+    }
+
+    #[inline]
+    fn prefetch(&self, hash: u64) {
+        #[cfg(target_arch = "x86_64")]
+        if !self.slots.is_empty() {
+            let slot: *const u64 = &self.slots[self.home(hash)];
+            // SAFETY: prefetching is a hint; the address is inside `slots`.
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(slot.cast()) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = hash;
+    }
+
+    /// The first `matches(offset)` that says `Some` among the slots tagged like `hash`.
+    #[inline]
+    fn find<T>(&self, hash: u64, mut matches: impl FnMut(u64) -> Option<T>) -> Option<T> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let (tag, mask) = (Self::tag(hash), self.slots.len() - 1);
+        let mut i = self.home(hash);
+        loop {
+            let slot = self.slots[i];
+            if slot == 0 {
+                return None;
+            }
+            if slot >> OFFSET_BITS == tag {
+                if let Some(found) = matches((slot & OFFSET_MASK) - 1) {
+                    return Some(found);
+                }
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Adds an offset known to be absent; `rehash(offset)` gives the hash of a stored key
+    /// when the table grows.
+    fn insert(&mut self, hash: u64, offset: u64, rehash: impl Fn(u64) -> u64) {
+        assert!(offset < OFFSET_MASK, "dictionary arena over 256 TiB");
+        if (self.len + 1) * 4 > self.slots.len() * 3 {
+            let grown = vec![0; (self.slots.len() * 2).max(1024)];
+            let old = std::mem::replace(&mut self.slots, grown);
+            for slot in old.into_iter().filter(|&s| s != 0) {
+                let at = (slot & OFFSET_MASK) - 1;
+                self.place(rehash(at), slot);
+            }
+        }
+        self.place(hash, Self::tag(hash) << OFFSET_BITS | (offset + 1));
+        self.len += 1;
+    }
+
+    fn place(&mut self, hash: u64, slot: u64) {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(hash);
+        while self.slots[i] != 0 {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = slot;
     }
 }
 
@@ -170,6 +284,28 @@ mod tests {
         assert_eq!(d.intern(b"old", TermKind::Name, None, &mut store).unwrap(), Some(3));
         assert_eq!(d.intern(b"new", TermKind::Name, None, &mut store).unwrap(), Some(5));
         assert_eq!(d.new_count(), 1);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn agrees_with_a_hash_map(keys in proptest::collection::vec("[a-e]{0,4}", 0..3000)) {
+            let mut d = Interner::new(7);
+            let mut model: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+            let mut none = |_: &[u8]| Ok(None);
+            for k in &keys {
+                let next = 7 + model.len() as u32;
+                let want = *model.entry(k.clone()).or_insert(next);
+                let h = d.hash(k.as_bytes());
+                d.prefetch(h);
+                proptest::prop_assert_eq!(d.intern_hashed(k.as_bytes(), h, TermKind::Name, None, &mut none).unwrap(), Some(want));
+            }
+            for (k, &id) in &model {
+                proptest::prop_assert_eq!(d.get(k.as_bytes()), Some(id));
+                proptest::prop_assert_eq!(d.key(id - 7), k.as_bytes());
+            }
+            proptest::prop_assert_eq!(d.get(b"zzz"), None);
+            proptest::prop_assert_eq!(d.new_count() as usize, model.len());
+        }
     }
 
     #[test]
