@@ -504,18 +504,23 @@ impl Loading<'_> {
         } else {
             (&self.relations, CF_RELATIONS, CF_RELATION_KEYS)
         };
+        // Keys first, so their sort buffer is freed before the names are collected.
+        let mut key_sink = SstSink::new(set, keys_cf)?;
+        for i in indexes_by_key(dict) {
+            key_sink.put(dict.key(i), &(dict.base() + i).to_be_bytes())?;
+        }
+        let key_files = key_sink.finish()?;
         let mut records = SstSink::new(set, cf)?;
         let mut buf = Vec::new();
-        // Term indexes sorted by key: 4 bytes a term, the keys stay in the interner.
-        let mut keys: Vec<u32> = (0..dict.new_count()).collect();
+        let no_labels = self.labels.is_empty();
         for term in dict.new_terms() {
-            let label = self.labels.get(term.key).or_else(|| {
-                if entities {
-                    None
-                } else {
-                    wikidata_property_entity(term.key).and_then(|k| self.labels.get(&k))
-                }
-            });
+            let label = if no_labels {
+                None
+            } else if entities {
+                self.labels.get(term.key)
+            } else {
+                self.labels.get(term.key).or_else(|| wikidata_property_entity(term.key).and_then(|k| self.labels.get(&k)))
+            };
             let name = match label {
                 Some(l) => l.clone(),
                 None => default_name(term.key, term.kind, term.name),
@@ -526,25 +531,18 @@ impl Loading<'_> {
             let target = if entities { NameTarget::Entity(EntityId(term.id)) } else { NameTarget::Relation(RelationId(term.id)) };
             names.push(&codec::name_key(&normalize_name(&rec.name), target), codec::NAME_PRIMARY);
         }
-        if entities {
-            // Labels used by new entities are done; the rest may name stored entities.
+        if !no_labels {
+            // Labels used by new terms are done; the rest may name stored entities.
             for term in dict.new_terms() {
                 self.labels.remove(term.key);
-            }
-        } else {
-            for term in dict.new_terms() {
-                self.labels.remove(term.key);
-                if let Some(k) = wikidata_property_entity(term.key) {
-                    self.labels.remove(&k);
+                if !entities {
+                    if let Some(k) = wikidata_property_entity(term.key) {
+                        self.labels.remove(&k);
+                    }
                 }
             }
         }
-        keys.par_sort_unstable_by(|&a, &b| dict.key(a).cmp(dict.key(b)));
-        let mut key_sink = SstSink::new(set, keys_cf)?;
-        for i in keys {
-            key_sink.put(dict.key(i), &(dict.base() + i).to_be_bytes())?;
-        }
-        Ok((records.finish()?, key_sink.finish()?))
+        Ok((records.finish()?, key_files))
     }
 
     fn apply_label_updates(&mut self, db: &DB, updates: Vec<(EntityId, String)>) -> Result<(), IngestError> {
@@ -697,6 +695,36 @@ progress: &mut Option<ProgressFn>,
     Ok((adj.finish()?, deg.finish()?, added))
 }
 
+/// Indexes of the new terms of `dict` in key order. The keys lie scattered in the arena, so
+/// the sort runs over 12-byte key prefixes packed with the index in one array (no pointer
+/// chasing), then orders runs of equal prefixes by whole keys. Zero padding keeps prefix
+/// order consistent with key order: a tie is only possible between keys that need the
+/// whole-key comparison anyway.
+fn indexes_by_key(dict: &Interner) -> Vec<u32> {
+    let mut packed: Vec<u128> = (0..dict.new_count())
+        .into_par_iter()
+        .map(|i| {
+            let key = dict.key(i);
+            let mut bytes = [0u8; 16];
+            let n = key.len().min(12);
+            bytes[..n].copy_from_slice(&key[..n]);
+            u128::from_be_bytes(bytes) | u128::from(i)
+        })
+        .collect();
+    packed.par_sort_unstable();
+    let mut order: Vec<u32> = packed.iter().map(|&v| v as u32).collect();
+    let mut start = 0;
+    for end in 1..=packed.len() {
+        if end == packed.len() || packed[end] >> 32 != packed[start] >> 32 {
+            if end - start > 1 {
+                order[start..end].sort_unstable_by(|&a, &b| dict.key(a).cmp(dict.key(b)));
+            }
+            start = end;
+        }
+    }
+    order
+}
+
 fn lookup_id(old: Option<&DB>, cf: &'static str, key: &[u8]) -> Result<Option<u32>, StoreError> {
     let Some(db) = old else { return Ok(None) };
     match db.get_pinned_cf(db.cf_handle(cf).expect("cf"), key)? {
@@ -840,6 +868,25 @@ mod tests {
         assert_eq!(local_name("http://x.org/onto#Person"), "Person");
         assert_eq!(local_name("http://x.org/dir/"), "dir");
         assert_eq!(local_name("urn:isbn:123"), "123");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn indexes_by_key_sorts_like_the_keys(keys in proptest::collection::btree_set(proptest::collection::vec(proptest::prelude::prop_oneof![proptest::prelude::Just(0u8), proptest::prelude::Just(b'a'), proptest::prelude::Just(b'b')], 0..16), 0..300)) {
+            let mut dict = Interner::new(0);
+            let mut none = |_: &[u8]| Ok(None);
+            // Insert in a scrambled order so index order is not key order.
+            let mut shuffled: Vec<Vec<u8>> = keys.iter().cloned().collect();
+            shuffled.reverse();
+            let third = shuffled.len() / 3;
+            shuffled.rotate_left(third);
+            for k in &shuffled {
+                dict.intern(k, TermKind::Name, None, &mut none).unwrap();
+            }
+            let sorted: Vec<Vec<u8>> = indexes_by_key(&dict).into_iter().map(|i| dict.key(i).to_vec()).collect();
+            let expected: Vec<Vec<u8>> = keys.into_iter().collect();
+            proptest::prop_assert_eq!(sorted, expected);
+        }
     }
 
     #[test]
