@@ -76,7 +76,7 @@ pub fn run(args: IngestArgs) -> Result<ExitCode> {
     }
     let secs = report.elapsed.as_secs_f64();
     println!(
-        "loaded {} facts from {} file(s) in {:.2} s ({:.0} facts/s)",
+        "read {} fact lines from {} file(s) in {:.2} s ({:.0} lines/s)",
         report.facts_read,
         report.inputs.len(),
         secs,
