@@ -34,7 +34,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Show an entity by exact key, name (normalized), or id (`#123`).
+    /// Show an entity by exact key, name (normalized), or id (`#123`, or `123` when no
+    /// entity is named so).
     Entity {
         #[arg(long)]
         store: PathBuf,

@@ -33,7 +33,8 @@ pub fn stats(store: &Path, as_json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Entities a user means by `text`: `#ID`, else the exact key, else the normalized name.
+/// Entities a user means by `text`: `#ID`, else the exact key, else the normalized name,
+/// else a bare number as an id.
 fn resolve_entities(store: &Store, text: &str) -> Result<Vec<EntityId>> {
     if let Some(id) = text.strip_prefix('#').and_then(|n| n.parse::<u32>().ok()) {
         if u64::from(id) >= store.entity_count() {
@@ -45,10 +46,16 @@ fn resolve_entities(store: &Store, text: &str) -> Result<Vec<EntityId>> {
         return Ok(vec![e]);
     }
     let found = store.entities_named(text)?;
-    if found.is_empty() {
-        bail!("no entity named {text:?} (looked up as exact key and as normalized name)");
+    if !found.is_empty() {
+        return Ok(found);
     }
-    Ok(found)
+    // A bare number that names nothing is an id (`#ID` always is one).
+    if let Ok(id) = text.parse::<u32>() {
+        if u64::from(id) < store.entity_count() {
+            return Ok(vec![EntityId(id)]);
+        }
+    }
+    bail!("no entity named {text:?} (looked up as exact key, as normalized name, and as an id)")
 }
 
 fn resolve_relation(store: &Store, text: &str) -> Result<RelationId> {

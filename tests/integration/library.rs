@@ -318,3 +318,55 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// Opens the current generation with RocksDB directly, to damage it on purpose.
+fn raw_db(store_dir: &std::path::Path) -> rocksdb::DB {
+    let gen = std::fs::read_to_string(store_dir.join("CURRENT")).unwrap();
+    let path = store_dir.join(gen.trim());
+    let cfs = rocksdb::DB::list_cf(&rocksdb::Options::default(), &path).unwrap();
+    rocksdb::DB::open_cf(&rocksdb::Options::default(), &path, cfs).unwrap()
+}
+
+#[test]
+fn validate_reports_each_kind_of_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(dir.path(), "g.tsv", b"a\tr\tb\na\tr\tc\nb\ts\tc\n");
+    let clean = dir.path().join("clean");
+    BulkLoader::new(&clean).load(&[InputSpec::new(&input)]).unwrap();
+    let damage = |name: &str, f: &dyn Fn(&rocksdb::DB)| -> String {
+        let s = dir.path().join(name);
+        BulkLoader::new(&s).load(&[InputSpec::new(&input)]).unwrap();
+        f(&raw_db(&s));
+        let out = trellis().arg("validate").arg("--store").arg(&s).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{name}: validate must fail");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_valid(&clean);
+    // a = e0, b = e1, c = e2; r = r0, s = r1.
+    let adj_in = |e: u32, r: u32| [&[1u8][..], &e.to_be_bytes(), &r.to_be_bytes()].concat();
+    let report = damage("missing-incoming", &|db| {
+        db.delete_cf(db.cf_handle("adjacency").unwrap(), adj_in(1, 0)).unwrap();
+    });
+    assert!(report.contains("the two directions disagree (3 facts outgoing, 2 incoming)"), "{report}");
+    assert!(report.contains("adjacency: e0 Out r0 lists e1, but e1 In r0 does not list e0"), "{report}");
+    let report = damage("wrong-degree", &|db| {
+        db.put_cf(db.cf_handle("degrees").unwrap(), [&[0u8][..], &0u32.to_be_bytes()].concat(), 7u32.to_be_bytes()).unwrap();
+    });
+    assert!(report.contains("degrees: e0 Out says 0x00000007, its lists hold 2"), "{report}");
+    let report = damage("bad-list", &|db| {
+        db.put_cf(db.cf_handle("adjacency").unwrap(), [&[0u8][..], &2u32.to_be_bytes(), &0u32.to_be_bytes()].concat(), [9u8, 9]).unwrap();
+    });
+    assert!(report.contains("adjacency: list under 0x000000000200000000 does not decode"), "{report}");
+    let report = damage("lost-name", &|db| {
+        let names = db.cf_handle("names").unwrap();
+        let mut key = b"b\0\0".to_vec();
+        key.extend_from_slice(&1u32.to_be_bytes());
+        db.delete_cf(names, key).unwrap();
+    });
+    assert!(report.contains("names: no entry for \"b\" (Entity(EntityId(1)))"), "{report}");
+    assert!(report.contains("meta says 5 name entries, `names` holds 4"), "{report}");
+    let report = damage("lost-key", &|db| {
+        db.delete_cf(db.cf_handle("entity_keys").unwrap(), b"c").unwrap();
+    });
+    assert!(report.contains("entity_keys: no entry for \"c\" (id 2)"), "{report}");
+}

@@ -109,3 +109,27 @@ fn metaqa_counts() {
     let out = stdout_of(trellis().arg("neighbors").arg("--store").arg(&store).arg("Kismet").arg("--json").arg("--limit").arg("1000"));
     assert!(out.contains(r#""relation":"directed_by","reverse":false,"tail":"William Dieterle""#), "{out}");
 }
+
+#[test]
+fn entity_by_name_key_and_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    ingest(&store, &[], &[&fixture("opendialkg-sample.tsv")]);
+    let by_name = json_of(trellis().arg("entity").arg("--store").arg(&store).arg("JORDAN SPIETH").arg("--json"));
+    assert_eq!(by_name["key"], "Jordan Spieth");
+    let id = by_name["id"].as_u64().unwrap().to_string();
+    let by_hash = json_of(trellis().arg("entity").arg("--store").arg(&store).arg(format!("#{id}")).arg("--json"));
+    let by_number = json_of(trellis().arg("entity").arg("--store").arg(&store).arg(&id).arg("--json"));
+    assert_eq!(by_hash, by_name);
+    assert_eq!(by_number, by_name);
+    assert_eq!(by_name["out_degree"], 3);
+    assert_eq!(by_name["in_degree"], 1);
+    trellis()
+        .arg("entity")
+        .arg("--store")
+        .arg(&store)
+        .arg("No Such Entity")
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains("no entity named \"No Such Entity\""));
+}
