@@ -10,9 +10,11 @@
 //! progress through callbacks.
 
 pub mod error;
+pub mod eval;
 pub mod graph;
 pub mod ids;
 pub mod ingest;
+pub mod link;
 pub mod normalize;
 pub mod store;
 

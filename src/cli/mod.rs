@@ -1,6 +1,7 @@
 //! Argument parsing and dispatch.
 
 mod ingest;
+mod link;
 mod progress;
 mod query;
 
@@ -58,6 +59,11 @@ enum Command {
         #[arg(long)]
         store: PathBuf,
     },
+    /// Link the entities a text or a dialog mentions.
+    Link(link::LinkArgs),
+    /// Evaluations on the shared data sets.
+    #[command(subcommand)]
+    Eval(link::EvalCommand),
 }
 
 pub fn main() -> ExitCode {
@@ -70,6 +76,8 @@ pub fn main() -> ExitCode {
         Command::Neighbors(args) => query::neighbors(args),
         Command::Validate { store, json } => query::validate(&store, json),
         Command::Migrate { store } => query::migrate(&store),
+        Command::Link(args) => link::link(args),
+        Command::Eval(cmd) => link::eval(cmd),
     };
     match result {
         Ok(code) => code,

@@ -242,6 +242,39 @@ impl Store {
         Ok(out)
     }
 
+    /// Entities whose name or alias is `name` followed by a parenthesized qualifier
+    /// ("Star Trek (Science Fiction Film)", "Cricket (Interest)"), at most `limit`: the way
+    /// Freebase-derived graphs tell apart entities that share a name.
+    pub fn entities_qualified(&self, name: &str, limit: usize) -> Result<Vec<EntityId>, StoreError> {
+        let mut prefix = normalize_name(name);
+        prefix.push_str(" (");
+        let mut out = Vec::new();
+        let mut it = self.db.raw_iterator_cf(self.cf(CF_NAMES));
+        it.seek(prefix.as_bytes());
+        while let Some(k) = it.key() {
+            if !k.starts_with(prefix.as_bytes()) || out.len() >= limit {
+                break;
+            }
+            let (_, target) = codec::decode_name_key(k).ok_or_else(|| StoreError::corrupt(CF_NAMES, k, "malformed name key"))?;
+            if let NameTarget::Entity(e) = target {
+                out.push(e);
+            }
+            it.next();
+        }
+        it.status()?;
+        Ok(out)
+    }
+
+    /// Whether some name or alias in the index starts with `normalized_prefix` (already
+    /// normalized): one seek. Lets a caller walk the sorted index as a trie of names.
+    pub fn has_name_prefix(&self, normalized_prefix: &str) -> Result<bool, StoreError> {
+        let mut it = self.db.raw_iterator_cf(self.cf(CF_NAMES));
+        it.seek(normalized_prefix.as_bytes());
+        let found = it.key().is_some_and(|k| k.starts_with(normalized_prefix.as_bytes()));
+        it.status()?;
+        Ok(found)
+    }
+
     /// Entities named (or aliased) `name` after normalization, primary names first.
     pub fn entities_named(&self, name: &str) -> Result<Vec<EntityId>, StoreError> {
         Ok(self

@@ -4,4 +4,5 @@ mod bad_input;
 mod common;
 mod crash;
 mod library;
+mod linking;
 mod real_data;

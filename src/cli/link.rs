@@ -1,0 +1,148 @@
+//! `trellis link` and `trellis eval linking`.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use trellis::eval::{linking, opendialkg};
+use trellis::link::{LinkConfig, Linker, Message};
+use trellis::Store;
+
+#[derive(Args, Clone)]
+pub struct LinkOptions {
+    /// Messages of history whose mentions form a turn's entity set.
+    #[arg(long, default_value_t = LinkConfig::default().window)]
+    window: usize,
+    /// Longest mention tried, in words.
+    #[arg(long, default_value_t = LinkConfig::default().max_ngram)]
+    max_ngram: usize,
+    /// At most this many entities per mention.
+    #[arg(long, default_value_t = LinkConfig::default().max_entities_per_mention)]
+    max_entities: usize,
+}
+
+impl LinkOptions {
+    fn config(&self) -> LinkConfig {
+        LinkConfig { window: self.window, max_ngram: self.max_ngram, max_entities_per_mention: self.max_entities, ..LinkConfig::default() }
+    }
+}
+
+#[derive(Args)]
+pub struct LinkArgs {
+    #[arg(long)]
+    store: PathBuf,
+    /// A JSON dialog: a list of messages, each a string or {"speaker"|"sender", "text"|"message"}.
+    #[arg(long, conflicts_with = "text")]
+    dialog: Option<PathBuf>,
+    /// Text to link.
+    text: Option<String>,
+    /// JSON lines: one per mention, then {"turn_entities": [...]} for the next turn.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    options: LinkOptions,
+}
+
+#[derive(Subcommand)]
+pub enum EvalCommand {
+    /// Recall of the gold start entity among a turn's linked entities (OpenDialKG csv).
+    Linking {
+        #[arg(long)]
+        store: PathBuf,
+        /// OpenDialKG dialogs csv.
+        #[arg(long)]
+        dialogs: PathBuf,
+        /// Skip the substring baseline (it holds every name in memory).
+        #[arg(long)]
+        no_substring: bool,
+        /// Write the turns Trellis misses to this file (JSON lines), for error analysis.
+        #[arg(long)]
+        misses: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        options: LinkOptions,
+    },
+}
+
+fn read_dialog(path: &PathBuf) -> Result<Vec<Message>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let value: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+    let Some(items) = value.as_array() else { bail!("{}: expected a JSON list of messages", path.display()) };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| match item {
+            serde_json::Value::String(s) => Ok(Message { speaker: String::new(), text: s.clone() }),
+            other => serde_json::from_value(other.clone())
+                .with_context(|| format!("{}: message {} needs a \"text\" (or \"message\") string", path.display(), i + 1)),
+        })
+        .collect()
+}
+
+pub fn link(args: LinkArgs) -> Result<ExitCode> {
+    let store = Store::open_read_only(&args.store).with_context(|| format!("opening store {}", args.store.display()))?;
+    let messages = match (&args.dialog, &args.text) {
+        (Some(path), _) => read_dialog(path)?,
+        (None, Some(text)) => vec![Message { speaker: String::new(), text: text.clone() }],
+        (None, None) => bail!("give a TEXT to link, or --dialog FILE.json"),
+    };
+    let linker = Linker::new(&store, args.options.config());
+    let mentions = linker.link_dialog(&messages)?;
+    let turn = linker.turn_entities(&mentions, messages.len());
+    if args.json {
+        for m in &mentions {
+            println!("{}", serde_json::to_string(m)?);
+        }
+        let set: Vec<serde_json::Value> = turn
+            .iter()
+            .map(|&(e, w)| serde_json::json!({"id": e.0, "name": store.entity(e).ok().flatten().map(|r| r.name), "weight": w}))
+            .collect();
+        println!("{}", serde_json::json!({ "turn_entities": set }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    for m in &mentions {
+        let names: Vec<String> = m.entities.iter().map(|e| format!("{} (#{}, degree {})", e.name, e.id, e.degree)).collect();
+        println!("message {} [{}..{}] {:?} -> {}", m.message, m.start, m.end, m.text, names.join(" | "));
+    }
+    let set: Vec<String> = turn.iter().map(|&(e, w)| format!("{} ({w:.2})", store.entity(e).ok().flatten().map_or(String::new(), |r| r.name))).collect();
+    println!("entities for the next turn: {}", set.join(", "));
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn eval(cmd: EvalCommand) -> Result<ExitCode> {
+    match cmd {
+        EvalCommand::Linking { store, dialogs, no_substring, misses, json, options } => {
+            let store = Store::open_read_only(&store).with_context(|| format!("opening store {}", store.display()))?;
+            let dialogs = opendialkg::read(&dialogs)?;
+            let linker = Linker::new(&store, options.config());
+            let substring = if no_substring { None } else { Some(linking::SubstringMatcher::new(&store)?) };
+            let started = std::time::Instant::now();
+            let r = linking::evaluate(&store, &linker, &dialogs, substring.as_ref())?;
+            if let Some(path) = misses {
+                let lines: Vec<String> = r
+                    .misses
+                    .iter()
+                    .map(|(gold, named, last, linked)| serde_json::json!({"gold": gold, "named": named, "last_message": last, "linked": linked}).to_string())
+                    .collect();
+                std::fs::write(&path, lines.join("\n") + "\n").with_context(|| format!("writing {}", path.display()))?;
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!("turns with a gold path: {} (start entity named in the history: {})", r.turns, r.turns_named);
+            println!("| linker | recall (named) | recall (all) | entities/turn |");
+            println!("|---|---|---|---|");
+            let row = |name: &str, s: &linking::Scores| {
+                println!("| {name} | {:.4} | {:.4} | {:.2} |", s.recall_named, s.recall_all, s.mean_entities_per_turn)
+            };
+            row(&format!("trellis (window {})", options.window), &r.trellis);
+            if substring.is_some() {
+                row("case-insensitive substring", &r.substring);
+            }
+            eprintln!("evaluated in {:.1} s", started.elapsed().as_secs_f64());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! Data sets and evaluations.
+
+pub mod linking;
+pub mod opendialkg;
+
+/// Errors reading an evaluation data set.
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    #[error("{path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("{path}:{line}: {what}")]
+    Bad { path: String, line: u64, what: String },
+}

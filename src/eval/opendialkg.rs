@@ -1,0 +1,84 @@
+//! OpenDialKG dialogs (the released csv): one sample per assistant action that walks a KG
+//! path. The history is every chat message before the action; the gold is the path.
+
+use super::DatasetError;
+use crate::link::Message;
+
+pub type Triple = (String, String, String);
+
+/// One dialog: its chat messages, and the samples it yields.
+#[derive(Clone, Debug)]
+pub struct Dialog {
+    pub messages: Vec<Message>,
+    pub samples: Vec<Sample>,
+}
+
+/// A turn with a gold path: the history is `messages[..upto]` of its dialog.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    pub upto: usize,
+    pub gold: Vec<Triple>,
+}
+
+#[derive(serde::Deserialize)]
+struct Action {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    sender: String,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    metadata: Option<serde_json::Value>,
+}
+
+/// Reads `dialogs_*.csv` (columns `Messages, User Rating, Assistant Rating`).
+pub fn read(path: &std::path::Path) -> Result<Vec<Dialog>, DatasetError> {
+    let name = path.display().to_string();
+    let mut reader = csv::Reader::from_path(path).map_err(|e| DatasetError::Io { path: name.clone(), source: e.into() })?;
+    let headers = reader.headers().map_err(|e| bad(&name, 1, e.to_string()))?.clone();
+    let col = headers.iter().position(|h| h == "Messages").ok_or_else(|| bad(&name, 1, "no `Messages` column".into()))?;
+    let mut dialogs = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line());
+            bad(&name, line, e.to_string())
+        })?;
+        let line = record.position().map_or(0, |p| p.line());
+        let json = record.get(col).ok_or_else(|| bad(&name, line, "row has no Messages field".into()))?;
+        let actions: Vec<Action> =
+            serde_json::from_str(json).map_err(|e| bad(&name, line, format!("Messages is not the expected JSON: {e}")))?;
+        let mut dialog = Dialog { messages: Vec::new(), samples: Vec::new() };
+        for a in actions {
+            match a.kind.as_str() {
+                "chat" => dialog.messages.push(Message { speaker: a.sender, text: a.message.unwrap_or_default() }),
+                "action" => {
+                    if let Some(gold) = a.metadata.as_ref().and_then(path_of) {
+                        if !gold.is_empty() {
+                            dialog.samples.push(Sample { upto: dialog.messages.len(), gold });
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        dialogs.push(dialog);
+    }
+    Ok(dialogs)
+}
+
+/// `metadata.path = [score, [[s, r, o], ...], rendering]`.
+fn path_of(metadata: &serde_json::Value) -> Option<Vec<Triple>> {
+    let triples = metadata.get("path")?.get(1)?.as_array()?;
+    triples
+        .iter()
+        .map(|t| {
+            let t = t.as_array()?;
+            Some((t.first()?.as_str()?.to_owned(), t.get(1)?.as_str()?.to_owned(), t.get(2)?.as_str()?.to_owned()))
+        })
+        .collect()
+}
+
+fn bad(path: &str, line: u64, what: String) -> DatasetError {
+    DatasetError::Bad { path: path.to_owned(), line, what }
+}

@@ -1,0 +1,269 @@
+//! Entity linking from dialog text alone: word n-grams looked up in the store's normalized
+//! name index, longest match first, across the whole dialog history.
+//!
+//! Per message: split into words (`words.rs`); at each position try the longest n-gram
+//! first (up to `max_ngram` words), each as a few candidate strings (as written, without a
+//! possessive, with or without a leading "the"); the first candidate the `names` index
+//! knows is a mention, and the scan continues after it. Mentions made only of stop words,
+//! or of one short word, are dropped. A single word that is part of a multi-word name
+//! linked earlier in the dialog ("Spieth" after "Jordan Spieth") links to that entity.
+//! Several entities sharing a name are all returned, primary names before aliases, then by
+//! degree. Nothing is loaded into memory: every lookup is a prefix scan of the index.
+
+mod stopwords;
+pub mod words;
+
+use crate::error::StoreError;
+use crate::ids::{Direction, EntityId};
+use crate::normalize::normalize_name;
+use crate::store::{NameTarget, Store};
+use std::collections::HashMap;
+
+pub use stopwords::{is_stop_word, STOP_WORDS};
+
+/// Linking parameters; the defaults are the ones measured in the README.
+#[derive(Clone, Debug)]
+pub struct LinkConfig {
+    /// Longest mention tried, in words.
+    pub max_ngram: usize,
+    /// A one-word mention needs at least this many characters.
+    pub min_single_word_chars: usize,
+    /// At most this many entities per mention (ranked).
+    pub max_entities_per_mention: usize,
+    /// Messages of history, counted back from the turn, whose mentions form the turn's
+    /// entity set.
+    pub window: usize,
+    /// Weight of a mention one message further back (recency decay).
+    pub decay: f32,
+}
+
+impl Default for LinkConfig {
+    fn default() -> Self {
+        LinkConfig { max_ngram: 32, min_single_word_chars: 3, max_entities_per_mention: 3, window: 8, decay: 0.5 }
+    }
+}
+
+/// How a mention was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MatchKind {
+    /// The entity's name or alias.
+    Name,
+    /// One word of a multi-word name linked earlier in the dialog.
+    PartialName,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LinkedEntity {
+    pub id: u32,
+    pub name: String,
+    pub degree: u64,
+}
+
+/// One mention in one message.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Mention {
+    /// Index of the message in the dialog.
+    pub message: usize,
+    pub speaker: String,
+    /// Byte span of the mention in the message.
+    pub start: usize,
+    pub end: usize,
+    pub text: String,
+    pub kind: MatchKind,
+    /// Candidate entities, best first.
+    pub entities: Vec<LinkedEntity>,
+}
+
+/// A message of a dialog.
+#[derive(Clone, Debug, serde::Deserialize, serde::Serialize)]
+pub struct Message {
+    #[serde(alias = "sender", default)]
+    pub speaker: String,
+    #[serde(alias = "message")]
+    pub text: String,
+}
+
+pub struct Linker<'s> {
+    store: &'s Store,
+    cfg: LinkConfig,
+}
+
+/// Words of multi-word names linked so far in a dialog -> the entity.
+#[derive(Default)]
+struct PartialNames(HashMap<String, EntityId>);
+
+impl<'s> Linker<'s> {
+    pub fn new(store: &'s Store, cfg: LinkConfig) -> Linker<'s> {
+        Linker { store, cfg }
+    }
+
+    pub fn config(&self) -> &LinkConfig {
+        &self.cfg
+    }
+
+    /// Mentions of every message of a dialog, in order.
+    pub fn link_dialog(&self, messages: &[Message]) -> Result<Vec<Mention>, StoreError> {
+        let mut partial = PartialNames::default();
+        let mut out = Vec::new();
+        for (i, m) in messages.iter().enumerate() {
+            out.extend(self.link_message(i, m, &mut partial)?);
+        }
+        Ok(out)
+    }
+
+    /// Mentions of one text on its own.
+    pub fn link_text(&self, text: &str) -> Result<Vec<Mention>, StoreError> {
+        self.link_message(0, &Message { speaker: String::new(), text: text.to_owned() }, &mut PartialNames::default())
+    }
+
+    /// The entity set for the turn that follows `messages[..upto]`: every entity mentioned in
+    /// the last `window` messages, weighted by `decay` per message back (a mention's first
+    /// candidate counts fully, the others half), best first.
+    pub fn turn_entities(&self, mentions: &[Mention], upto: usize) -> Vec<(EntityId, f32)> {
+        let first = upto.saturating_sub(self.cfg.window);
+        let mut weights: HashMap<EntityId, f32> = HashMap::new();
+        for m in mentions.iter().filter(|m| m.message >= first && m.message < upto) {
+            let w = self.cfg.decay.powi((upto - 1 - m.message) as i32);
+            for (rank, e) in m.entities.iter().enumerate() {
+                *weights.entry(EntityId(e.id)).or_default() += if rank == 0 { w } else { w / 2.0 };
+            }
+        }
+        let mut ranked: Vec<(EntityId, f32)> = weights.into_iter().collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        ranked
+    }
+
+    fn link_message(&self, index: usize, message: &Message, partial: &mut PartialNames) -> Result<Vec<Mention>, StoreError> {
+        let text = message.text.as_str();
+        let ws = words::words(text);
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < ws.len() {
+            let mut found = self.longest_at(text, &ws, i)?;
+            // "the Colombia national football team": a leading article may belong to a short
+            // name ("The Colombia"?) while the name after it runs longer: take whichever ends
+            // further.
+            if ws[i].text.eq_ignore_ascii_case("the") && i + 1 < ws.len() {
+                if let Some(after) = self.longest_at(text, &ws, i + 1)? {
+                    if found.as_ref().is_none_or(|f| i + f.0 < i + 1 + after.0) {
+                        i += 1;
+                        found = Some(after);
+                    }
+                }
+            }
+            if found.is_none() && self.worth_looking_up(&ws[i..i + 1]) {
+                let key = normalize_name(&words::straighten_quotes(ws[i].text.trim_end_matches("'s")));
+                if let Some(&e) = partial.0.get(&key) {
+                    found = Some((1, MatchKind::PartialName, vec![self.linked(e)?]));
+                }
+            }
+            match found {
+                Some((n, kind, entities)) => {
+                    let (start, end) = (ws[i].start, ws[i + n - 1].end);
+                    if n > 1 {
+                        // Later single words of this name ("Spieth") link back to it.
+                        for w in &ws[i..i + n] {
+                            let key = normalize_name(&words::straighten_quotes(w.text.trim_end_matches("'s")));
+                            if key.chars().count() >= self.cfg.min_single_word_chars && !is_stop_word(&key) {
+                                partial.0.insert(key, EntityId(entities[0].id));
+                            }
+                        }
+                    }
+                    out.push(Mention {
+                        message: index,
+                        speaker: message.speaker.clone(),
+                        start,
+                        end,
+                        text: text[start..end].to_owned(),
+                        kind,
+                        entities,
+                    });
+                    i += n;
+                }
+                None => i += 1,
+            }
+        }
+        Ok(out)
+    }
+
+    /// The longest span starting at word `i` that is a name: walks the name index as a
+    /// trie, growing the span while some name continues it.
+    fn longest_at(&self, text: &str, ws: &[words::Word<'_>], i: usize) -> Result<Option<(usize, MatchKind, Vec<LinkedEntity>)>, StoreError> {
+        let mut found = None;
+        let mut n = 1;
+        while i + n <= ws.len() && n <= self.cfg.max_ngram {
+            let span = &ws[i..i + n];
+            if self.worth_looking_up(span) {
+                if let Some(entities) = self.lookup(text, span)? {
+                    found = Some((n, MatchKind::Name, entities));
+                }
+            }
+            if i + n == ws.len() || !self.continues(text, ws[i].start, ws[i + n].start)? {
+                break;
+            }
+            n += 1;
+        }
+        Ok(found)
+    }
+
+    /// Whether some name starts with `text[start..next]` (the span and what separates it
+    /// from the next word), as written or after "the ": whether a longer span can match.
+    fn continues(&self, text: &str, start: usize, next: usize) -> Result<bool, StoreError> {
+        let mut prefix = normalize_name(&words::straighten_quotes(&text[start..next]));
+        prefix.push(' ');
+        if self.store.has_name_prefix(&prefix)? {
+            return Ok(true);
+        }
+        if !prefix.starts_with("the ") {
+            return self.store.has_name_prefix(&format!("the {prefix}"));
+        }
+        Ok(false)
+    }
+
+    /// Stop-word-only spans and short single words are never mentions.
+    fn worth_looking_up(&self, span: &[words::Word<'_>]) -> bool {
+        if span.iter().all(|w| is_stop_word(&normalize_name(w.text))) {
+            return false;
+        }
+        if span.len() == 1 && span[0].text.chars().count() < self.cfg.min_single_word_chars {
+            return false;
+        }
+        true
+    }
+
+    /// The ranked entities named by a span (first candidate string that names any).
+    fn lookup(&self, text: &str, span: &[words::Word<'_>]) -> Result<Option<Vec<LinkedEntity>>, StoreError> {
+        for candidate in words::candidates(text, span) {
+            let hits = self.store.lookup_name(&candidate)?;
+            let mut entities: Vec<(bool, LinkedEntity)> = Vec::new();
+            for (target, alias) in hits {
+                if let NameTarget::Entity(e) = target {
+                    let mut linked = self.linked(e)?;
+                    linked.degree = self.store.degree(e, Direction::Out)? + self.store.degree(e, Direction::In)?;
+                    entities.push((alias, linked));
+                }
+            }
+            // Names with a parenthesized qualifier rank after exact names and aliases.
+            for e in self.store.entities_qualified(&candidate, self.cfg.max_entities_per_mention)? {
+                if entities.iter().all(|(_, l)| l.id != e.0) {
+                    let mut linked = self.linked(e)?;
+                    linked.degree = self.store.degree(e, Direction::Out)? + self.store.degree(e, Direction::In)?;
+                    entities.push((true, linked));
+                }
+            }
+            if entities.is_empty() {
+                continue;
+            }
+            entities.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.degree.cmp(&a.1.degree)).then(a.1.id.cmp(&b.1.id)));
+            entities.truncate(self.cfg.max_entities_per_mention);
+            return Ok(Some(entities.into_iter().map(|(_, e)| e).collect()));
+        }
+        Ok(None)
+    }
+
+    fn linked(&self, e: EntityId) -> Result<LinkedEntity, StoreError> {
+        let name = self.store.entity(e)?.map_or_else(|| format!("#{}", e.0), |r| r.name);
+        Ok(LinkedEntity { id: e.0, name, degree: 0 })
+    }
+}
