@@ -115,7 +115,7 @@ mod tests {
         let oceans = candidates(text, &ws[2..4]);
         assert!(oceans.contains(&"Ocean's Eleven".to_string()), "{oceans:?}");
         assert!(oceans.contains(&"the Ocean's Eleven".to_string()));
-        let king = candidates(text, &ws[7..11]);
+        let king = candidates(text, &ws[6..10]);
         assert!(king.contains(&"Martin Luther King Jr.".to_string()), "{king:?}");
         let the = candidates("The Dark Knight", &words("The Dark Knight"));
         assert_eq!(the, vec!["The Dark Knight".to_string(), "dark knight".to_string()]);
