@@ -12,9 +12,10 @@ use crate::normalize::normalize_name;
 use crate::store::codec::{self, NameTarget, TermKind, TermRecord};
 use crate::store::meta::{InputRecord, LoadRecord, Meta};
 use crate::store::schema::{self, *};
+use crate::store::generation::NextGeneration;
 use crate::store::{idlist, layout, open_options, read_meta, read_version, write_meta};
 use rayon::prelude::*;
-use rocksdb::{checkpoint::Checkpoint, Cache, IngestExternalFileOptions, SstFileWriter, WriteBatch, DB};
+use rocksdb::{Cache, IngestExternalFileOptions, SstFileWriter, WriteBatch, DB};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -52,15 +53,19 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
             let mut opts = open_options();
             // The old generation may be open in readers: never rewrite its files.
             opts.set_disable_auto_compactions(true);
-            let db = DB::open_cf_descriptors(&opts, gen, schema::descriptors(&cache))?;
-            let version = read_version(&db)?;
+            // Check the version without touching the generation: a store of another format
+            // must stay exactly as it is.
+            let version = {
+                let db = DB::open_cf_descriptors_read_only(&opts, gen, schema::existing_descriptors(gen, &cache)?, false)?;
+                read_version(&db)?
+            };
             if version > FORMAT_VERSION {
                 return Err(StoreError::TooNew { path: dir.clone(), found: version, supported: FORMAT_VERSION }.into());
             }
             if version < FORMAT_VERSION {
                 return Err(StoreError::NeedsMigration { path: dir.clone(), found: version, current: FORMAT_VERSION }.into());
             }
-            Some(db)
+            Some(DB::open_cf_descriptors(&opts, gen, schema::descriptors(&cache))?)
         }
         None => None,
     };
@@ -122,17 +127,11 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
     state.report.sort_runs = state.sorter.runs();
 
     // Write the new generation.
-    let staging = layout::staging_dir(&dir, next_gen);
     let sst_options = SstOptions::new(&cache, tmp.path());
     let files = state.write_tables(&sst_options)?;
     tracing::info!(sort_runs = state.report.sort_runs, elapsed_ms = started.elapsed().as_millis() as u64, "wrote SST files");
-    let db = match &old {
-        Some(old_db) => {
-            Checkpoint::new(old_db)?.create_checkpoint(&staging)?;
-            DB::open_cf_descriptors(&open_options(), &staging, schema::descriptors(&cache))?
-        }
-        None => DB::open_cf_descriptors(&open_options(), &staging, schema::descriptors(&cache))?,
-    };
+    let next = NextGeneration::begin(&dir, old.as_ref(), next_gen, &cache)?;
+    let db = &next.db;
     state.progress(&Progress::Committing);
     for (cf, paths) in &files.ssts {
         if paths.is_empty() {
@@ -144,7 +143,7 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
         db.ingest_external_file_cf_opts(handle, &io, paths.clone())?;
     }
     tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "ingested SST files");
-    state.apply_label_updates(&db, files.label_updates)?;
+    state.apply_label_updates(db, files.label_updates)?;
     let mut meta = old_meta.unwrap_or_else(|| Meta {
         format_version: FORMAT_VERSION,
         created_by: crate::build_name(),
@@ -166,21 +165,11 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
         new_relations: state.report.new_relations,
         rejected_lines: state.report.rejected_total(),
     });
-    write_meta(&db, &meta)?;
-    for spec in COLUMN_FAMILIES {
-        db.flush_cf(db.cf_handle(spec.name).expect("column family exists"))?;
-    }
-    db.flush_wal(true)?;
-    drop(db);
+    write_meta(db, &meta)?;
     let mut report = state.report;
     drop(old);
-    let gen = dir.join(layout::generation_name(next_gen));
-    std::fs::rename(&staging, &gen).map_err(|e| IngestError::io(staging.display(), e))?;
-    layout::sync_dir(&dir)?;
-    layout::commit_generation(&dir, next_gen)?;
-    // The commit is done; what follows only frees space.
+    next.commit()?;
     drop(tmp);
-    layout::remove_stale(&dir, Some(&gen))?;
     report.entities = meta.entities;
     report.relations = meta.relations;
     report.facts = meta.facts;

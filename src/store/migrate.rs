@@ -6,11 +6,12 @@
 //! refusals (too old to migrate, too new to read) and the committed v1 fixture that the tests
 //! reopen are what later formats plug into (`migrations/README.md`).
 
+use super::generation::NextGeneration;
 use super::layout::{self, WriterLock};
-use super::schema::{descriptors, FORMAT_VERSION, OLDEST_SUPPORTED_VERSION};
+use super::schema::{existing_descriptors, FORMAT_VERSION, OLDEST_SUPPORTED_VERSION};
 use super::{open_options, read_meta, read_version, write_meta};
 use crate::error::StoreError;
-use rocksdb::{checkpoint::Checkpoint, Cache, DB};
+use rocksdb::{Cache, DB};
 use std::path::Path;
 
 /// One migration step from `from` to `from + 1`.
@@ -41,7 +42,7 @@ pub(crate) fn migrate_locked(dir: &Path, _lock: &WriterLock) -> Result<Migration
     let (number, gen) = layout::current_generation(dir)?.ok_or_else(|| StoreError::NotAStore { path: dir.into() })?;
     let cache = Cache::new_lru_cache(8 << 20);
     let from = {
-        let db = DB::open_cf_descriptors_read_only(&open_options(), &gen, descriptors(&cache), false)?;
+        let db = DB::open_cf_descriptors_read_only(&open_options(), &gen, existing_descriptors(&gen, &cache)?, false)?;
         read_version(&db)?
     };
     if from > FORMAT_VERSION {
@@ -61,35 +62,23 @@ pub(crate) fn migrate_locked(dir: &Path, _lock: &WriterLock) -> Result<Migration
         return Ok(report);
     }
     let steps: Vec<&Migration> = MIGRATIONS.iter().filter(|m| m.from >= from).collect();
-    let staging = layout::staging_dir(dir, number + 1);
-    {
-        let db = DB::open_cf_descriptors(&open_options(), &gen, descriptors(&cache))?;
-        Checkpoint::new(&db)?.create_checkpoint(&staging)?;
-    }
-    let db = DB::open_cf_descriptors(&open_options(), &staging, descriptors(&cache))?;
+    let current = DB::open_cf_descriptors(&open_options(), &gen, existing_descriptors(&gen, &cache)?)?;
+    let next = NextGeneration::begin(dir, Some(&current), number + 1, &cache)?;
+    drop(current);
     let mut version = from;
     for (i, step) in steps.iter().enumerate() {
         if step.from != version {
-            return Err(StoreError::Layout {
-                path: dir.into(),
-                what: format!("no migration step from format version {version}"),
-            });
+            return Err(StoreError::Layout { path: dir.into(), what: format!("no migration step from format version {version}") });
         }
-        (step.run)(&db)?;
+        (step.run)(&next.db)?;
         version += 1;
-        let mut meta = read_meta(&db)?;
+        let mut meta = read_meta(&next.db)?;
         meta.format_version = version;
         meta.updated_by = crate::build_name();
-        write_meta(&db, &meta)?;
+        write_meta(&next.db, &meta)?;
         report.steps.push(format!("step {} of {}: {}", i + 1, steps.len(), step.description));
     }
-    db.flush_wal(true)?;
-    drop(db);
-    let final_gen = dir.join(layout::generation_name(number + 1));
-    std::fs::rename(&staging, &final_gen).map_err(|e| StoreError::io(&staging, e))?;
-    layout::sync_dir(dir)?;
-    layout::commit_generation(dir, number + 1)?;
-    layout::remove_stale(dir, Some(&final_gen))?;
+    next.commit()?;
     report.to_version = version;
     Ok(report)
 }

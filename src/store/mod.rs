@@ -4,6 +4,7 @@
 //! cache. A `Store` is `Send + Sync`; share it (`Arc<Store>`) across reader threads.
 
 pub mod codec;
+pub mod generation;
 pub mod idlist;
 pub mod layout;
 pub mod meta;
@@ -108,7 +109,7 @@ impl Store {
     pub fn peek_version(dir: &Path) -> Result<u32, StoreError> {
         let (_, gen) = layout::current_generation(dir)?.ok_or_else(|| StoreError::NotAStore { path: dir.into() })?;
         let cache = Cache::new_lru_cache(1 << 20);
-        let db = DB::open_cf_descriptors_read_only(&open_options(), &gen, descriptors(&cache), false)?;
+        let db = DB::open_cf_descriptors_read_only(&open_options(), &gen, existing_descriptors(&gen, &cache)?, false)?;
         read_version(&db)
     }
 
@@ -116,18 +117,23 @@ impl Store {
         let (_, gen) = layout::current_generation(dir)?.ok_or_else(|| StoreError::NotAStore { path: dir.into() })?;
         let cache = Cache::new_lru_cache(DEFAULT_CACHE_BYTES);
         let opts = open_options();
-        let db = if read_only {
-            DB::open_cf_descriptors_read_only(&opts, &gen, descriptors(&cache), false)?
-        } else {
-            DB::open_cf_descriptors(&opts, &gen, descriptors(&cache))?
+        // Check the version before asking for this build's column families: a store of
+        // another format may lack them.
+        let version = {
+            let db = DB::open_cf_descriptors_read_only(&opts, &gen, existing_descriptors(&gen, &cache)?, false)?;
+            read_version(&db)?
         };
-        let version = read_version(&db)?;
         if version > FORMAT_VERSION {
             return Err(StoreError::TooNew { path: dir.into(), found: version, supported: FORMAT_VERSION });
         }
         if version < FORMAT_VERSION {
             return Err(StoreError::NeedsMigration { path: dir.into(), found: version, current: FORMAT_VERSION });
         }
+        let db = if read_only {
+            DB::open_cf_descriptors_read_only(&opts, &gen, descriptors(&cache), false)?
+        } else {
+            DB::open_cf_descriptors(&opts, &gen, descriptors(&cache))?
+        };
         let meta = read_meta(&db)?;
         Ok(Store { db, dir: dir.to_path_buf(), generation: gen, meta, _lock: lock })
     }

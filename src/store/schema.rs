@@ -86,6 +86,21 @@ pub fn descriptors(cache: &Cache) -> Vec<ColumnFamilyDescriptor> {
         .collect()
 }
 
+/// Descriptors for the column families that exist in the database at `path`, with this
+/// build's options where it knows them: an older generation lacks the families added since,
+/// and a read-only open must not ask for them.
+pub fn existing_descriptors(path: &std::path::Path, cache: &Cache) -> Result<Vec<ColumnFamilyDescriptor>, rocksdb::Error> {
+    let names = rocksdb::DB::list_cf(&Options::default(), path)?;
+    Ok(names
+        .into_iter()
+        .filter(|n| n != "default")
+        .map(|n| match COLUMN_FAMILIES.iter().find(|s| s.name == n) {
+            Some(spec) => ColumnFamilyDescriptor::new(n, cf_options(spec, cache)),
+            None => ColumnFamilyDescriptor::new(n, Options::default()),
+        })
+        .collect())
+}
+
 pub fn spec(name: &str) -> &'static CfSpec {
     COLUMN_FAMILIES.iter().find(|s| s.name == name).expect("known column family")
 }
