@@ -18,6 +18,10 @@ pub enum StoreError {
     Corrupt { cf: &'static str, key: String, what: String },
     #[error("{path}: {what}")]
     Layout { path: PathBuf, what: String },
+    #[error("{path}: no token index for the tokenizer with fingerprint {fingerprint} (indexed: {indexed}); run `trellis index-tokens --store {path} --tokenizer FILE`")]
+    TokenizerNotIndexed { path: PathBuf, fingerprint: String, indexed: String },
+    #[error("{path}: the token index of tokenizer {fingerprint} covers {indexed} entities, the store now has {entities}; run `trellis index-tokens` again")]
+    TokenIndexStale { path: PathBuf, fingerprint: String, indexed: u64, entities: u64 },
     #[error("rocksdb: {0}")]
     Rocks(#[from] rocksdb::Error),
     #[error("{path}: {source}")]

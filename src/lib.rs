@@ -15,6 +15,7 @@ pub mod graph;
 pub mod ids;
 pub mod ingest;
 pub mod link;
+pub mod model;
 pub mod normalize;
 pub mod store;
 

@@ -4,6 +4,7 @@ mod ingest;
 mod link;
 mod progress;
 mod query;
+mod tokens;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -59,6 +60,8 @@ enum Command {
         #[arg(long)]
         store: PathBuf,
     },
+    /// Encode every entity and relation name with a tokenizer and store the token trie.
+    IndexTokens(tokens::IndexTokensArgs),
     /// Link the entities a text or a dialog mentions.
     Link(link::LinkArgs),
     /// Evaluations on the shared data sets.
@@ -76,6 +79,7 @@ pub fn main() -> ExitCode {
         Command::Neighbors(args) => query::neighbors(args),
         Command::Validate { store, json } => query::validate(&store, json),
         Command::Migrate { store } => query::migrate(&store),
+        Command::IndexTokens(args) => tokens::run(args),
         Command::Link(args) => link::link(args),
         Command::Eval(cmd) => link::eval(cmd),
     };

@@ -29,6 +29,9 @@ pub fn stats(store: &Path, as_json: bool) -> Result<ExitCode> {
         for (cf, bytes) in &s.column_family_bytes {
             println!("  {cf:<14}{bytes} bytes");
         }
+        for t in open(store)?.tokenizers()? {
+            println!("token index     {} ({}, vocabulary {})", t.fingerprint, t.name, t.vocab_size);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

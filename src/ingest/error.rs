@@ -67,6 +67,10 @@ pub enum IngestError {
     #[error("the load was cancelled; the store is unchanged")]
     Cancelled,
     #[error(transparent)]
+    Tokenizer(#[from] crate::model::ModelError),
+    #[error("the tokenizer wrote token id {id} for {name:?}; that id is reserved by the trie")]
+    ReservedToken { id: u32, name: String },
+    #[error(transparent)]
     Store(#[from] StoreError),
     #[error("rocksdb: {0}")]
     Rocks(#[from] rocksdb::Error),

@@ -17,6 +17,7 @@ pub mod error;
 pub mod input;
 pub mod parse;
 pub mod sort;
+pub mod tokens;
 
 pub use error::{IngestError, LineErrorKind};
 pub use input::{Compression, Format, InputSpec};

@@ -2,9 +2,8 @@
 //!
 //! A migration runs on a checkpoint of the current generation (hard links, so cheap) and
 //! commits by replacing `CURRENT`, like a load: a crash mid-migration leaves the old store.
-//! Schema v1 is the first format, so the list of steps is empty today; the mechanism, the
-//! refusals (too old to migrate, too new to read) and the committed v1 fixture that the tests
-//! reopen are what later formats plug into (`migrations/README.md`).
+//! Steps are listed in `MIGRATIONS` and described in `migrations/`; the committed v1 store
+//! under `tests/fixtures/stores/` is migrated by the tests.
 
 use super::generation::NextGeneration;
 use super::layout::{self, WriterLock};
@@ -22,7 +21,12 @@ pub struct Migration {
 }
 
 /// Every step, in order. Append a step (and a `migrations/vN_to_vN+1.md`) with each format change.
-pub const MIGRATIONS: &[Migration] = &[];
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    from: 1,
+    description: "add the token index column families (tokenizers, term_tokens, token_trie), empty",
+    // Opening the new generation with this build's column families creates them.
+    run: |_| Ok(()),
+}];
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MigrationReport {

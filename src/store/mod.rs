@@ -10,6 +10,7 @@ pub mod layout;
 pub mod meta;
 mod migrate;
 pub mod schema;
+pub mod tokens;
 mod validate;
 
 pub use codec::{NameTarget, TermKind, TermRecord};

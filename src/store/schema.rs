@@ -3,7 +3,7 @@
 use rocksdb::{BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, Options, SliceTransform};
 
 /// The on-disk format this build writes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// The oldest format this build can migrate from.
 pub const OLDEST_SUPPORTED_VERSION: u32 = 1;
 
@@ -16,6 +16,9 @@ pub const CF_NAMES: &str = "names";
 pub const CF_ALIASES: &str = "aliases";
 pub const CF_ADJACENCY: &str = "adjacency";
 pub const CF_DEGREES: &str = "degrees";
+pub const CF_TOKENIZERS: &str = "tokenizers";
+pub const CF_TERM_TOKENS: &str = "term_tokens";
+pub const CF_TOKEN_TRIE: &str = "token_trie";
 
 /// How a column family is read, which decides its bloom filter and prefix extractor.
 #[derive(Clone, Copy)]
@@ -35,7 +38,7 @@ pub struct CfSpec {
     pub access: Access,
 }
 
-/// Every column family of schema v1. `meta` first; the order is otherwise irrelevant.
+/// Every column family of the current schema (v2). `meta` first; the order is otherwise irrelevant.
 pub const COLUMN_FAMILIES: &[CfSpec] = &[
     CfSpec { name: CF_META, access: Access::Dense },
     CfSpec { name: CF_ENTITIES, access: Access::Dense },
@@ -47,6 +50,10 @@ pub const COLUMN_FAMILIES: &[CfSpec] = &[
     // direction ++ entity: all relations of one entity in one direction.
     CfSpec { name: CF_ADJACENCY, access: Access::Prefix(5) },
     CfSpec { name: CF_DEGREES, access: Access::Dense },
+    // v2: the token index.
+    CfSpec { name: CF_TOKENIZERS, access: Access::Dense },
+    CfSpec { name: CF_TERM_TOKENS, access: Access::Dense },
+    CfSpec { name: CF_TOKEN_TRIE, access: Access::Scan },
 ];
 
 /// Options of one column family; the same options are used by the SST writers of the bulk

@@ -61,6 +61,7 @@ pub(super) fn validate(store: &Store) -> Result<ValidationReport, StoreError> {
         report.problem(format!("meta says {} aliases, `aliases` holds {}", meta.aliases, report.aliases));
     }
     check_adjacency(store, &mut report)?;
+    check_token_index(store, &mut report)?;
     if report.facts_out != meta.facts {
         report.problem(format!("meta says {} facts, the outgoing adjacency holds {}", meta.facts, report.facts_out));
     }
@@ -190,6 +191,73 @@ fn check_names(store: &Store, report: &mut ValidationReport) -> Result<(), Store
         it.next();
     }
     it.status()?;
+    Ok(())
+}
+
+/// Every token list has its trie key and the other way round, ids in range, per tokenizer.
+fn check_token_index(store: &Store, report: &mut ValidationReport) -> Result<(), StoreError> {
+    use super::tokens::{decode_tokens, trie_key, END};
+    use crate::model::Side;
+    let db = store.db();
+    for info in store.tokenizers()? {
+        let Ok(fp) = u64::from_str_radix(&info.fingerprint, 16) else {
+            report.problem(format!("tokenizers: fingerprint {:?} is not 16 hex digits", info.fingerprint));
+            continue;
+        };
+        let mut lists = 0u64;
+        let mut it = db.raw_iterator_cf(store.cf(CF_TERM_TOKENS));
+        it.seek(fp.to_be_bytes());
+        while let Some((k, v)) = it.item() {
+            if !k.starts_with(&fp.to_be_bytes()) {
+                break;
+            }
+            lists += 1;
+            let side = match k.get(8) {
+                Some(0) => Side::Entity,
+                Some(1) => Side::Relation,
+                _ => {
+                    report.problem(format!("term_tokens: bad key {}", crate::error::hex(k)));
+                    it.next();
+                    continue;
+                }
+            };
+            let id = k.get(9..13).and_then(codec::be_u32);
+            let limit = if side == Side::Entity { info.entities } else { info.relations };
+            match (id, decode_tokens(v)) {
+                (Some(id), Some(tokens)) if u64::from(id) < limit => {
+                    if db.get_pinned_cf(store.cf(CF_TOKEN_TRIE), trie_key(fp, side, &tokens, id))?.is_none() {
+                        report.problem(format!("token_trie: no entry for {side:?} {id} of tokenizer {}", info.fingerprint));
+                    }
+                }
+                _ => report.problem(format!("term_tokens: bad entry under {}", crate::error::hex(k))),
+            }
+            it.next();
+        }
+        it.status()?;
+        if lists != info.entities + info.relations {
+            report.problem(format!(
+                "term_tokens: tokenizer {} has {lists} token lists for {} entities and {} relations",
+                info.fingerprint, info.entities, info.relations
+            ));
+        }
+        let mut trie = 0u64;
+        let mut it = db.raw_iterator_cf(store.cf(CF_TOKEN_TRIE));
+        it.seek(fp.to_be_bytes());
+        while let Some(k) = it.key() {
+            if !k.starts_with(&fp.to_be_bytes()) {
+                break;
+            }
+            trie += 1;
+            if k.len() < 17 || (k.len() - 9) % 4 != 0 || k.get(k.len() - 8..k.len() - 4).and_then(codec::be_u32) != Some(END) {
+                report.problem(format!("token_trie: malformed key {}", crate::error::hex(k)));
+            }
+            it.next();
+        }
+        it.status()?;
+        if trie != lists {
+            report.problem(format!("token_trie: tokenizer {} has {trie} trie entries for {lists} token lists", info.fingerprint));
+        }
+    }
     Ok(())
 }
 

@@ -6,3 +6,4 @@ mod crash;
 mod library;
 mod linking;
 mod real_data;
+mod tokens;

@@ -1,0 +1,96 @@
+//! `trellis index-tokens`: encode every entity and relation name with a tokenizer, in
+//! linearization context, and store the token lists and the entity-token trie, as a new
+//! generation of the store (crash-safe like a load). Indexing a tokenizer again replaces
+//! its index; other tokenizers' indexes are kept.
+
+use super::IngestError;
+use crate::error::StoreError;
+use crate::model::{NameTokenizer, Side};
+use crate::store::codec::{decode_term, id_key};
+use crate::store::generation::NextGeneration;
+use crate::store::schema::{self, CF_ENTITIES, CF_RELATIONS, CF_TERM_TOKENS, CF_TOKENIZERS, CF_TOKEN_TRIE, FORMAT_VERSION};
+use crate::store::tokens::{encode_tokens, term_key, tokenizer_key, trie_key, TokenizerInfo, END};
+use crate::store::{layout, open_options, read_meta, read_version};
+use rocksdb::{Cache, WriteBatch, DB};
+use std::path::Path;
+
+const BATCH: u32 = 4096;
+
+/// Progress: `done` of `total` names of `side` encoded.
+pub type TokenProgress<'a> = &'a mut dyn FnMut(Side, u64, u64);
+
+pub fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, progress: TokenProgress<'_>) -> Result<TokenizerInfo, IngestError> {
+    let _lock = layout::lock_writer(dir)?;
+    let (number, gen) = layout::current_generation(dir)?.ok_or_else(|| StoreError::NotAStore { path: dir.into() })?;
+    layout::remove_stale(dir, Some(&gen))?;
+    let cache = Cache::new_lru_cache(32 << 20);
+    let version = {
+        let db = DB::open_cf_descriptors_read_only(&open_options(), &gen, schema::existing_descriptors(&gen, &cache)?, false)?;
+        read_version(&db)?
+    };
+    if version != FORMAT_VERSION {
+        return Err(if version > FORMAT_VERSION {
+            StoreError::TooNew { path: dir.into(), found: version, supported: FORMAT_VERSION }
+        } else {
+            StoreError::NeedsMigration { path: dir.into(), found: version, current: FORMAT_VERSION }
+        }
+        .into());
+    }
+    let mut opts = open_options();
+    opts.set_disable_auto_compactions(true);
+    let current = DB::open_cf_descriptors(&opts, &gen, schema::descriptors(&cache))?;
+    let next = NextGeneration::begin(dir, Some(&current), number + 1, &cache)?;
+    drop(current);
+    let db = &next.db;
+    let meta = read_meta(db)?;
+    let fp = tokenizer.fingerprint();
+    let cf = |n: &str| db.cf_handle(n).expect("column family exists");
+    // Replace an earlier index of the same tokenizer.
+    let (from, to) = (fp.to_be_bytes(), fp.wrapping_add(1).to_be_bytes());
+    if fp != u64::MAX {
+        db.delete_range_cf(cf(CF_TERM_TOKENS), from, to)?;
+        db.delete_range_cf(cf(CF_TOKEN_TRIE), from, to)?;
+    }
+    let mut buf = Vec::new();
+    for (side, total, names_cf) in [(Side::Entity, meta.entities, CF_ENTITIES), (Side::Relation, meta.relations, CF_RELATIONS)] {
+        let total = u32::try_from(total).unwrap_or(u32::MAX);
+        let mut start = 0u32;
+        while start < total {
+            let end = start.saturating_add(BATCH).min(total);
+            let mut names = Vec::with_capacity((end - start) as usize);
+            for id in start..end {
+                let key = id_key(id);
+                let v = db.get_pinned_cf(cf(names_cf), key)?.ok_or_else(|| StoreError::corrupt(names_cf, &key, "dense id without a record"))?;
+                names.push(decode_term(&v).ok_or_else(|| StoreError::corrupt(names_cf, &key, "undecodable record"))?.name);
+            }
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            let encoded = tokenizer.encode(side, &refs)?;
+            let mut batch = WriteBatch::default();
+            for (i, tokens) in encoded.iter().enumerate() {
+                let id = start + i as u32;
+                if tokens.contains(&END) {
+                    return Err(IngestError::ReservedToken { id: END, name: names[i].clone() });
+                }
+                encode_tokens(tokens, &mut buf);
+                batch.put_cf(cf(CF_TERM_TOKENS), term_key(fp, side, id), &buf);
+                batch.put_cf(cf(CF_TOKEN_TRIE), trie_key(fp, side, tokens, id), []);
+            }
+            db.write(batch)?;
+            progress(side, u64::from(end), u64::from(total));
+            start = end;
+        }
+    }
+    let info = TokenizerInfo {
+        fingerprint: format!("{fp:016x}"),
+        name: name.to_owned(),
+        vocab_size: tokenizer.vocab_size() as u64,
+        context: tokenizer.context().clone(),
+        entities: meta.entities,
+        relations: meta.relations,
+        indexed_by: crate::build_name(),
+        indexed_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+    };
+    db.put_cf(cf(CF_TOKENIZERS), tokenizer_key(fp), serde_json::to_vec(&info).expect("info serializes"))?;
+    next.commit()?;
+    Ok(info)
+}

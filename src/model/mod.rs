@@ -1,0 +1,6 @@
+//! Models the engine runs. Today: the tokenizer, as the token index needs it; the ONNX
+//! retriever and generator sessions come with the decoding work.
+
+pub mod tokenizer;
+
+pub use tokenizer::{ModelError, NameTokenizer, Side, TokenContext};
