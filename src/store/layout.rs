@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! DIR/CURRENT        "gen-000002\n": the generation readers open
-//! DIR/gen-000002/    a RocksDB database (schema/v1.md)
+//! DIR/gen-000002/    a RocksDB database (schema/v2.md)
 //! DIR/LOCK           held (flock) by the one loader or migration at a time
 //! DIR/staging-*/     a load in progress; removed by the next writer
 //! ```

@@ -1,4 +1,4 @@
-//! Column families as data, and the format version (see `schema/v1.md`).
+//! Column families as data, and the format version (see `schema/v2.md`).
 
 use rocksdb::{BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, Options, SliceTransform};
 
