@@ -84,5 +84,36 @@ fn ingest(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, neighbors, ingest);
+fn linking(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("s");
+    BulkLoader::new(&store_dir)
+        .on_error(trellis::ingest::OnError::Skip)
+        .with_rejects_file(dir.path().join("rejects.tsv"))
+        .load(&[InputSpec::new(kg())])
+        .unwrap();
+    let store = Store::open_read_only(&store_dir).unwrap();
+    let dialogs = trellis::eval::opendialkg::read(&kg().with_file_name("dialogs_dev.csv")).unwrap();
+    let dialogs: Vec<_> = dialogs.into_iter().take(50).collect();
+    let messages: u64 = dialogs.iter().map(|d| d.messages.len() as u64).sum();
+    let linker = trellis::link::Linker::new(&store, trellis::link::LinkConfig::default());
+    let mut g = c.benchmark_group("link");
+    // Per message: each dialog linked message by message, as a live system would.
+    g.throughput(Throughput::Elements(messages));
+    g.bench_function(format!("opendialkg_dev_first_50_dialogs_{messages}_messages"), |b| {
+        b.iter(|| {
+            let mut n = 0;
+            for d in &dialogs {
+                let mut state = trellis::link::DialogState::default();
+                for m in &d.messages {
+                    n += linker.push(&mut state, m).unwrap().len();
+                }
+            }
+            n
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, neighbors, ingest, linking);
 criterion_main!(benches);

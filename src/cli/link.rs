@@ -141,6 +141,7 @@ pub fn eval(cmd: EvalCommand) -> Result<ExitCode> {
             if substring.is_some() {
                 row("case-insensitive substring", &r.substring);
             }
+            println!("linked {} messages: p50 {:.0} µs, p99 {:.0} µs per message", r.messages, r.latency_us_p50, r.latency_us_p99);
             eprintln!("evaluated in {:.1} s", started.elapsed().as_secs_f64());
             Ok(ExitCode::SUCCESS)
         }

@@ -28,6 +28,11 @@ pub struct LinkingReport {
     pub gold_not_in_store: u64,
     pub trellis: Scores,
     pub substring: Scores,
+    /// Messages linked (every chat message of every dialog).
+    pub messages: u64,
+    /// Time to link one message (`Linker::push`), microseconds.
+    pub latency_us_p50: f64,
+    pub latency_us_p99: f64,
     /// Turns Trellis missed: (gold start entity, whether named in the history, the last
     /// message of the history, the linked names).
     #[serde(skip)]
@@ -68,8 +73,15 @@ pub fn evaluate(store: &Store, linker: &Linker<'_>, dialogs: &[Dialog], substrin
     let (mut hits, mut hits_named, mut size) = (0u64, 0u64, 0u64);
     let (mut sub_hits, mut sub_hits_named, mut sub_size) = (0u64, 0u64, 0u64);
     let window = linker.config().window;
+    let mut latencies: Vec<u32> = Vec::new();
     for dialog in dialogs {
-        let mentions = linker.link_dialog(&dialog.messages)?;
+        let mut state = crate::link::DialogState::default();
+        for m in &dialog.messages {
+            let t = std::time::Instant::now();
+            linker.push(&mut state, m)?;
+            latencies.push(t.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+        }
+        let mentions = state.mentions();
         for sample in &dialog.samples {
             r.turns += 1;
             let first = sample.upto.saturating_sub(window);
@@ -85,7 +97,7 @@ pub fn evaluate(store: &Store, linker: &Linker<'_>, dialogs: &[Dialog], substrin
             if gold.is_none() {
                 r.gold_not_in_store += 1;
             }
-            let linked = linker.turn_entities(&mentions, sample.upto);
+            let linked = linker.turn_entities(mentions, sample.upto);
             size += linked.len() as u64;
             let hit = gold.is_some_and(|g| linked.iter().any(|&(e, _)| e == g));
             hits += u64::from(hit);
@@ -104,6 +116,11 @@ pub fn evaluate(store: &Store, linker: &Linker<'_>, dialogs: &[Dialog], substrin
             }
         }
     }
+    latencies.sort_unstable();
+    let pct = |p: f64| latencies.get(((latencies.len() as f64 - 1.0) * p).round() as usize).map_or(0.0, |&v| f64::from(v));
+    r.messages = latencies.len() as u64;
+    r.latency_us_p50 = pct(0.5);
+    r.latency_us_p99 = pct(0.99);
     let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     r.trellis = Scores { recall_all: ratio(hits, r.turns), recall_named: ratio(hits_named, r.turns_named), mean_entities_per_turn: ratio(size, r.turns) };
     if substring.is_some() {

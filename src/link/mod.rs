@@ -93,6 +93,30 @@ pub struct Linker<'s> {
 #[derive(Default)]
 struct PartialNames(HashMap<String, EntityId>);
 
+/// A dialog being linked message by message (`Linker::push`), as a live system would.
+#[derive(Default)]
+pub struct DialogState {
+    partial: PartialNames,
+    mentions: Vec<Mention>,
+    messages: usize,
+}
+
+impl DialogState {
+    /// Every mention so far.
+    pub fn mentions(&self) -> &[Mention] {
+        &self.mentions
+    }
+
+    /// Messages pushed so far.
+    pub fn len(&self) -> usize {
+        self.messages
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.messages == 0
+    }
+}
+
 impl<'s> Linker<'s> {
     pub fn new(store: &'s Store, cfg: LinkConfig) -> Linker<'s> {
         Linker { store, cfg }
@@ -104,12 +128,20 @@ impl<'s> Linker<'s> {
 
     /// Mentions of every message of a dialog, in order.
     pub fn link_dialog(&self, messages: &[Message]) -> Result<Vec<Mention>, StoreError> {
-        let mut partial = PartialNames::default();
-        let mut out = Vec::new();
-        for (i, m) in messages.iter().enumerate() {
-            out.extend(self.link_message(i, m, &mut partial)?);
+        let mut state = DialogState::default();
+        for m in messages {
+            self.push(&mut state, m)?;
         }
-        Ok(out)
+        Ok(state.mentions)
+    }
+
+    /// Links the next message of a dialog; returns its mentions.
+    pub fn push<'d>(&self, state: &'d mut DialogState, message: &Message) -> Result<&'d [Mention], StoreError> {
+        let found = self.link_message(state.messages, message, &mut state.partial)?;
+        state.messages += 1;
+        let from = state.mentions.len();
+        state.mentions.extend(found);
+        Ok(&state.mentions[from..])
     }
 
     /// Mentions of one text on its own.
