@@ -19,6 +19,27 @@ pub fn normalize_name(name: &str) -> String {
     out
 }
 
+/// The accent- and punctuation-free form of a normalized name, for people who type
+/// "Alexis Sanchez" or "Whats Up Doc": combining marks removed after canonical
+/// decomposition, apostrophes and periods removed ("j.k." -> "jk"), `&` written "and", every
+/// other character that is neither a letter, a digit nor a space made a space, spaces
+/// collapsed. `None` when that changes nothing or leaves nothing.
+pub fn fold_name(normalized: &str) -> Option<String> {
+    use unicode_normalization::char::is_combining_mark;
+    let mut spaced = String::with_capacity(normalized.len());
+    for c in normalized.nfd().filter(|c| !is_combining_mark(*c)) {
+        match c {
+            '\'' | '.' | '\u{2019}' => {}
+            '&' => spaced.push_str(" and "),
+            c if c.is_alphanumeric() || c.is_whitespace() => spaced.push(c),
+            _ => spaced.push(' '),
+        }
+    }
+    let mut out = String::with_capacity(spaced.len());
+    push_collapsed(&mut out, spaced.nfc());
+    (!out.is_empty() && out != normalized).then_some(out)
+}
+
 /// Appends `chars`, dropping control characters and collapsing white space runs to one
 /// space (none at either end).
 fn push_collapsed(out: &mut String, chars: impl Iterator<Item = char>) {
@@ -68,6 +89,24 @@ mod tests {
             let unicode = normalize_name(&format!("{name}\u{e9}"));
             assert_eq!(unicode.strip_suffix('\u{e9}').unwrap().trim_end(), ascii, "{name:?}");
         }
+    }
+
+    #[test]
+    fn folding_drops_accents_and_punctuation() {
+        let f = |s: &str| fold_name(&normalize_name(s));
+        assert_eq!(f("Alexis Sánchez").as_deref(), Some("alexis sanchez"));
+        assert_eq!(f("Thérèse Raquin").as_deref(), Some("therese raquin"));
+        assert_eq!(f("Celâl Üster").as_deref(), Some("celal uster"));
+        assert_eq!(f("What's Up, Doc?").as_deref(), Some("whats up doc"));
+        assert_eq!(f("The Good, the Bad and the Ugly").as_deref(), Some("the good the bad and the ugly"));
+        assert_eq!(f("Mr. & Mrs. Smith").as_deref(), Some("mr and mrs smith"));
+        assert_eq!(f("J.K. Rowling").as_deref(), Some("jk rowling"));
+        assert_eq!(f("Spider-Man").as_deref(), Some("spider man"));
+        // Already folded, or nothing left: no folded form.
+        assert_eq!(f("jordan spieth"), None);
+        assert_eq!(f("?!"), None);
+        // Folding is idempotent.
+        assert_eq!(fold_name("whats up doc"), None);
     }
 
     #[test]

@@ -19,11 +19,20 @@ pub struct LinkOptions {
     /// At most this many entities per mention.
     #[arg(long, default_value_t = LinkConfig::default().max_entities_per_mention)]
     max_entities: usize,
+    /// A one-word mention needs at least this many characters.
+    #[arg(long, default_value_t = LinkConfig::default().min_single_word_chars)]
+    min_word_chars: usize,
 }
 
 impl LinkOptions {
     fn config(&self) -> LinkConfig {
-        LinkConfig { window: self.window, max_ngram: self.max_ngram, max_entities_per_mention: self.max_entities, ..LinkConfig::default() }
+        LinkConfig {
+            window: self.window,
+            max_ngram: self.max_ngram,
+            max_entities_per_mention: self.max_entities,
+            min_single_word_chars: self.min_word_chars,
+            ..LinkConfig::default()
+        }
     }
 }
 

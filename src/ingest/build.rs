@@ -143,7 +143,7 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
         db.ingest_external_file_cf_opts(handle, &io, paths.clone())?;
     }
     tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "ingested SST files");
-    state.apply_label_updates(db, files.label_updates)?;
+    let label_names = state.apply_label_updates(db, files.label_updates)?;
     let mut meta = old_meta.unwrap_or_else(|| Meta {
         format_version: FORMAT_VERSION,
         created_by: crate::build_name(),
@@ -155,7 +155,7 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
     meta.entities += state.report.new_entities;
     meta.relations += state.report.new_relations;
     meta.facts += state.report.new_facts;
-    meta.names += files.new_names;
+    meta.names = (meta.names + files.new_names).saturating_add_signed(label_names);
     meta.aliases += state.report.new_aliases;
     meta.loads.push(LoadRecord {
         committed_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
@@ -438,6 +438,7 @@ impl Loading<'_> {
         self.report.new_relations = u64::from(self.relations.new_count());
 
         let mut alias_keys: Vec<Vec<u8>> = Vec::new();
+        let mut names_overwritten = 0u64;
         for (key, alias) in std::mem::take(&mut self.aliases) {
             let Some(e) = self.resolve_entity(&key)? else {
                 self.report.unused_labels += 1;
@@ -448,9 +449,20 @@ impl Loading<'_> {
             if is_old && lookup_exists(self.old, CF_ALIASES, &k)? {
                 continue;
             }
-            let name_key = codec::name_key(&normalize_name(&alias), NameTarget::Entity(EntityId(e)));
-            if !(is_old && lookup_exists(self.old, CF_NAMES, &name_key)?) {
-                names.push(&name_key, codec::NAME_ALIAS);
+            let norm = normalize_name(&alias);
+            let folded = crate::normalize::fold_name(&norm).map(|f| (f, codec::NAME_FOLDED));
+            for (key, flag) in std::iter::once((norm, codec::NAME_ALIAS)).chain(folded) {
+                let name_key = codec::name_key(&key, NameTarget::Entity(EntityId(e)));
+                let stored = if is_old { lookup_value(self.old, CF_NAMES, &name_key)? } else { None };
+                match stored.and_then(|v| v.first().copied()) {
+                    // Stored with the same or a stronger flag: nothing to do.
+                    Some(old_flag) if old_flag <= flag => {}
+                    Some(_) => {
+                        names.push(&name_key, flag);
+                        names_overwritten += 1;
+                    }
+                    None => names.push(&name_key, flag),
+                }
             }
             alias_keys.push(k);
         }
@@ -468,7 +480,7 @@ impl Loading<'_> {
         }
         label_updates.sort();
         let sorted = names.sorted_unique();
-        let new_names = sorted.len() as u64;
+        let new_names = sorted.len() as u64 - names_overwritten;
         ssts.push((CF_NAMES, write_sorted(set, CF_NAMES, sorted.iter().map(|&e| names.entry(e)))?));
         tracing::info!(elapsed_ms = t.elapsed().as_millis() as u64, "wrote dictionaries");
         Ok(Tables { ssts, label_updates, new_names })
@@ -518,7 +530,9 @@ impl Loading<'_> {
             codec::encode_term(&rec, &mut buf);
             records.put(&codec::id_key(term.id), &buf)?;
             let target = if entities { NameTarget::Entity(EntityId(term.id)) } else { NameTarget::Relation(RelationId(term.id)) };
-            names.push(&codec::name_key(&normalize_name(&rec.name), target), codec::NAME_PRIMARY);
+            for (key, flag) in codec::name_entries(&rec.name, &[]) {
+                names.push(&codec::name_key(&key, target), flag);
+            }
         }
         if !no_labels {
             // Labels used by new terms are done; the rest may name stored entities.
@@ -534,7 +548,8 @@ impl Loading<'_> {
         Ok((records.finish()?, key_files))
     }
 
-    fn apply_label_updates(&mut self, db: &DB, updates: Vec<(EntityId, String)>) -> Result<(), IngestError> {
+    /// Returns how many `names` entries the updates add (negative: remove).
+    fn apply_label_updates(&mut self, db: &DB, updates: Vec<(EntityId, String)>) -> Result<i64, IngestError> {
         // A label for an entity of an earlier load names it only when it has no label yet
         // (its name is still the default derived from its key): first label wins, as within
         // one load.
@@ -542,6 +557,7 @@ impl Loading<'_> {
         let ents = db.cf_handle(CF_ENTITIES).expect("cf");
         let names = db.cf_handle(CF_NAMES).expect("cf");
         let mut buf = Vec::new();
+        let mut delta = 0i64;
         for (e, label) in updates {
             let key = codec::id_key(e.0);
             let Some(v) = db.get_pinned_cf(ents, key)? else { continue };
@@ -552,13 +568,22 @@ impl Loading<'_> {
             let new = TermRecord { name: label, ..rec.clone() };
             codec::encode_term(&new, &mut buf);
             batch.put_cf(ents, key, &buf);
-            batch.delete_cf(names, codec::name_key(&normalize_name(&rec.name), NameTarget::Entity(e)));
-            batch.put_cf(names, codec::name_key(&normalize_name(&new.name), NameTarget::Entity(e)), [codec::NAME_PRIMARY]);
+            let aliases = crate::store::read_aliases(db, e)?;
+            let before = codec::name_entries(&rec.name, &aliases);
+            let after = codec::name_entries(&new.name, &aliases);
+            for k in before.keys().filter(|k| !after.contains_key(*k)) {
+                batch.delete_cf(names, codec::name_key(k, NameTarget::Entity(e)));
+            }
+            for (k, flag) in &after {
+                batch.put_cf(names, codec::name_key(k, NameTarget::Entity(e)), [*flag]);
+            }
+            delta += after.len() as i64 - before.len() as i64;
         }
         db.write(batch)?;
-        Ok(())
+        Ok(delta)
     }
 }
+
 
 /// Steps 3 and 4: outgoing then incoming adjacency and degrees. Returns the SST files and
 /// the number of facts the load adds (checked equal from both directions).
@@ -720,6 +745,11 @@ fn lookup_id(old: Option<&DB>, cf: &'static str, key: &[u8]) -> Result<Option<u3
         None => Ok(None),
         Some(v) => codec::be_u32(&v).map(Some).ok_or_else(|| StoreError::corrupt(cf, key, "id is not 4 bytes")),
     }
+}
+
+fn lookup_value(old: Option<&DB>, cf: &'static str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+    let Some(db) = old else { return Ok(None) };
+    Ok(db.get_pinned_cf(db.cf_handle(cf).expect("cf"), key)?.map(|v| v.to_vec()))
 }
 
 fn lookup_exists(old: Option<&DB>, cf: &'static str, key: &[u8]) -> Result<bool, StoreError> {

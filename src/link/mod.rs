@@ -15,8 +15,8 @@ pub mod words;
 
 use crate::error::StoreError;
 use crate::ids::{Direction, EntityId};
-use crate::normalize::normalize_name;
-use crate::store::{NameTarget, Store};
+use crate::normalize::{fold_name, normalize_name};
+use crate::store::{NameCursor, NameTarget, Store};
 use std::collections::HashMap;
 
 pub use stopwords::{is_stop_word, STOP_WORDS};
@@ -169,15 +169,16 @@ impl<'s> Linker<'s> {
     fn link_message(&self, index: usize, message: &Message, partial: &mut PartialNames) -> Result<Vec<Mention>, StoreError> {
         let text = message.text.as_str();
         let ws = words::words(text);
+        let mut names = self.store.name_cursor();
         let mut out = Vec::new();
         let mut i = 0;
         while i < ws.len() {
-            let mut found = self.longest_at(text, &ws, i)?;
+            let mut found = self.longest_at(&mut names, text, &ws, i)?;
             // "the Colombia national football team": a leading article may belong to a short
             // name ("The Colombia"?) while the name after it runs longer: take whichever ends
             // further.
             if ws[i].text.eq_ignore_ascii_case("the") && i + 1 < ws.len() {
-                if let Some(after) = self.longest_at(text, &ws, i + 1)? {
+                if let Some(after) = self.longest_at(&mut names, text, &ws, i + 1)? {
                     if found.as_ref().is_none_or(|f| i + f.0 < i + 1 + after.0) {
                         i += 1;
                         found = Some(after);
@@ -221,17 +222,25 @@ impl<'s> Linker<'s> {
 
     /// The longest span starting at word `i` that is a name: walks the name index as a
     /// trie, growing the span while some name continues it.
-    fn longest_at(&self, text: &str, ws: &[words::Word<'_>], i: usize) -> Result<Option<(usize, MatchKind, Vec<LinkedEntity>)>, StoreError> {
+    fn longest_at(&self, names: &mut NameCursor<'_>, text: &str, ws: &[words::Word<'_>], i: usize) -> Result<Option<(usize, MatchKind, Vec<LinkedEntity>)>, StoreError> {
         let mut found = None;
         let mut n = 1;
         while i + n <= ws.len() && n <= self.cfg.max_ngram {
             let span = &ws[i..i + n];
+            // The span as written: one seek says whether it is a name and whether a longer
+            // name continues it.
+            let (exact, continued) = names.probe(&normalize_name(&words::span_text(text, span)))?;
             if self.worth_looking_up(span) {
-                if let Some(entities) = self.lookup(text, span)? {
+                if let Some(entities) = self.lookup(names, text, span, exact)? {
                     found = Some((n, MatchKind::Name, entities));
                 }
             }
-            if i + n == ws.len() || !self.continues(text, ws[i].start, ws[i + n].start)? {
+            if i + n == ws.len() {
+                break;
+            }
+            // Plain spaces to the next word: the probe answered; else ask with the separator.
+            let plain = text[span[n - 1].end..ws[i + n].start].chars().all(char::is_whitespace);
+            if !((plain && continued) || self.continues(names, text, ws[i].start, ws[i + n].start)?) {
                 break;
             }
             n += 1;
@@ -241,14 +250,22 @@ impl<'s> Linker<'s> {
 
     /// Whether some name starts with `text[start..next]` (the span and what separates it
     /// from the next word), as written or after "the ": whether a longer span can match.
-    fn continues(&self, text: &str, start: usize, next: usize) -> Result<bool, StoreError> {
-        let mut prefix = normalize_name(&words::straighten_quotes(&text[start..next]));
+    fn continues(&self, names: &mut NameCursor<'_>, text: &str, start: usize, next: usize) -> Result<bool, StoreError> {
+        let normalized = normalize_name(&words::straighten_quotes(&text[start..next]));
+        let folded = fold_name(&normalized);
+        let mut prefix = normalized;
         prefix.push(' ');
-        if self.store.has_name_prefix(&prefix)? {
+        if names.has_prefix(&prefix)? {
             return Ok(true);
         }
+        if let Some(mut folded) = folded {
+            folded.push(' ');
+            if names.has_prefix(&folded)? {
+                return Ok(true);
+            }
+        }
         if !prefix.starts_with("the ") {
-            return self.store.has_name_prefix(&format!("the {prefix}"));
+            return names.has_prefix(&format!("the {prefix}"));
         }
         Ok(false)
     }
@@ -265,9 +282,31 @@ impl<'s> Linker<'s> {
     }
 
     /// The ranked entities named by a span (first candidate string that names any).
-    fn lookup(&self, text: &str, span: &[words::Word<'_>]) -> Result<Option<Vec<LinkedEntity>>, StoreError> {
-        for candidate in words::candidates(text, span) {
-            let hits = self.store.lookup_name(&candidate)?;
+    /// `exact`: what the index holds for the span as written (already probed).
+    fn lookup(&self, names: &mut NameCursor<'_>, text: &str, span: &[words::Word<'_>], exact: Vec<(NameTarget, bool)>) -> Result<Option<Vec<LinkedEntity>>, StoreError> {
+        // Each distinct normalized candidate once, then the distinct folded forms ("Alexis
+        // Sanchez" finds "Alexis Sánchez": the index holds the folded form of every name).
+        let mut candidates: Vec<String> = Vec::with_capacity(8);
+        for c in words::candidates(text, span) {
+            let n = normalize_name(&c);
+            if !candidates.contains(&n) {
+                candidates.push(n);
+            }
+        }
+        for i in 0..candidates.len() {
+            if let Some(f) = fold_name(&candidates[i]) {
+                if !candidates.contains(&f) {
+                    candidates.push(f);
+                }
+            }
+        }
+        let mut exact = Some(exact);
+        for candidate in candidates {
+            // The first candidate is the span as written, probed by the caller.
+            let hits = match exact.take() {
+                Some(hits) => hits,
+                None => names.probe(&candidate)?.0,
+            };
             let mut entities: Vec<(bool, LinkedEntity)> = Vec::new();
             for (target, alias) in hits {
                 if let NameTarget::Entity(e) = target {
@@ -277,7 +316,7 @@ impl<'s> Linker<'s> {
                 }
             }
             // Names with a parenthesized qualifier rank after exact names and aliases.
-            for e in self.store.entities_qualified(&candidate, self.cfg.max_entities_per_mention)? {
+            for e in names.qualified(&candidate, self.cfg.max_entities_per_mention)? {
                 if entities.iter().all(|(_, l)| l.id != e.0) {
                     let mut linked = self.linked(e)?;
                     linked.degree = self.store.degree(e, Direction::Out)? + self.store.degree(e, Direction::In)?;

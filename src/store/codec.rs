@@ -173,6 +173,28 @@ pub fn decode_name_key(k: &[u8]) -> Option<(&str, NameTarget)> {
 
 pub const NAME_PRIMARY: u8 = 0;
 pub const NAME_ALIAS: u8 = 1;
+/// The folded form (`normalize::fold_name`) of the name or of an alias (format 2).
+pub const NAME_FOLDED: u8 = 2;
+
+/// Every `names` entry of one target: normalized name -> flag, for its name and aliases
+/// and their folded forms; where two coincide the lower flag wins (name, alias, folded).
+/// The one definition the loader, the migration and the validator share.
+pub fn name_entries(name: &str, aliases: &[String]) -> std::collections::BTreeMap<String, u8> {
+    use crate::normalize::{fold_name, normalize_name};
+    let mut out = std::collections::BTreeMap::new();
+    let mut add = |key: String, flag: u8| {
+        out.entry(key).and_modify(|f: &mut u8| *f = (*f).min(flag)).or_insert(flag);
+    };
+    let forms = std::iter::once((name, NAME_PRIMARY)).chain(aliases.iter().map(|a| (a.as_str(), NAME_ALIAS)));
+    for (text, flag) in forms {
+        let norm = normalize_name(text);
+        if let Some(folded) = fold_name(&norm) {
+            add(folded, NAME_FOLDED);
+        }
+        add(norm, flag);
+    }
+    out
+}
 
 /// `aliases` key: entity (u32 BE) ++ alias bytes; empty value.
 pub fn alias_key(e: EntityId, alias: &str) -> Vec<u8> {

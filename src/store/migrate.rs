@@ -23,10 +23,51 @@ pub struct Migration {
 /// Every step, in order. Append a step (and a `migrations/vN_to_vN+1.md`) with each format change.
 pub const MIGRATIONS: &[Migration] = &[Migration {
     from: 1,
-    description: "add the token index column families (tokenizers, term_tokens, token_trie), empty",
-    // Opening the new generation with this build's column families creates them.
-    run: |_| Ok(()),
+    description: "add folded names to the name index; add the token index column families, empty",
+    run: v1_to_v2,
 }];
+
+/// `migrations/v1_to_v2.md`. The new column families are created by opening the new
+/// generation with this build's schema; the folded names are added here.
+fn v1_to_v2(db: &DB) -> Result<(), StoreError> {
+    use super::codec::{self, NameTarget};
+    use super::schema::{CF_ENTITIES, CF_NAMES, CF_RELATIONS};
+    use crate::ids::{EntityId, RelationId};
+    let names = db.cf_handle(CF_NAMES).expect("column family exists");
+    let mut added = 0u64;
+    for (cf, entity) in [(CF_ENTITIES, true), (CF_RELATIONS, false)] {
+        let mut batch = rocksdb::WriteBatch::default();
+        let mut it = db.raw_iterator_cf(db.cf_handle(cf).expect("column family exists"));
+        it.seek_to_first();
+        while let Some((k, v)) = it.item() {
+            let id = codec::be_u32(k).ok_or_else(|| StoreError::corrupt(cf, k, "id is not 4 bytes"))?;
+            let rec = codec::decode_term(v).ok_or_else(|| StoreError::corrupt(cf, k, "undecodable record"))?;
+            let (target, aliases) = if entity {
+                (NameTarget::Entity(EntityId(id)), super::read_aliases(db, EntityId(id))?)
+            } else {
+                (NameTarget::Relation(RelationId(id)), Vec::new())
+            };
+            for (key, flag) in codec::name_entries(&rec.name, &aliases) {
+                let name_key = codec::name_key(&key, target);
+                if db.get_pinned_cf(names, &name_key)?.is_none() {
+                    batch.put_cf(names, name_key, [flag]);
+                    added += 1;
+                }
+            }
+            if batch.len() >= 10_000 {
+                db.write(std::mem::take(&mut batch))?;
+            }
+            it.next();
+        }
+        it.status()?;
+        db.write(batch)?;
+    }
+    let mut meta = super::read_meta(db)?;
+    meta.names += added;
+    write_meta(db, &meta)?;
+    Ok(())
+}
+
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MigrationReport {

@@ -75,6 +75,62 @@ pub struct EntityInfo {
     pub in_degree: u64,
 }
 
+/// Lookups in the `names` index through one reused iterator (`Store::name_cursor`).
+pub struct NameCursor<'s> {
+    it: rocksdb::DBRawIteratorWithThreadMode<'s, DB>,
+}
+
+impl NameCursor<'_> {
+    /// One seek answering two questions about an already normalized name: which targets
+    /// carry exactly this name (unsorted; true when not the primary name), and whether some
+    /// longer name continues it with a space. Keys `name\0…` sort right before `name …`:
+    /// normalization leaves no control character that could sort between them.
+    pub fn probe(&mut self, normalized: &str) -> Result<(Vec<(NameTarget, bool)>, bool), StoreError> {
+        let prefix = codec::name_prefix(normalized);
+        let mut hits = Vec::new();
+        self.it.seek(&prefix);
+        while let Some((k, v)) = self.it.item() {
+            if !k.starts_with(&prefix) {
+                break;
+            }
+            let (_, target) = codec::decode_name_key(k).ok_or_else(|| StoreError::corrupt(CF_NAMES, k, "malformed name key"))?;
+            hits.push((target, v.first() != Some(&codec::NAME_PRIMARY)));
+            self.it.next();
+        }
+        let continues = self.it.key().is_some_and(|k| k.len() > normalized.len() && k.starts_with(normalized.as_bytes()) && k[normalized.len()] == b' ');
+        self.it.status()?;
+        Ok((hits, continues))
+    }
+
+    /// Whether some entry starts with `normalized_prefix`.
+    pub fn has_prefix(&mut self, normalized_prefix: &str) -> Result<bool, StoreError> {
+        self.it.seek(normalized_prefix.as_bytes());
+        let found = self.it.key().is_some_and(|k| k.starts_with(normalized_prefix.as_bytes()));
+        self.it.status()?;
+        Ok(found)
+    }
+
+    /// Entities named `normalized (qualifier)`, at most `limit`.
+    pub fn qualified(&mut self, normalized: &str, limit: usize) -> Result<Vec<EntityId>, StoreError> {
+        let mut prefix = normalized.to_owned();
+        prefix.push_str(" (");
+        let mut out = Vec::new();
+        self.it.seek(prefix.as_bytes());
+        while let Some(k) = self.it.key() {
+            if !k.starts_with(prefix.as_bytes()) || out.len() >= limit {
+                break;
+            }
+            let (_, target) = codec::decode_name_key(k).ok_or_else(|| StoreError::corrupt(CF_NAMES, k, "malformed name key"))?;
+            if let NameTarget::Entity(e) = target {
+                out.push(e);
+            }
+            self.it.next();
+        }
+        self.it.status()?;
+        Ok(out)
+    }
+}
+
 pub(crate) fn open_options() -> Options {
     let mut opts = Options::default();
     opts.create_if_missing(true);
@@ -228,58 +284,31 @@ impl Store {
         }
     }
 
-    /// Every entity and relation whose name or alias normalizes like `name`, primary names
-    /// first, then by id. The boolean is true for an alias match.
+    /// Every entity and relation whose name, alias or folded form normalizes like `name`,
+    /// primary names first, then by id. The boolean is true for a match that is not the
+    /// primary name (an alias, or a folded form).
     pub fn lookup_name(&self, name: &str) -> Result<Vec<(NameTarget, bool)>, StoreError> {
-        let prefix = codec::name_prefix(&normalize_name(name));
-        let mut out = Vec::new();
-        let mut it = self.db.raw_iterator_cf(self.cf(CF_NAMES));
-        it.seek(&prefix);
-        while let Some((k, v)) = it.item() {
-            if !k.starts_with(&prefix) {
-                break;
-            }
-            let (_, target) = codec::decode_name_key(k)
-                .ok_or_else(|| StoreError::corrupt(CF_NAMES, k, "malformed name key"))?;
-            out.push((target, v.first() == Some(&codec::NAME_ALIAS)));
-            it.next();
-        }
-        it.status()?;
+        let mut out = self.name_cursor().probe(&normalize_name(name))?.0;
         out.sort_by_key(|&(t, alias)| (alias, t));
         Ok(out)
     }
 
     /// Entities whose name or alias is `name` followed by a parenthesized qualifier
-    /// ("Star Trek (Science Fiction Film)", "Cricket (Interest)"), at most `limit`: the way
-    /// Freebase-derived graphs tell apart entities that share a name.
+    /// ("Star Trek (Science Fiction Film)", "Cricket (Interest)"), at most `limit`.
     pub fn entities_qualified(&self, name: &str, limit: usize) -> Result<Vec<EntityId>, StoreError> {
-        let mut prefix = normalize_name(name);
-        prefix.push_str(" (");
-        let mut out = Vec::new();
-        let mut it = self.db.raw_iterator_cf(self.cf(CF_NAMES));
-        it.seek(prefix.as_bytes());
-        while let Some(k) = it.key() {
-            if !k.starts_with(prefix.as_bytes()) || out.len() >= limit {
-                break;
-            }
-            let (_, target) = codec::decode_name_key(k).ok_or_else(|| StoreError::corrupt(CF_NAMES, k, "malformed name key"))?;
-            if let NameTarget::Entity(e) = target {
-                out.push(e);
-            }
-            it.next();
-        }
-        it.status()?;
-        Ok(out)
+        self.name_cursor().qualified(&normalize_name(name), limit)
     }
 
-    /// Whether some name or alias in the index starts with `normalized_prefix` (already
+    /// Whether some name, alias or folded form starts with `normalized_prefix` (already
     /// normalized): one seek. Lets a caller walk the sorted index as a trie of names.
     pub fn has_name_prefix(&self, normalized_prefix: &str) -> Result<bool, StoreError> {
-        let mut it = self.db.raw_iterator_cf(self.cf(CF_NAMES));
-        it.seek(normalized_prefix.as_bytes());
-        let found = it.key().is_some_and(|k| k.starts_with(normalized_prefix.as_bytes()));
-        it.status()?;
-        Ok(found)
+        self.name_cursor().has_prefix(normalized_prefix)
+    }
+
+    /// A cursor over the name index for many lookups in a row: creating a RocksDB iterator
+    /// costs about as much as the seek itself, so a linker keeps one per message.
+    pub fn name_cursor(&self) -> NameCursor<'_> {
+        NameCursor { it: self.db.raw_iterator_cf(self.cf(CF_NAMES)) }
     }
 
     /// Entities named (or aliased) `name` after normalization, primary names first.
@@ -310,21 +339,7 @@ impl Store {
     }
 
     pub fn aliases(&self, e: EntityId) -> Result<Vec<String>, StoreError> {
-        let prefix = codec::id_key(e.0);
-        let mut out = Vec::new();
-        let mut it = self.db.raw_iterator_cf(self.cf(CF_ALIASES));
-        it.seek(prefix);
-        while let Some(k) = it.key() {
-            if !k.starts_with(&prefix) {
-                break;
-            }
-            let (_, alias) = codec::decode_alias_key(k)
-                .ok_or_else(|| StoreError::corrupt(CF_ALIASES, k, "alias is not UTF-8"))?;
-            out.push(alias.to_owned());
-            it.next();
-        }
-        it.status()?;
-        Ok(out)
+        read_aliases(&self.db, e)
     }
 
     /// Number of facts with `e` as subject (`Out`) or object (`In`).
@@ -459,6 +474,24 @@ fn visit_list(
         }
     }
     Ok(ControlFlow::Continue(()))
+}
+
+/// The aliases of `e`, in alias order (also used on databases being written).
+pub(crate) fn read_aliases(db: &DB, e: EntityId) -> Result<Vec<String>, StoreError> {
+    let prefix = codec::id_key(e.0);
+    let mut out = Vec::new();
+    let mut it = db.raw_iterator_cf(db.cf_handle(CF_ALIASES).expect("column family exists"));
+    it.seek(prefix);
+    while let Some(k) = it.key() {
+        if !k.starts_with(&prefix) {
+            break;
+        }
+        let (_, alias) = codec::decode_alias_key(k).ok_or_else(|| StoreError::corrupt(CF_ALIASES, k, "alias is not UTF-8"))?;
+        out.push(alias.to_owned());
+        it.next();
+    }
+    it.status()?;
+    Ok(out)
 }
 
 pub(crate) fn read_version(db: &DB) -> Result<u32, StoreError> {

@@ -16,7 +16,6 @@ use super::schema::*;
 use super::Store;
 use crate::error::StoreError;
 use crate::ids::{Direction, EntityId, RelationId};
-use crate::normalize::normalize_name;
 
 const MAX_PROBLEMS: usize = 50;
 
@@ -127,66 +126,71 @@ fn count_keys(store: &Store, cf: &'static str) -> Result<u64, StoreError> {
 
 fn check_names(store: &Store, report: &mut ValidationReport) -> Result<(), StoreError> {
     let db = store.db();
-    // Every entry points at a live id whose name or alias normalizes to the entry's name.
+    // The entries a target should have, by `codec::name_entries`.
+    let expected = |target: NameTarget| -> Result<Option<(String, std::collections::BTreeMap<String, u8>)>, StoreError> {
+        Ok(match target {
+            NameTarget::Entity(e) => match store.entity(e)? {
+                Some(rec) => {
+                    let entries = codec::name_entries(&rec.name, &store.aliases(e)?);
+                    Some((rec.name, entries))
+                }
+                None => None,
+            },
+            NameTarget::Relation(r) => store.relation(r)?.map(|rec| {
+                let entries = codec::name_entries(&rec.name, &[]);
+                (rec.name, entries)
+            }),
+        })
+    };
+    // Every entry is one its target should have, with the right flag.
     let mut it = db.raw_iterator_cf(store.cf(CF_NAMES));
     it.seek_to_first();
     while let Some((k, v)) = it.item() {
         report.names += 1;
         match codec::decode_name_key(k) {
             None => report.problem(format!("names: malformed key {}", crate::error::hex(k))),
-            Some((norm, target)) => {
-                let alias = v.first() == Some(&codec::NAME_ALIAS);
-                let (rec, aliases) = match target {
-                    NameTarget::Entity(e) => (store.entity(e)?, if alias { store.aliases(e)? } else { Vec::new() }),
-                    NameTarget::Relation(r) => (store.relation(r)?, Vec::new()),
-                };
-                match rec {
-                    None => report.problem(format!("names: {norm:?} points at missing {target:?}")),
-                    Some(rec) => {
-                        let ok = if alias {
-                            aliases.iter().any(|a| normalize_name(a) == norm)
-                        } else {
-                            normalize_name(&rec.name) == norm
-                        };
-                        if !ok {
-                            report.problem(format!("names: {norm:?} points at {target:?} named {:?}", rec.name));
-                        }
-                    }
-                }
-            }
+            Some((norm, target)) => match expected(target)? {
+                None => report.problem(format!("names: {norm:?} points at missing {target:?}")),
+                Some((name, entries)) => match entries.get(norm) {
+                    Some(flag) if v == [*flag] => {}
+                    Some(flag) => report.problem(format!("names: {norm:?} of {target:?} has flag {v:?}, expected {flag}")),
+                    None => report.problem(format!("names: {norm:?} points at {target:?} named {name:?}")),
+                },
+            },
         }
         it.next();
     }
     it.status()?;
-    // Every primary name has its entry.
+    // Every entry a target should have exists.
     for (cf, entity) in [(CF_ENTITIES, true), (CF_RELATIONS, false)] {
         let mut it = db.raw_iterator_cf(store.cf(cf));
         it.seek_to_first();
-        while let Some((k, v)) = it.item() {
-            if let (Some(id), Some(rec)) = (codec::be_u32(k), codec::decode_term(v)) {
+        while let Some(k) = it.key() {
+            if let Some(id) = codec::be_u32(k) {
                 let target = if entity { NameTarget::Entity(EntityId(id)) } else { NameTarget::Relation(RelationId(id)) };
-                let key = codec::name_key(&normalize_name(&rec.name), target);
-                if db.get_pinned_cf(store.cf(CF_NAMES), &key)?.is_none() {
-                    report.problem(format!("names: no entry for {:?} ({target:?})", rec.name));
+                if let Some((name, entries)) = expected(target)? {
+                    for norm in entries.keys() {
+                        if db.get_pinned_cf(store.cf(CF_NAMES), codec::name_key(norm, target))?.is_none() {
+                            report.problem(format!("names: no entry {norm:?} for {name:?} ({target:?})"));
+                        }
+                    }
                 }
             }
             it.next();
         }
         it.status()?;
     }
-    // Every alias has its entry.
+    // Every alias belongs to an entity.
     let mut it = db.raw_iterator_cf(store.cf(CF_ALIASES));
     it.seek_to_first();
     while let Some(k) = it.key() {
         report.aliases += 1;
         match codec::decode_alias_key(k) {
             None => report.problem(format!("aliases: malformed key {}", crate::error::hex(k))),
-            Some((e, alias)) => {
-                let key = codec::name_key(&normalize_name(alias), NameTarget::Entity(e));
-                if db.get_pinned_cf(store.cf(CF_NAMES), &key)?.is_none() {
-                    report.problem(format!("names: no entry for alias {alias:?} of {e}"));
-                }
+            Some((e, alias)) if u64::from(e.0) >= store.meta().entities => {
+                report.problem(format!("aliases: {alias:?} belongs to {e}, past the dictionary"))
             }
+            Some(_) => {}
         }
         it.next();
     }

@@ -252,7 +252,7 @@ fn committed_v1_store_is_migrated_and_validates() {
     assert!(err.contains("format version 1, older than this build's 2; run `trellis migrate"), "{err}");
     let before = std::fs::read_to_string(copy.join("CURRENT")).unwrap();
     let out = stdout_of(trellis().arg("migrate").arg("--store").arg(&copy));
-    assert!(out.contains("step 1 of 1: add the token index column families"), "{out}");
+    assert!(out.contains("step 1 of 1: add folded names to the name index; add the token index column families"), "{out}");
     assert!(out.contains("migrated from format version 1 to 2"), "{out}");
     assert_ne!(std::fs::read_to_string(copy.join("CURRENT")).unwrap(), before, "a new generation");
     let st = Store::open_read_only(&copy).unwrap();
@@ -263,6 +263,10 @@ fn committed_v1_store_is_migrated_and_validates() {
     let sport = st.relation_by_key("Sport played").unwrap().unwrap();
     assert!(st.neighbors_via(spieth, Direction::Out, sport).unwrap().contains(&golf));
     assert_eq!(st.meta().facts, 1465);
+    // The migration added the folded names: the accent-free spelling finds her now.
+    let annika = st.entity_by_key("Annika Sörenstam").unwrap().unwrap();
+    assert_eq!(st.entities_named("annika sorenstam").unwrap(), vec![annika]);
+    assert!(st.meta().names > 1321, "v1 held 1321 name entries, v2 adds folded ones");
     drop(st);
     // Migrating again is a no-op; a read-write open works.
     let report = trellis::store::migrate(&copy).unwrap();
@@ -371,7 +375,7 @@ fn validate_reports_each_kind_of_damage() {
         key.extend_from_slice(&1u32.to_be_bytes());
         db.delete_cf(names, key).unwrap();
     });
-    assert!(report.contains("names: no entry for \"b\" (Entity(EntityId(1)))"), "{report}");
+    assert!(report.contains("names: no entry \"b\" for \"b\" (Entity(EntityId(1)))"), "{report}");
     assert!(report.contains("meta says 5 name entries, `names` holds 4"), "{report}");
     let report = damage("lost-key", &|db| {
         db.delete_cf(db.cf_handle("entity_keys").unwrap(), b"c").unwrap();

@@ -39,6 +39,26 @@ fn case_possessives_quotes_articles_and_stop_words() {
 }
 
 #[test]
+fn accents_and_punctuation_need_not_be_typed() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(dir.path(), "g.tsv", "Alexis Sánchez\tplays for\tArsenal F.C.\nWhat's Up, Doc?\tstarring\tRyan O'Neal\n".as_bytes());
+    let s = dir.path().join("s");
+    ingest(&s, &[], &[&input]);
+    let store = Store::open_read_only(&s).unwrap();
+    let linker = Linker::new(&store, LinkConfig::default());
+    let m = linker.link_text("Does alexis sanchez still play for Arsenal FC? Whats up doc is great").unwrap();
+    assert_eq!(
+        names(&store, &m),
+        vec![
+            ("alexis sanchez".to_string(), "Alexis Sánchez".to_string()),
+            ("Arsenal FC".to_string(), "Arsenal F.C.".to_string()),
+            ("Whats up doc".to_string(), "What's Up, Doc?".to_string()),
+        ]
+    );
+    assert!(store.validate().unwrap().is_ok(), "{:?}", store.validate().unwrap().problems);
+}
+
+#[test]
 fn partial_names_and_recency() {
     let dir = tempfile::tempdir().unwrap();
     let store = sample_store(dir.path());
@@ -101,11 +121,13 @@ fn opendialkg_dev_linking_recall() {
     assert_eq!(out["turns"], 4214);
     assert_eq!(out["turns_named"], 3492);
     assert_eq!(out["gold_not_in_store"], 0);
-    // Regression floors for the figures in the README (0.9831 / 0.8353 / 4.61).
+    // The targets (>= 0.97, >= 0.85, <= 6 per turn) and floors just under the
+    // README's figures (0.9837 / 0.8536 / 4.63).
     let t = &out["trellis"];
     assert!(t["recall_named"].as_f64().unwrap() >= 0.98, "{t}");
-    assert!(t["recall_all"].as_f64().unwrap() >= 0.835, "{t}");
+    assert!(t["recall_all"].as_f64().unwrap() >= 0.85, "{t}");
     assert!(t["mean_entities_per_turn"].as_f64().unwrap() <= 4.7, "{t}");
+    assert_eq!(out["messages"], 13580);
     // The substring baseline finds nearly every named entity, with many more per turn.
     let b = &out["substring"];
     assert!(b["recall_named"].as_f64().unwrap() > 0.99 && b["mean_entities_per_turn"].as_f64().unwrap() > 15.0, "{b}");
