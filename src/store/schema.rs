@@ -62,7 +62,16 @@ pub fn cf_options(spec: &CfSpec, cache: &Cache) -> Options {
     let mut opts = Options::default();
     let mut table = BlockBasedOptions::default();
     table.set_block_cache(cache);
+    // Index and filter blocks live in the block cache, so memory follows the cache size,
+    // not the store size. Partitioned (two-level) so a lookup loads a few KiB of index
+    // and filter, not a whole file's: with whole filters, a cache smaller than the filters
+    // re-reads megabytes per lookup once a store has millions of keys.
     table.set_cache_index_and_filter_blocks(true);
+    table.set_cache_index_and_filter_blocks_with_high_priority(true);
+    table.set_index_type(rocksdb::BlockBasedIndexType::TwoLevelIndexSearch);
+    table.set_partition_filters(true);
+    table.set_metadata_block_size(4096);
+    table.set_pin_top_level_index_and_filter(true);
     table.set_pin_l0_filter_and_index_blocks_in_cache(true);
     table.set_format_version(6);
     // 16 KiB blocks: names and short id lists compress far better than in 4 KiB blocks,
