@@ -175,13 +175,17 @@ impl<'s> TokenIndex<'s> {
     pub fn children_within(&self, side: Side, prefix: &[u32], ids: &[u32]) -> Result<(Vec<u32>, bool), StoreError> {
         let mut next = Vec::new();
         let mut ends = false;
-        for &id in ids {
-            if let Some(tokens) = self.tokens(side, id)? {
-                if tokens.starts_with(prefix) {
-                    match tokens.get(prefix.len()) {
-                        Some(&t) => next.push(t),
-                        None => ends = true,
-                    }
+        // One batched read (sorted keys share index and data blocks) instead of a get each.
+        let mut keys: Vec<[u8; 13]> = ids.iter().map(|&id| term_key(self.fp, side, id)).collect();
+        keys.sort_unstable();
+        let values = self.store.db().batched_multi_get_cf(self.store.cf(CF_TERM_TOKENS), &keys, true);
+        for (key, value) in keys.iter().zip(values) {
+            let Some(v) = value? else { continue };
+            let tokens = decode_tokens(&v).ok_or_else(|| StoreError::corrupt(CF_TERM_TOKENS, key, "malformed token list"))?;
+            if tokens.starts_with(prefix) {
+                match tokens.get(prefix.len()) {
+                    Some(&t) => next.push(t),
+                    None => ends = true,
                 }
             }
         }
