@@ -819,7 +819,7 @@ impl SstOptions {
 
 /// Keys per SST file. RocksDB's filter builder keeps a hash per key (two with a prefix
 /// extractor) until the file is finished: rotating files bounds that memory.
-const MAX_SST_ENTRIES: u64 = 2_000_000;
+const MAX_SST_ENTRIES: u64 = 1_000_000;
 
 /// SST files being written for one column family, in key order, rotated every
 /// `MAX_SST_ENTRIES` keys (no file at all for no entries).
