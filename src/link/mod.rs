@@ -66,9 +66,12 @@ pub struct Mention {
     /// Index of the message in the dialog.
     pub message: usize,
     pub speaker: String,
-    /// Byte span of the mention in the message.
+    /// Byte span of the mention in the message (UTF-8).
     pub start: usize,
     pub end: usize,
+    /// The same span in characters (Unicode scalar values), as Python indexes strings.
+    pub char_start: usize,
+    pub char_end: usize,
     pub text: String,
     pub kind: MatchKind,
     /// Candidate entities, best first.
@@ -203,11 +206,14 @@ impl<'s> Linker<'s> {
                             }
                         }
                     }
+                    let char_start = text[..start].chars().count();
                     out.push(Mention {
                         message: index,
                         speaker: message.speaker.clone(),
                         start,
                         end,
+                        char_start,
+                        char_end: char_start + text[start..end].chars().count(),
                         text: text[start..end].to_owned(),
                         kind,
                         entities,

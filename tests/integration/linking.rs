@@ -47,6 +47,9 @@ fn accents_and_punctuation_need_not_be_typed() {
     let store = Store::open_read_only(&s).unwrap();
     let linker = Linker::new(&store, LinkConfig::default());
     let m = linker.link_text("Does alexis sanchez still play for Arsenal FC? Whats up doc is great").unwrap();
+    let accented = linker.link_text("¿Sánchez? No: Alexis Sánchez").unwrap();
+    // "¿Sánchez? No: " is 14 characters and 16 bytes.
+    assert_eq!((accented[0].char_start, accented[0].char_end, accented[0].start, accented[0].end), (14, 28, 16, 31));
     assert_eq!(
         names(&store, &m),
         vec![
