@@ -16,6 +16,18 @@ fn kg() -> PathBuf {
     p
 }
 
+/// The shared OpenDialKG graph loaded into a fresh store (kept while the TempDir lives).
+fn load_kg() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("s");
+    BulkLoader::new(&store_dir)
+        .on_error(trellis::ingest::OnError::Skip)
+        .with_rejects_file(dir.path().join("rejects.tsv"))
+        .load(&[InputSpec::new(kg())])
+        .unwrap();
+    (dir, store_dir)
+}
+
 /// The entity whose total degree is closest to `target` (lowest id on ties).
 fn entity_with_degree(store: &Store, target: u64) -> (EntityId, u64) {
     let mut best = (EntityId(0), u64::MAX, 0);
@@ -31,13 +43,7 @@ fn entity_with_degree(store: &Store, target: u64) -> (EntityId, u64) {
 }
 
 fn neighbors(c: &mut Criterion) {
-    let dir = tempfile::tempdir().unwrap();
-    let store_dir = dir.path().join("s");
-    BulkLoader::new(&store_dir)
-        .on_error(trellis::ingest::OnError::Skip)
-        .with_rejects_file(dir.path().join("rejects.tsv"))
-        .load(&[InputSpec::new(kg())])
-        .unwrap();
+    let (_dir, store_dir) = load_kg();
     let store = Store::open_read_only(&store_dir).unwrap();
     let (e, degree) = entity_with_degree(&store, 100);
     let mut g = c.benchmark_group("query");
@@ -85,13 +91,7 @@ fn ingest(c: &mut Criterion) {
 }
 
 fn linking(c: &mut Criterion) {
-    let dir = tempfile::tempdir().unwrap();
-    let store_dir = dir.path().join("s");
-    BulkLoader::new(&store_dir)
-        .on_error(trellis::ingest::OnError::Skip)
-        .with_rejects_file(dir.path().join("rejects.tsv"))
-        .load(&[InputSpec::new(kg())])
-        .unwrap();
+    let (_dir, store_dir) = load_kg();
     let store = Store::open_read_only(&store_dir).unwrap();
     let dialogs = trellis::eval::opendialkg::read(&kg().with_file_name("dialogs_dev.csv")).unwrap();
     let dialogs: Vec<_> = dialogs.into_iter().take(50).collect();
@@ -118,13 +118,7 @@ fn linking(c: &mut Criterion) {
 fn token_trie(c: &mut Criterion) {
     use trellis::model::{NameTokenizer, Side, TokenContext};
     use trellis::store::tokens::TokenIndex;
-    let dir = tempfile::tempdir().unwrap();
-    let store_dir = dir.path().join("s");
-    BulkLoader::new(&store_dir)
-        .on_error(trellis::ingest::OnError::Skip)
-        .with_rejects_file(dir.path().join("rejects.tsv"))
-        .load(&[InputSpec::new(kg())])
-        .unwrap();
+    let (_dir, store_dir) = load_kg();
     let tok_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokenizer.json");
     let tok = NameTokenizer::from_file(&tok_path, TokenContext::default()).unwrap();
     trellis::ingest::tokens::index_tokens(&store_dir, &tok, "fixture", &mut |_, _, _| {}).unwrap();
