@@ -1,4 +1,7 @@
-//! Walks over the stored graph, streamed from the store.
+//! Walks over the stored graph, streamed from the store, and scores computed on it.
+
+pub mod candidates;
+pub mod informativeness;
 
 use crate::error::StoreError;
 use crate::ids::{Direction, EntityId, RelationId};

@@ -3,6 +3,7 @@
 mod bad_input;
 mod common;
 mod crash;
+mod graph;
 mod library;
 mod linking;
 mod real_data;

@@ -1,0 +1,108 @@
+//! The candidate subgraph of a dialog: facts around its mentioned entities, streamed from
+//! the store, capped as in the DialogGSR authors' code (method-notes.md) but chosen
+//! deterministically: the same store and input always give the same candidates.
+//!
+//! Per mentioned entity: its 1-hop facts in both directions, at most `tails_per_relation`
+//! per (direction, relation) and `facts_per_entity` in all, in store order (direction,
+//! relation id, neighbour id); then 2-hop paths through those neighbours, with the same
+//! per-relation cap at the second hop, never straight back, at most `paths_per_entity`.
+
+use crate::error::StoreError;
+use crate::ids::{Direction, EntityId, RelationId};
+use crate::store::{Edge, Store};
+use std::ops::ControlFlow;
+
+#[derive(Clone, Debug)]
+pub struct CandidateConfig {
+    pub facts_per_entity: usize,
+    pub tails_per_relation: usize,
+    pub paths_per_entity: usize,
+    /// 1: facts only; 2: also 2-hop paths.
+    pub hops: u8,
+}
+
+impl Default for CandidateConfig {
+    fn default() -> Self {
+        CandidateConfig { facts_per_entity: 100, tails_per_relation: 10, paths_per_entity: 100, hops: 2 }
+    }
+}
+
+/// A fact as stored: relation(subject, object).
+pub type Fact = (EntityId, RelationId, EntityId);
+
+/// One step of a path, walked from `from`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hop {
+    pub from: EntityId,
+    pub edge: Edge,
+}
+
+impl Hop {
+    pub fn fact(&self) -> Fact {
+        match self.edge.direction {
+            Direction::Out => (self.from, self.edge.relation, self.edge.other),
+            Direction::In => (self.edge.other, self.edge.relation, self.from),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Candidates {
+    /// 1-hop paths, per mentioned entity in input order.
+    pub one_hop: Vec<Hop>,
+    /// 2-hop paths.
+    pub two_hop: Vec<[Hop; 2]>,
+}
+
+/// The first hops out of `e`: capped per (direction, relation) and in total.
+fn capped_edges(store: &Store, e: EntityId, per_relation: usize, total: usize, skip: Option<Edge>) -> Result<Vec<Edge>, StoreError> {
+    let mut out = Vec::new();
+    let mut group: Option<(Direction, RelationId)> = None;
+    let mut in_group = 0;
+    store.for_each_neighbor(e, None, None, |edge| {
+        if out.len() >= total {
+            return ControlFlow::Break(());
+        }
+        if Some(edge) == skip {
+            return ControlFlow::Continue(());
+        }
+        if group != Some((edge.direction, edge.relation)) {
+            group = Some((edge.direction, edge.relation));
+            in_group = 0;
+        }
+        if in_group < per_relation {
+            out.push(edge);
+            in_group += 1;
+        }
+        ControlFlow::Continue(())
+    })?;
+    Ok(out)
+}
+
+pub fn candidate_subgraph(store: &Store, mentioned: &[EntityId], cfg: &CandidateConfig) -> Result<Candidates, StoreError> {
+    let mut out = Candidates::default();
+    let mut seen = std::collections::HashSet::new();
+    for &m in mentioned {
+        if !seen.insert(m) {
+            continue;
+        }
+        let first = capped_edges(store, m, cfg.tails_per_relation, cfg.facts_per_entity, None)?;
+        out.one_hop.extend(first.iter().map(|&edge| Hop { from: m, edge }));
+        if cfg.hops < 2 {
+            continue;
+        }
+        let mut paths = 0;
+        for &edge in &first {
+            if paths >= cfg.paths_per_entity {
+                break;
+            }
+            let back = Edge { direction: edge.direction.reverse(), relation: edge.relation, other: m };
+            let room = cfg.paths_per_entity - paths;
+            for second in capped_edges(store, edge.other, cfg.tails_per_relation, room, Some(back))? {
+                out.two_hop.push([Hop { from: m, edge }, Hop { from: edge.other, edge: second }]);
+                paths += 1;
+            }
+        }
+    }
+    Ok(out)
+}

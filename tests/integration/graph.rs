@@ -1,0 +1,170 @@
+//! Informativeness against brute-force powers of the adjacency matrix, and the capped,
+//! deterministic candidate subgraph.
+
+use crate::common::*;
+use std::collections::BTreeSet;
+use trellis::graph::candidates::{candidate_subgraph, CandidateConfig};
+use trellis::graph::informativeness::{Depth, Informativeness, KatzConfig};
+use trellis::{EntityId, Store};
+
+struct Lcg(u64);
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// A random graph as TSV, and its facts by entity index (names are `n{i}`).
+fn random_graph(seed: u64, entities: u64, facts: usize) -> (String, Vec<(u64, u64)>) {
+    let mut rng = Lcg(seed);
+    let mut text = String::new();
+    let mut pairs = Vec::new();
+    // Name every entity first so entity i gets id i.
+    for i in 0..entities {
+        text.push_str(&format!("n{i}\tself_name\tn{i}\n"));
+        pairs.push((i, i));
+    }
+    for _ in 0..facts {
+        let (s, o, r) = (rng.below(entities), rng.below(entities), rng.below(3));
+        text.push_str(&format!("n{s}\tr{r}\tn{o}\n"));
+        pairs.push((s, o));
+    }
+    (text, pairs)
+}
+
+fn mat_mul(a: &[Vec<u64>], b: &[Vec<u64>]) -> Vec<Vec<u64>> {
+    let n = a.len();
+    let mut c = vec![vec![0u64; n]; n];
+    for i in 0..n {
+        for k in 0..n {
+            if a[i][k] != 0 {
+                for j in 0..n {
+                    c[i][j] += a[i][k] * b[k][j];
+                }
+            }
+        }
+    }
+    c
+}
+
+#[test]
+fn katz_equals_brute_force_matrix_powers() {
+    for seed in 1..=6u64 {
+        let n = 25u64;
+        let (text, pairs) = random_graph(seed, n, 60);
+        let dir = tempfile::tempdir().unwrap();
+        let input = write(dir.path(), "g.tsv", text.as_bytes());
+        let s = dir.path().join("s");
+        ingest(&s, &[], &[&input]);
+        let store = Store::open_read_only(&s).unwrap();
+        // The undirected 0/1 adjacency, self-loops included (every entity has one here).
+        let mut a = vec![vec![0u64; n as usize]; n as usize];
+        for &(x, y) in &pairs {
+            a[x as usize][y as usize] = 1;
+            a[y as usize][x as usize] = 1;
+        }
+        let a2 = mat_mul(&a, &a);
+        let a3 = mat_mul(&a2, &a);
+        let mut rng = Lcg(seed * 97);
+        let mentioned: Vec<u64> = (0..3).map(|_| rng.below(n)).collect::<BTreeSet<_>>().into_iter().collect();
+        let ids: Vec<EntityId> = mentioned.iter().map(|&m| EntityId(m as u32)).collect();
+        for (depth, k) in [(Depth::One, 1), (Depth::Two, 2), (Depth::Three, 3)] {
+            let beta = 0.5;
+            let mut inf = Informativeness::new(&store, &ids, KatzConfig { k: depth, beta, hub_degree: usize::MAX }).unwrap();
+            for e in 0..n as usize {
+                let mut total = 0.0;
+                for &m in &mentioned {
+                    let m = m as usize;
+                    let mut s = beta * a[e][m] as f64;
+                    if k >= 2 {
+                        s += beta * beta * a2[e][m] as f64;
+                    }
+                    if k >= 3 {
+                        s += beta * beta * beta * a3[e][m] as f64;
+                    }
+                    total += s;
+                }
+                let expected = total / mentioned.len() as f64;
+                let got = inf.score(EntityId(e as u32)).unwrap();
+                assert_eq!(got.value, expected, "seed {seed}, K={k}, entity {e}");
+                assert!(!got.truncated);
+            }
+        }
+    }
+}
+
+#[test]
+fn hub_guard_skips_hubs_and_says_so() {
+    // A star: hub h linked to 20 leaves; the mentioned leaf l0 and scored leaf l1 meet only
+    // through the hub.
+    let mut text = String::new();
+    for i in 0..20 {
+        text.push_str(&format!("h\tr\tl{i}\n"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(dir.path(), "g.tsv", text.as_bytes());
+    let s = dir.path().join("s");
+    ingest(&s, &[], &[&input]);
+    let store = Store::open_read_only(&s).unwrap();
+    let l0 = store.entity_by_key("l0").unwrap().unwrap();
+    let l1 = store.entity_by_key("l1").unwrap().unwrap();
+    let exact = Informativeness::new(&store, &[l0], KatzConfig { k: Depth::Three, beta: 0.5, hub_degree: usize::MAX }).unwrap().score(l1).unwrap();
+    // l1-h-l0 is one 2-path (0.25); 3-paths l1-h-x-l0 need x adjacent to l0: only h, and h-h
+    // is no edge, so A^3[l1, l0] = 0.
+    assert_eq!(exact.value, 0.25);
+    let star_center = store.entity_by_key("h").unwrap().unwrap();
+    let mut guarded = Informativeness::new(&store, &[l0], KatzConfig { k: Depth::Three, beta: 0.5, hub_degree: 5 }).unwrap();
+    let g = guarded.score(star_center).unwrap();
+    // From the hub, every 3-path goes through a leaf (degree 1): nothing skipped.
+    assert!(!g.truncated);
+    let g = guarded.score(l1).unwrap();
+    assert!(g.truncated, "l1's only neighbour is the hub (degree 20 > 5)");
+    assert_eq!(g.value, 0.25, "the 1- and 2-hop terms need no intermediate lists");
+}
+
+#[test]
+fn candidates_are_capped_and_deterministic() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    ingest(&s, &["--on-error", "skip"], &[&shared_data("opendialkg/kg.tsv")]);
+    let store = Store::open_read_only(&s).unwrap();
+    let named = |n: &str| store.entity_by_key(n).unwrap().unwrap();
+    let mentioned = vec![named("Jordan Spieth"), named("Golf"), named("The Dark Knight"), named("Jordan Spieth")];
+    let cfg = CandidateConfig::default();
+    let c = candidate_subgraph(&store, &mentioned, &cfg).unwrap();
+    assert_eq!(c, candidate_subgraph(&store, &mentioned, &cfg).unwrap(), "same input, same candidates");
+    // Jordan Spieth's 4 facts (hand-checked in real_data.rs) come first, all of them.
+    let spieth: Vec<_> = c.one_hop.iter().filter(|h| h.from == named("Jordan Spieth")).collect();
+    assert_eq!(spieth.len(), 4);
+    for m in [named("Jordan Spieth"), named("Golf"), named("The Dark Knight")] {
+        let hops: Vec<_> = c.one_hop.iter().filter(|h| h.from == m).collect();
+        assert!(hops.len() <= cfg.facts_per_entity);
+        let mut per_relation = std::collections::HashMap::new();
+        for h in &hops {
+            *per_relation.entry((h.edge.direction, h.edge.relation)).or_insert(0) += 1;
+            // Every candidate is a stored fact.
+            let (s, r, o) = h.fact();
+            assert!(store.neighbors_via(s, trellis::Direction::Out, r).unwrap().contains(&o));
+        }
+        assert!(per_relation.values().all(|&n| n <= cfg.tails_per_relation));
+        let paths: Vec<_> = c.two_hop.iter().filter(|p| p[0].from == m).collect();
+        assert!(paths.len() <= cfg.paths_per_entity);
+        for p in paths {
+            assert_eq!(p[1].from, p[0].edge.other);
+            assert!(!(p[1].edge.other == m && p[1].edge.relation == p[0].edge.relation && p[1].edge.direction != p[0].edge.direction), "never straight back");
+        }
+    }
+    // Golf has hundreds of facts through few relations: the per-relation cap binds, and the
+    // count is what the relation counts say it must be.
+    let golf = named("Golf");
+    let mut expected = 0;
+    for dir in [trellis::Direction::Out, trellis::Direction::In] {
+        for (_, n) in store.relations_at(golf, dir).unwrap() {
+            expected += (n as usize).min(cfg.tails_per_relation);
+        }
+    }
+    let stored = store.degree(golf, trellis::Direction::Out).unwrap() + store.degree(golf, trellis::Direction::In).unwrap();
+    assert!(stored as usize > expected, "Golf has {stored} facts");
+    assert_eq!(c.one_hop.iter().filter(|h| h.from == golf).count(), expected.min(cfg.facts_per_entity));
+}
