@@ -17,6 +17,7 @@ pub mod ingest;
 pub mod link;
 pub mod model;
 pub mod normalize;
+pub mod retrieve;
 pub mod store;
 
 pub use error::StoreError;
