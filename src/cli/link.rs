@@ -4,7 +4,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use trellis::eval::{linking, opendialkg};
+use trellis::eval::{linking, opendialkg, retrieval};
+use trellis::retrieve::{Retriever, RetrieverConfig, RetrieverKind};
 use trellis::link::{LinkConfig, Linker, Message};
 use trellis::Store;
 
@@ -54,6 +55,24 @@ pub struct LinkArgs {
 
 #[derive(Subcommand)]
 pub enum EvalCommand {
+    /// Path@k, triple recall@k, MRR, Hits@k, P/R/F1 of a retriever on OpenDialKG dialogs.
+    Retrieval {
+        #[arg(long)]
+        store: PathBuf,
+        /// The data set's format (MetaQA comes with the rest of issue 4).
+        #[arg(long, value_enum, default_value_t = Dataset::Opendialkg)]
+        dataset: Dataset,
+        /// OpenDialKG dialogs csv.
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(long, value_enum)]
+        retriever: RetrieverKind,
+        /// Cut-offs for path@k and triple recall@k.
+        #[arg(long, value_delimiter = ',', default_values_t = [1, 3, 5, 10])]
+        k: Vec<usize>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Recall of the gold start entity among a turn's linked entities (OpenDialKG csv).
     Linking {
         #[arg(long)]
@@ -72,6 +91,11 @@ pub enum EvalCommand {
         #[command(flatten)]
         options: LinkOptions,
     },
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Dataset {
+    Opendialkg,
 }
 
 fn read_dialog(path: &PathBuf) -> Result<Vec<Message>> {
@@ -121,6 +145,24 @@ pub fn link(args: LinkArgs) -> Result<ExitCode> {
 
 pub fn eval(cmd: EvalCommand) -> Result<ExitCode> {
     match cmd {
+        EvalCommand::Retrieval { store, dataset: Dataset::Opendialkg, input, retriever, k, json } => {
+            let store = Store::open_read_only(&store).with_context(|| format!("opening store {}", store.display()))?;
+            let dialogs = opendialkg::read(&input)?;
+            let r = Retriever::new(&store, RetrieverConfig::new(retriever));
+            let report = retrieval::evaluate(&store, &r, &dialogs, &k)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                let pairs = |v: &[(usize, f64)]| v.iter().map(|(k, x)| format!("@{k} {x:.4}")).collect::<Vec<_>>().join("  ");
+                println!("retriever {retriever:?} on {} turns ({} gold paths not in the store)", report.turns, report.gold_unresolved);
+                println!("path       {}", pairs(&report.path_at));
+                println!("triple rec {}", pairs(&report.triple_recall_at));
+                println!("hits       {}", pairs(&report.hits_at));
+                println!("MRR {:.4}  P {:.4}  R {:.4}  F1 {:.4}  mean size {:.1}", report.mrr, report.precision, report.recall, report.f1, report.mean_size);
+                println!("latency p50 {:.2} ms, p99 {:.2} ms, {:.0} turns/s", report.latency_ms_p50, report.latency_ms_p99, report.turns_per_s);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         EvalCommand::Linking { store, dialogs, no_substring, misses, json, options } => {
             let store = Store::open_read_only(&store).with_context(|| format!("opening store {}", store.display()))?;
             let dialogs = opendialkg::read(&dialogs)?;

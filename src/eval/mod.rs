@@ -2,6 +2,7 @@
 
 pub mod linking;
 pub mod opendialkg;
+pub mod retrieval;
 
 /// Errors reading an evaluation data set.
 #[derive(Debug, thiserror::Error)]

@@ -85,6 +85,7 @@ pub struct Informativeness<'s> {
     cfg: KatzConfig,
     mentioned: Vec<(EntityId, Vec<u32>)>,
     cache: HashMap<u32, Vec<u32>>,
+    scores: HashMap<EntityId, Score>,
 }
 
 impl<'s> Informativeness<'s> {
@@ -93,7 +94,7 @@ impl<'s> Informativeness<'s> {
         for &e in mentioned {
             m.push((e, neighbour_set(store, e)?));
         }
-        Ok(Informativeness { store, cfg, mentioned: m, cache: HashMap::new() })
+        Ok(Informativeness { store, cfg, mentioned: m, cache: HashMap::new(), scores: HashMap::new() })
     }
 
     fn neighbours(&mut self, e: u32) -> Result<&Vec<u32>, StoreError> {
@@ -104,8 +105,17 @@ impl<'s> Informativeness<'s> {
         Ok(&self.cache[&e])
     }
 
-    /// S(e, M); 0 for an empty M.
+    /// S(e, M); 0 for an empty M. Scores are remembered: candidate paths share entities.
     pub fn score(&mut self, e: EntityId) -> Result<Score, StoreError> {
+        if let Some(s) = self.scores.get(&e) {
+            return Ok(s.clone());
+        }
+        let s = self.compute(e)?;
+        self.scores.insert(e, s.clone());
+        Ok(s)
+    }
+
+    fn compute(&mut self, e: EntityId) -> Result<Score, StoreError> {
         if self.mentioned.is_empty() {
             return Ok(Score { value: 0.0, truncated: false });
         }

@@ -7,4 +7,5 @@ mod graph;
 mod library;
 mod linking;
 mod real_data;
+mod retrieval;
 mod tokens;

@@ -1,0 +1,118 @@
+//! `trellis eval retrieval`: retrievers scored on dialog turns with gold paths
+//! (definitions in method-notes.md and the README).
+
+use super::opendialkg::{Dialog, Triple};
+use crate::error::StoreError;
+use crate::graph::candidates::Fact;
+use crate::retrieve::Retriever;
+use crate::store::Store;
+use std::collections::HashSet;
+
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct RetrievalReport {
+    pub turns: u64,
+    /// Turns whose gold path could not be resolved in the store (they count as misses).
+    pub gold_unresolved: u64,
+    /// (k, share of turns whose exact gold path is among the top k).
+    pub path_at: Vec<(usize, f64)>,
+    /// (k, mean share of gold triples among the triples of the top k paths).
+    pub triple_recall_at: Vec<(usize, f64)>,
+    pub mrr: f64,
+    /// (k, share of turns with a gold triple in the top k paths), k = 1, 3, 10.
+    pub hits_at: Vec<(usize, f64)>,
+    /// Of the triples of the top max(k) paths against the gold triples, per turn, averaged.
+    pub precision: f64,
+    pub recall: f64,
+    pub f1: f64,
+    /// Paths returned per turn.
+    pub mean_size: f64,
+    pub latency_ms_p50: f64,
+    pub latency_ms_p99: f64,
+    pub turns_per_s: f64,
+}
+
+/// A gold triple in stored orientation (`~r(a, b)` is `r(b, a)`), if the store knows it.
+fn resolve(store: &Store, t: &Triple, reverse_prefix: &str) -> Result<Option<Fact>, StoreError> {
+    let (s, r, o) = t;
+    let (r, swap) = match r.strip_prefix(reverse_prefix).filter(|_| !reverse_prefix.is_empty()) {
+        Some(base) => (base, true),
+        None => (r.as_str(), false),
+    };
+    let (Some(s), Some(r), Some(o)) = (store.entity_by_key(s)?, store.relation_by_key(r)?, store.entity_by_key(o)?) else {
+        return Ok(None);
+    };
+    Ok(Some(if swap { (o, r, s) } else { (s, r, o) }))
+}
+
+pub fn evaluate(store: &Store, retriever: &Retriever<'_>, dialogs: &[Dialog], ks: &[usize]) -> Result<RetrievalReport, StoreError> {
+    let mut r = RetrievalReport::default();
+    let kmax = ks.iter().copied().max().unwrap_or(10).max(10);
+    let mut path_hits = vec![0u64; ks.len()];
+    let mut triple_recall = vec![0f64; ks.len()];
+    let hit_ks = [1usize, 3, 10];
+    let mut hits = [0u64; 3];
+    let (mut mrr, mut p_sum, mut r_sum, mut f_sum, mut size) = (0f64, 0f64, 0f64, 0f64, 0u64);
+    let mut latencies = Vec::new();
+    let prefix = store.meta().reverse_prefix.clone();
+    let started = std::time::Instant::now();
+    for dialog in dialogs {
+        for sample in &dialog.samples {
+            r.turns += 1;
+            let mut gold: Vec<Fact> = Vec::new();
+            let mut unresolved = false;
+            for t in &sample.gold {
+                match resolve(store, t, &prefix)? {
+                    Some(f) => gold.push(f),
+                    None => unresolved = true,
+                }
+            }
+            if unresolved {
+                r.gold_unresolved += 1;
+            }
+            let t = std::time::Instant::now();
+            let ranked = retriever.retrieve(&dialog.messages[..sample.upto])?;
+            latencies.push(t.elapsed().as_secs_f64() * 1e3);
+            size += ranked.len() as u64;
+            let facts: Vec<Vec<Fact>> = ranked.iter().map(|p| p.hops.iter().map(|h| h.fact()).collect()).collect();
+            let gold_set: HashSet<Fact> = gold.iter().copied().collect();
+            let gold_total = sample.gold.len().max(1) as f64;
+            for (i, &k) in ks.iter().enumerate() {
+                if !unresolved && facts.iter().take(k).any(|p| *p == gold) {
+                    path_hits[i] += 1;
+                }
+                let found: HashSet<Fact> = facts.iter().take(k).flatten().filter(|f| gold_set.contains(f)).copied().collect();
+                triple_recall[i] += found.len() as f64 / gold_total;
+            }
+            if let Some(rank) = facts.iter().position(|p| p.iter().any(|f| gold_set.contains(f))) {
+                mrr += 1.0 / (rank + 1) as f64;
+                for (j, &k) in hit_ks.iter().enumerate() {
+                    if rank < k {
+                        hits[j] += 1;
+                    }
+                }
+            }
+            let retrieved: HashSet<Fact> = facts.iter().take(kmax).flatten().copied().collect();
+            let correct = retrieved.intersection(&gold_set).count() as f64;
+            let p = if retrieved.is_empty() { 0.0 } else { correct / retrieved.len() as f64 };
+            let rc = correct / gold_total;
+            p_sum += p;
+            r_sum += rc;
+            f_sum += if p + rc > 0.0 { 2.0 * p * rc / (p + rc) } else { 0.0 };
+        }
+    }
+    let n = r.turns.max(1) as f64;
+    r.path_at = ks.iter().zip(&path_hits).map(|(&k, &h)| (k, h as f64 / n)).collect();
+    r.triple_recall_at = ks.iter().zip(&triple_recall).map(|(&k, &s)| (k, s / n)).collect();
+    r.mrr = mrr / n;
+    r.hits_at = hit_ks.iter().zip(hits).map(|(&k, h)| (k, h as f64 / n)).collect();
+    r.precision = p_sum / n;
+    r.recall = r_sum / n;
+    r.f1 = f_sum / n;
+    r.mean_size = size as f64 / n;
+    latencies.sort_by(f64::total_cmp);
+    let pct = |q: f64| latencies.get(((latencies.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0.0);
+    r.latency_ms_p50 = pct(0.5);
+    r.latency_ms_p99 = pct(0.99);
+    r.turns_per_s = r.turns as f64 / started.elapsed().as_secs_f64().max(1e-9);
+    Ok(r)
+}
