@@ -4,11 +4,21 @@ mod ingest;
 mod link;
 mod progress;
 mod query;
+mod retrieve;
 mod tokens;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// A bad line of a JSON-lines input (`retrieve`): a data error like a bad triple line.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}:{line}: {what}")]
+pub struct BadInputLine {
+    pub file: String,
+    pub line: u64,
+    pub what: String,
+}
 
 /// Exit code for malformed input data (a bad line, an unknown format, a truncated file).
 pub const EXIT_DATA_ERROR: u8 = 65;
@@ -64,6 +74,8 @@ enum Command {
     IndexTokens(tokens::IndexTokensArgs),
     /// Link the entities a text or a dialog mentions.
     Link(link::LinkArgs),
+    /// Retrieve paths for every dialog of a JSON-lines file, in parallel, in input order.
+    Retrieve(retrieve::RetrieveArgs),
     /// Evaluations on the shared data sets.
     #[command(subcommand)]
     Eval(link::EvalCommand),
@@ -81,6 +93,7 @@ pub fn main() -> ExitCode {
         Command::Migrate { store } => query::migrate(&store),
         Command::IndexTokens(args) => tokens::run(args),
         Command::Link(args) => link::link(args),
+        Command::Retrieve(args) => retrieve::run(args),
         Command::Eval(cmd) => link::eval(cmd),
     };
     match result {
@@ -88,7 +101,8 @@ pub fn main() -> ExitCode {
         Err(err) => {
             eprintln!("error: {err:#}");
             let data_error = err.chain().any(|e| {
-                matches!(
+                e.downcast_ref::<BadInputLine>().is_some()
+                    || matches!(
                     e.downcast_ref::<trellis::IngestError>(),
                     Some(
                         trellis::IngestError::BadLine { .. }

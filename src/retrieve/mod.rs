@@ -3,6 +3,7 @@
 //! the dialog history.
 
 pub mod bm25;
+pub mod jsonl;
 
 use crate::error::StoreError;
 use crate::graph::candidates::{candidate_subgraph, CandidateConfig, Hop};

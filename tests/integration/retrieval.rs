@@ -64,3 +64,42 @@ fn retrievers_on_the_opendialkg_dev_dialogs() {
     assert!(recall(RetrieverKind::Bm25) > recall(RetrieverKind::Random), "{at10:?}");
     assert!(recall(RetrieverKind::Katz) > recall(RetrieverKind::Random), "{at10:?}");
 }
+
+#[test]
+fn retrieve_jsonl_in_order_with_bad_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    ingest(&s, &[], &[&fixture("opendialkg-sample.tsv")]);
+    let mut input = String::new();
+    for i in 0..300 {
+        let who = if i % 2 == 0 { "Jordan Spieth" } else { "Golf" };
+        input.push_str(&format!("{{\"id\": {i}, \"history\": [\"Tell me about {who}\"]}}\n"));
+    }
+    input.push_str("{\"id\": 300, \"history\": [{\"speaker\": \"user\"}]}\n");
+    let path = write(dir.path(), "in.jsonl", input.as_bytes());
+    let out = dir.path().join("out.jsonl");
+    // Stop mode: the bad line is named, exit 65.
+    trellis()
+        .arg("retrieve").arg("--store").arg(&s).arg("--retriever").arg("bm25").arg("--input").arg(&path).arg("--output").arg(&out)
+        .assert()
+        .code(65)
+        .stderr(predicates::str::contains("in.jsonl:301: history[0] needs a \"text\" (or \"message\") string"));
+    // Skip mode: every good line answered, in input order.
+    trellis()
+        .arg("retrieve").arg("--store").arg(&s).arg("--retriever").arg("katz").arg("--input").arg(&path).arg("--output").arg(&out)
+        .arg("--on-error").arg("skip").arg("--threads").arg("2").arg("--top").arg("3")
+        .assert()
+        .success()
+        .stderr(predicates::str::contains("answered 300 requests, skipped 1 bad lines"));
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 300);
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(l["id"], i);
+        let who = if i % 2 == 0 { "Jordan Spieth" } else { "Golf" };
+        assert_eq!(l["mentioned"][0], who);
+        assert!(l["paths"].as_array().unwrap().len() <= 3);
+    }
+    // Jordan Spieth's top paths start at him.
+    let first = &lines[0]["paths"][0]["triples"][0];
+    assert!(first["head"] == "Jordan Spieth" || first["tail"] == "Jordan Spieth", "{first}");
+}

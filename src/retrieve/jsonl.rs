@@ -1,0 +1,77 @@
+//! The JSON-lines format of `trellis retrieve`.
+//!
+//! In, one request per line: `{"id": any JSON (optional), "history": [message, ...]}`, a
+//! message being a string or `{"speaker"|"sender": ..., "text"|"message": ...}`.
+//! Out, one line per request, in input order: `{"id", "mentioned": [names], "paths":
+//! [{"score", "explanation", "triples": [{"head", "relation", "tail", "reverse"}]}]}`.
+
+use super::{Retriever, ScoredPath};
+use crate::error::StoreError;
+use crate::ids::{Direction, EntityId};
+use crate::link::Message;
+use crate::store::Store;
+use serde_json::{json, Value};
+
+pub struct Request {
+    pub id: Value,
+    pub history: Vec<Message>,
+}
+
+/// Parses one input line; the error says what is wrong with it.
+pub fn parse_request(line: &str) -> Result<Request, String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("invalid JSON: {e}"))?;
+    let obj = v.as_object().ok_or("expected a JSON object with a \"history\" list")?;
+    let history = obj.get("history").and_then(Value::as_array).ok_or("no \"history\" list")?;
+    let history = history
+        .iter()
+        .enumerate()
+        .map(|(i, m)| match m {
+            Value::String(s) => Ok(Message { speaker: String::new(), text: s.clone() }),
+            other => serde_json::from_value(other.clone()).map_err(|_| format!("history[{i}] needs a \"text\" (or \"message\") string")),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Request { id: obj.get("id").cloned().unwrap_or(Value::Null), history })
+}
+
+/// Retrieves for one request and renders the output line.
+pub fn answer(store: &Store, retriever: &Retriever<'_>, request: &Request, top: usize) -> Result<Value, StoreError> {
+    let mentions = retriever.linker().link_dialog(&request.history)?;
+    let mentioned = retriever.linker().turn_entities(&mentions, request.history.len());
+    let ids: Vec<EntityId> = mentioned.iter().map(|&(e, _)| e).collect();
+    let paths = retriever.rank(&super::RetrievalInput { history: &request.history, mentioned: ids.clone() })?;
+    let name = |e: EntityId| -> Result<String, StoreError> { Ok(store.entity(e)?.map(|r| r.name).unwrap_or_default()) };
+    let mut out_paths = Vec::new();
+    for p in paths.iter().take(top) {
+        out_paths.push(render_path(store, p)?);
+    }
+    let names = ids.iter().map(|&e| name(e)).collect::<Result<Vec<_>, _>>()?;
+    Ok(json!({"id": request.id, "mentioned": names, "paths": out_paths}))
+}
+
+fn render_path(store: &Store, p: &ScoredPath) -> Result<Value, StoreError> {
+    let mut triples = Vec::new();
+    for h in &p.hops {
+        let (s, r, o) = h.fact();
+        let ent = |e: EntityId| -> Result<String, StoreError> { Ok(store.entity(e)?.map(|r| r.name).unwrap_or_default()) };
+        let rel = store.relation(r)?.map(|r| r.name).unwrap_or_default();
+        triples.push(json!({"head": ent(s)?, "relation": rel, "tail": ent(o)?, "reverse": h.edge.direction == Direction::In}));
+    }
+    Ok(json!({"score": p.score, "explanation": p.explanation, "triples": triples}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_their_errors() {
+        let r = parse_request(r#"{"id": 7, "history": ["hi", {"sender": "user", "message": "Golf?"}]}"#).unwrap();
+        assert_eq!(r.id, json!(7));
+        assert_eq!(r.history.len(), 2);
+        assert_eq!(r.history[1].speaker, "user");
+        assert_eq!(parse_request(r#"{"history": 3}"#).err().unwrap(), "no \"history\" list");
+        assert_eq!(parse_request(r#"[1]"#).err().unwrap(), "expected a JSON object with a \"history\" list");
+        assert_eq!(parse_request(r#"{"history": [{"speaker": "x"}]}"#).err().unwrap(), "history[0] needs a \"text\" (or \"message\") string");
+        assert!(parse_request("{oops").err().unwrap().starts_with("invalid JSON: "));
+    }
+}
