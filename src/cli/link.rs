@@ -59,10 +59,10 @@ pub enum EvalCommand {
     Retrieval {
         #[arg(long)]
         store: PathBuf,
-        /// The data set's format (MetaQA comes with the rest of issue 4).
+        /// The data set's format.
         #[arg(long, value_enum, default_value_t = Dataset::Opendialkg)]
         dataset: Dataset,
-        /// OpenDialKG dialogs csv.
+        /// The data set file.
         #[arg(long)]
         input: PathBuf,
         #[arg(long, value_enum)]
@@ -95,7 +95,10 @@ pub enum EvalCommand {
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum Dataset {
+    /// OpenDialKG dialogs csv.
     Opendialkg,
+    /// MetaQA one-hop questions, JSON lines.
+    Metaqa,
 }
 
 fn read_dialog(path: &PathBuf) -> Result<Vec<Message>> {
@@ -145,9 +148,12 @@ pub fn link(args: LinkArgs) -> Result<ExitCode> {
 
 pub fn eval(cmd: EvalCommand) -> Result<ExitCode> {
     match cmd {
-        EvalCommand::Retrieval { store, dataset: Dataset::Opendialkg, input, retriever, k, json } => {
+        EvalCommand::Retrieval { store, dataset, input, retriever, k, json } => {
             let store = Store::open_read_only(&store).with_context(|| format!("opening store {}", store.display()))?;
-            let dialogs = opendialkg::read(&input)?;
+            let dialogs = match dataset {
+                Dataset::Opendialkg => opendialkg::read(&input)?,
+                Dataset::Metaqa => trellis::eval::metaqa::read(&input)?,
+            };
             let r = Retriever::new(&store, RetrieverConfig::new(retriever));
             let report = retrieval::evaluate(&store, &r, &dialogs, &k)?;
             if json {

@@ -1,6 +1,7 @@
 //! Data sets and evaluations.
 
 pub mod linking;
+pub mod metaqa;
 pub mod opendialkg;
 pub mod retrieval;
 

@@ -17,7 +17,12 @@ pub struct Dialog {
 #[derive(Clone, Debug)]
 pub struct Sample {
     pub upto: usize,
+    /// Every gold triple, the first one starting at the entity the turn is about. A
+    /// relation written with the store's reverse prefix (`~r`) is walked backwards.
     pub gold: Vec<Triple>,
+    /// The exact paths that count as right (OpenDialKG: the annotated path; MetaQA: each
+    /// answer triple on its own).
+    pub paths: Vec<Vec<Triple>>,
 }
 
 #[derive(serde::Deserialize)]
@@ -55,7 +60,7 @@ pub fn read(path: &std::path::Path) -> Result<Vec<Dialog>, DatasetError> {
                 "action" => {
                     if let Some(gold) = a.metadata.as_ref().and_then(path_of) {
                         if !gold.is_empty() {
-                            dialog.samples.push(Sample { upto: dialog.messages.len(), gold });
+                            dialog.samples.push(Sample { upto: dialog.messages.len(), paths: vec![gold.clone()], gold });
                         }
                     }
                 }

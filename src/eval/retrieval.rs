@@ -69,15 +69,21 @@ pub fn evaluate(store: &Store, retriever: &Retriever<'_>, dialogs: &[Dialog], ks
             if unresolved {
                 r.gold_unresolved += 1;
             }
+            let mut right_paths: Vec<Vec<Fact>> = Vec::new();
+            for p in &sample.paths {
+                if let Some(facts) = p.iter().map(|t| resolve(store, t, &prefix)).collect::<Result<Option<Vec<Fact>>, _>>()? {
+                    right_paths.push(facts);
+                }
+            }
             let t = std::time::Instant::now();
             let ranked = retriever.retrieve(&dialog.messages[..sample.upto])?;
             latencies.push(t.elapsed().as_secs_f64() * 1e3);
             size += ranked.len() as u64;
             let facts: Vec<Vec<Fact>> = ranked.iter().map(|p| p.hops.iter().map(|h| h.fact()).collect()).collect();
             let gold_set: HashSet<Fact> = gold.iter().copied().collect();
-            let gold_total = sample.gold.len().max(1) as f64;
+            let gold_total = gold_set.len().max(1) as f64;
             for (i, &k) in ks.iter().enumerate() {
-                if !unresolved && facts.iter().take(k).any(|p| *p == gold) {
+                if facts.iter().take(k).any(|p| right_paths.contains(p)) {
                     path_hits[i] += 1;
                 }
                 let found: HashSet<Fact> = facts.iter().take(k).flatten().filter(|f| gold_set.contains(f)).copied().collect();

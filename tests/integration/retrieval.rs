@@ -103,3 +103,30 @@ fn retrieve_jsonl_in_order_with_bad_lines() {
     let first = &lines[0]["paths"][0]["triples"][0];
     assert!(first["head"] == "Jordan Spieth" || first["tail"] == "Jordan Spieth", "{first}");
 }
+
+#[test]
+fn metaqa_questions_walk_inverse_relations_backwards() {
+    let dir = tempfile::tempdir().unwrap();
+    let kb = write(dir.path(), "kb.txt", b"Kismet|directed_by|William Dieterle\nKismet|written_by|Edward Knoblock\nJuarez|directed_by|William Dieterle\n");
+    let s = dir.path().join("s");
+    ingest(&s, &[], &[&kb]);
+    let qa = write(
+        dir.path(),
+        "qa.json",
+        br#"{"question": "which films did [William Dieterle] direct", "triples": [{"h": "William Dieterle", "r": "directed_by [inverse]", "t": "Kismet"}, {"h": "William Dieterle", "r": "directed_by [inverse]", "t": "Juarez"}]}
+"#,
+    );
+    let dialogs = trellis::eval::metaqa::read(&qa).unwrap();
+    assert_eq!(dialogs[0].messages[0].text, "which films did William Dieterle direct");
+    assert_eq!(dialogs[0].samples[0].gold[0], ("William Dieterle".to_string(), "~directed_by".to_string(), "Kismet".to_string()));
+    assert_eq!(dialogs[0].samples[0].paths.len(), 2);
+    let store = Store::open_read_only(&s).unwrap();
+    let r = Retriever::new(&store, RetrieverConfig::new(RetrieverKind::All));
+    let report = retrieval::evaluate(&store, &r, &dialogs, &[1, 2]).unwrap();
+    assert_eq!(report.gold_unresolved, 0);
+    // William Dieterle's candidates, in store order: directed_by(Kismet, WD), then
+    // directed_by(Juarez, WD) (ids in load order), then the 2-hop paths. Each answer triple
+    // is a right path; the top 1 holds one of the two gold triples, the top 2 both.
+    assert_eq!(report.path_at, vec![(1, 1.0), (2, 1.0)]);
+    assert_eq!(report.triple_recall_at, vec![(1, 0.5), (2, 1.0)]);
+}

@@ -1,0 +1,51 @@
+//! MetaQA one-hop questions (`qa_1hop_dev.json`): one dialog of one message per line, the
+//! question; every answer triple is a right path on its own. `r [inverse]` (the question
+//! walks the fact backwards) is written with the reverse prefix `~`, as OpenDialKG does.
+
+use super::opendialkg::{Dialog, Sample, Triple};
+use super::DatasetError;
+use crate::link::Message;
+use std::io::BufRead;
+
+#[derive(serde::Deserialize)]
+struct Question {
+    question: String,
+    triples: Vec<Gold>,
+}
+
+#[derive(serde::Deserialize)]
+struct Gold {
+    h: String,
+    r: String,
+    t: String,
+}
+
+pub fn read(path: &std::path::Path) -> Result<Vec<Dialog>, DatasetError> {
+    let name = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|e| DatasetError::Io { path: name.clone(), source: e })?;
+    let mut out = Vec::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| DatasetError::Io { path: name.clone(), source: e })?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let q: Question = serde_json::from_str(&line)
+            .map_err(|e| DatasetError::Bad { path: name.clone(), line: i as u64 + 1, what: format!("not a MetaQA question: {e}") })?;
+        let gold: Vec<Triple> = q
+            .triples
+            .into_iter()
+            .map(|g| match g.r.strip_suffix(" [inverse]") {
+                Some(base) => (g.h, format!("~{base}"), g.t),
+                None => (g.h, g.r, g.t),
+            })
+            .collect();
+        if gold.is_empty() {
+            continue;
+        }
+        let paths = gold.iter().map(|t| vec![t.clone()]).collect();
+        // The question marks its entity with brackets; linking reads the text as it is.
+        let text = q.question.replace(['[', ']'], "");
+        out.push(Dialog { messages: vec![Message { speaker: "user".into(), text }], samples: vec![Sample { upto: 1, gold, paths }] });
+    }
+    Ok(out)
+}
