@@ -16,3 +16,7 @@ set -x
 "$bin" neighbors --store "$store" "Jordan Spieth"
 "$bin" neighbors --store "$store" "Jordan Spieth" --relation "Sport played" --hops 2 --limit 8
 "$bin" neighbors --store "$store" "Golf" --limit 5 --json
+"$bin" link --store "$store" "Do you know anything about Jordan Spieth? I loved Happy Gilmore."
+printf '%s\n' '{"id": 1, "history": ["Do you know anything about Jordan Spieth?"]}' >"$store/requests.jsonl"
+"$bin" retrieve --store "$store" --retriever bm25 --top 3 --input "$store/requests.jsonl" --output "$store/answers.jsonl"
+cat "$store/answers.jsonl"

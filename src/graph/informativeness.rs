@@ -9,9 +9,11 @@
 //! x in N(e) of |N(x) ∩ N(m)|, computed by intersecting sorted neighbour lists read from the
 //! store: the graph is never loaded.
 //!
-//! Hub guard: for K = 3 an intermediate neighbour x whose degree (in the undirected view)
-//! exceeds `hub_degree` is skipped, and the result says so (`truncated`); a neighbour list
-//! is read once per call and kept only for the entities at hand.
+//! Hub guard: an entity with more than `hub_degree` facts never has its neighbour list read
+//! (millions of ids in a Wikidata-sized graph). Scored, its connection term A[e, m] comes
+//! from m's list; its K >= 2 terms are skipped. As an intermediate of a K = 3 path it is
+//! skipped. Either way the result says so (`truncated`). The mentioned entities' lists are
+//! read once per mentioned set.
 
 use crate::error::StoreError;
 use crate::ids::EntityId;
@@ -33,7 +35,7 @@ pub enum Depth {
 pub struct KatzConfig {
     pub k: Depth,
     pub beta: f64,
-    /// K = 3: intermediate entities with more neighbours than this are skipped.
+    /// Entities with more facts than this are hubs (see the module documentation).
     pub hub_degree: usize,
 }
 
@@ -119,27 +121,28 @@ impl<'s> Informativeness<'s> {
         if self.mentioned.is_empty() {
             return Ok(Score { value: 0.0, truncated: false });
         }
-        let ne = neighbour_set(self.store, e)?;
         let beta = self.cfg.beta;
+        // A hub's neighbour list is never read: A[e, m] comes from m's list (the view is
+        // undirected), the longer paths through it are skipped and the score says so.
+        let hub = self.facts(e)? > self.cfg.hub_degree as u64;
+        let ne = if hub { Vec::new() } else { neighbour_set(self.store, e)? };
         let mut total = 0.0;
-        let mut truncated = false;
+        let mut truncated = hub && self.cfg.k >= Depth::Two;
         let mentioned = std::mem::take(&mut self.mentioned);
-        for (m, nm) in &mentioned {
-            let a1 = u64::from(ne.binary_search(&m.0).is_ok());
+        for (_, nm) in &mentioned {
+            let a1 = u64::from(nm.binary_search(&e.0).is_ok());
             let mut s = beta * a1 as f64;
-            if self.cfg.k >= Depth::Two {
+            if self.cfg.k >= Depth::Two && !hub {
                 s += beta.powi(2) * intersection_count(&ne, nm) as f64;
             }
-            if self.cfg.k >= Depth::Three {
+            if self.cfg.k >= Depth::Three && !hub {
                 let mut a3 = 0u64;
                 for &x in &ne {
-                    let hub = self.cfg.hub_degree;
-                    let nx = self.neighbours(x)?;
-                    if nx.len() > hub {
+                    if self.facts(EntityId(x))? > self.cfg.hub_degree as u64 {
                         truncated = true;
                         continue;
                     }
-                    a3 += intersection_count(nx, nm);
+                    a3 += intersection_count(self.neighbours(x)?, nm);
                 }
                 s += beta.powi(3) * a3 as f64;
             }
@@ -147,5 +150,10 @@ impl<'s> Informativeness<'s> {
         }
         self.mentioned = mentioned;
         Ok(Score { value: total / self.mentioned.len() as f64, truncated })
+    }
+
+    /// Facts of `e` in both directions (two point reads): the hub test, before any list.
+    fn facts(&self, e: EntityId) -> Result<u64, StoreError> {
+        Ok(self.store.degree(e, crate::ids::Direction::Out)? + self.store.degree(e, crate::ids::Direction::In)?)
     }
 }

@@ -114,10 +114,15 @@ fn hub_guard_skips_hubs_and_says_so() {
     // is no edge, so A^3[l1, l0] = 0.
     assert_eq!(exact.value, 0.25);
     let star_center = store.entity_by_key("h").unwrap().unwrap();
+    // Exact, for the hub itself: A = 1 (h-l0), A^2 = |N(h) ∩ N(l0)| = 0,
+    // A^3 = sum over the 20 leaves x of |N(x) ∩ N(l0)| = 20: 0.5 + 20 * 0.125 = 3.
+    let exact_hub = Informativeness::new(&store, &[l0], KatzConfig { k: Depth::Three, beta: 0.5, hub_degree: usize::MAX }).unwrap().score(star_center).unwrap();
+    assert_eq!(exact_hub.value, 3.0);
     let mut guarded = Informativeness::new(&store, &[l0], KatzConfig { k: Depth::Three, beta: 0.5, hub_degree: 5 }).unwrap();
     let g = guarded.score(star_center).unwrap();
-    // From the hub, every 3-path goes through a leaf (degree 1): nothing skipped.
-    assert!(!g.truncated);
+    // The hub (20 facts > 5) keeps only its connection term, read from l0's list.
+    assert!(g.truncated);
+    assert_eq!(g.value, 0.5);
     let g = guarded.score(l1).unwrap();
     assert!(g.truncated, "l1's only neighbour is the hub (degree 20 > 5)");
     assert_eq!(g.value, 0.25, "the 1- and 2-hop terms need no intermediate lists");
