@@ -13,7 +13,8 @@ fn open(store: &Path) -> Result<Store> {
 }
 
 pub fn stats(store: &Path, as_json: bool) -> Result<ExitCode> {
-    let s = open(store)?.stats();
+    let opened = open(store)?;
+    let s = opened.stats();
     if as_json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
@@ -29,7 +30,7 @@ pub fn stats(store: &Path, as_json: bool) -> Result<ExitCode> {
         for (cf, bytes) in &s.column_family_bytes {
             println!("  {cf:<14}{bytes} bytes");
         }
-        for t in open(store)?.tokenizers()? {
+        for t in opened.tokenizers()? {
             println!("token index     {} ({}, vocabulary {})", t.fingerprint, t.name, t.vocab_size);
         }
     }
