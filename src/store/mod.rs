@@ -293,18 +293,6 @@ impl Store {
         Ok(out)
     }
 
-    /// Entities whose name or alias is `name` followed by a parenthesized qualifier
-    /// ("Star Trek (Science Fiction Film)", "Cricket (Interest)"), at most `limit`.
-    pub fn entities_qualified(&self, name: &str, limit: usize) -> Result<Vec<EntityId>, StoreError> {
-        self.name_cursor().qualified(&normalize_name(name), limit)
-    }
-
-    /// Whether some name, alias or folded form starts with `normalized_prefix` (already
-    /// normalized): one seek. Lets a caller walk the sorted index as a trie of names.
-    pub fn has_name_prefix(&self, normalized_prefix: &str) -> Result<bool, StoreError> {
-        self.name_cursor().has_prefix(normalized_prefix)
-    }
-
     /// A cursor over the name index for many lookups in a row: creating a RocksDB iterator
     /// costs about as much as the seek itself, so a linker keeps one per message.
     pub fn name_cursor(&self) -> NameCursor<'_> {

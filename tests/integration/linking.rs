@@ -62,6 +62,26 @@ fn accents_and_punctuation_need_not_be_typed() {
 }
 
 #[test]
+fn names_with_a_qualifier_are_found_by_their_plain_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(
+        dir.path(),
+        "g.tsv",
+        b"Star Trek (Science Fiction Film)\tdirected_by\tJ. J. Abrams\nStar Trek (TV Series)\tcreated_by\tGene Roddenberry\nStar Trek (TV Series)\tgenre\tScience Fiction\n",
+    );
+    let s = dir.path().join("s");
+    ingest(&s, &[], &[&input]);
+    let store = Store::open_read_only(&s).unwrap();
+    let linker = Linker::new(&store, LinkConfig::default());
+    let m = linker.link_text("Have you seen Star Trek?").unwrap();
+    assert_eq!(m.len(), 1);
+    assert_eq!(m[0].text, "Star Trek");
+    // Both qualified entities, the one with more facts (the series, 2) first.
+    let got: Vec<&str> = m[0].entities.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(got, vec!["Star Trek (TV Series)", "Star Trek (Science Fiction Film)"]);
+}
+
+#[test]
 fn partial_names_and_recency() {
     let dir = tempfile::tempdir().unwrap();
     let store = sample_store(dir.path());
@@ -117,9 +137,23 @@ fn opendialkg_dev_linking_recall() {
     let dir = tempfile::tempdir().unwrap();
     let s = dir.path().join("kg");
     ingest(&s, &["--on-error", "skip"], &[&shared_data("opendialkg/kg.tsv")]);
+    let misses = dir.path().join("misses.jsonl");
     let out = json_of(
-        trellis().arg("eval").arg("linking").arg("--store").arg(&s).arg("--dialogs").arg(shared_data("opendialkg/dialogs_dev.csv")).arg("--json"),
+        trellis()
+            .arg("eval")
+            .arg("linking")
+            .arg("--store")
+            .arg(&s)
+            .arg("--dialogs")
+            .arg(shared_data("opendialkg/dialogs_dev.csv"))
+            .arg("--misses")
+            .arg(&misses)
+            .arg("--json"),
     );
+    // One line per missed turn: turns * (1 - recall).
+    let missed = std::fs::read_to_string(&misses).unwrap().lines().count() as f64;
+    let turns = out["turns"].as_f64().unwrap();
+    assert_eq!(missed, (turns * (1.0 - out["trellis"]["recall_all"].as_f64().unwrap())).round());
     // Turn counts as the issue states them, from the data set alone.
     assert_eq!(out["turns"], 4214);
     assert_eq!(out["turns_named"], 3492);
