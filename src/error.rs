@@ -26,6 +26,9 @@ pub enum StoreError {
     Rocks(#[from] rocksdb::Error),
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    /// A PCST instance the solver refused (the retrievers build only valid ones).
+    #[error("prize-collecting Steiner tree: {0}")]
+    Pcst(#[from] crate::graph::pcst::PcstError),
 }
 
 impl StoreError {

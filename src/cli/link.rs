@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use trellis::eval::{linking, opendialkg, retrieval};
-use trellis::retrieve::{Retriever, RetrieverConfig, RetrieverKind};
+use trellis::retrieve::Retriever;
 use trellis::link::{LinkConfig, Linker, Message};
 use trellis::Store;
 
@@ -65,8 +65,8 @@ pub enum EvalCommand {
         /// The data set file.
         #[arg(long)]
         input: PathBuf,
-        #[arg(long, value_enum)]
-        retriever: RetrieverKind,
+        #[command(flatten)]
+        retriever: super::retrieve::RetrieverOptions,
         /// Cut-offs for path@k and triple recall@k.
         #[arg(long, value_delimiter = ',', default_values_t = [1, 3, 5, 10])]
         k: Vec<usize>,
@@ -154,13 +154,13 @@ pub fn eval(cmd: EvalCommand) -> Result<ExitCode> {
                 Dataset::Opendialkg => opendialkg::read(&input)?,
                 Dataset::Metaqa => trellis::eval::metaqa::read(&input)?,
             };
-            let r = Retriever::new(&store, RetrieverConfig::new(retriever));
+            let r = Retriever::new(&store, retriever.config());
             let report = retrieval::evaluate(&store, &r, &dialogs, &k)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 let pairs = |v: &[(usize, f64)]| v.iter().map(|(k, x)| format!("@{k} {x:.4}")).collect::<Vec<_>>().join("  ");
-                println!("retriever {retriever:?} on {} turns ({} gold paths not in the store)", report.turns, report.gold_unresolved);
+                println!("retriever {:?} on {} turns ({} gold paths not in the store)", retriever.retriever, report.turns, report.gold_unresolved);
                 println!("path       {}", pairs(&report.path_at));
                 println!("triple rec {}", pairs(&report.triple_recall_at));
                 println!("hits       {}", pairs(&report.hits_at));

@@ -9,15 +9,48 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use trellis::ingest::OnError;
 use trellis::retrieve::jsonl::{answer, parse_request};
+use trellis::graph::pcst::Pruning;
+use trellis::retrieve::pcst::{PcstConfig, PcstVariant};
 use trellis::retrieve::{Retriever, RetrieverConfig, RetrieverKind};
 use trellis::Store;
+
+/// Which retriever, and the knobs of those that have any.
+#[derive(Args, Clone)]
+pub struct RetrieverOptions {
+    #[arg(long, value_enum)]
+    pub retriever: RetrieverKind,
+    /// pcst: whose prizes and costs (seed003: rank prizes, facts as virtual nodes at cost
+    /// C/2; g-retriever: decayed fact prizes, costs lowered by prizes).
+    #[arg(long, value_enum, default_value_t = PcstVariant::Seed003)]
+    pub pcst_variant: PcstVariant,
+    /// pcst: pruning after the Goemans-Williamson growth.
+    #[arg(long, value_enum, default_value_t = Pruning::Gw)]
+    pub pruning: Pruning,
+    /// bm25, pcst: relevance is the mean over the last 1..N messages.
+    #[arg(long, default_value_t = 3)]
+    pub bm25_turns: usize,
+    /// random: the seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+impl RetrieverOptions {
+    pub fn config(&self) -> RetrieverConfig {
+        let mut cfg = RetrieverConfig::new(self.retriever);
+        cfg.pcst = PcstConfig::new(self.pcst_variant);
+        cfg.pcst.pruning = self.pruning;
+        cfg.bm25_turns = self.bm25_turns;
+        cfg.seed = self.seed;
+        cfg
+    }
+}
 
 #[derive(Args)]
 pub struct RetrieveArgs {
     #[arg(long)]
     store: PathBuf,
-    #[arg(long, value_enum)]
-    retriever: RetrieverKind,
+    #[command(flatten)]
+    retriever: RetrieverOptions,
     /// JSON lines: {"id", "history": [messages]}.
     #[arg(long)]
     input: PathBuf,
@@ -39,7 +72,7 @@ const BATCH: usize = 256;
 
 pub fn run(args: RetrieveArgs) -> Result<ExitCode> {
     let store = Store::open_read_only(&args.store).with_context(|| format!("opening store {}", args.store.display()))?;
-    let retriever = Retriever::new(&store, RetrieverConfig::new(args.retriever));
+    let retriever = Retriever::new(&store, args.retriever.config());
     let input = std::fs::File::open(&args.input).with_context(|| format!("opening {}", args.input.display()))?;
     let total = std::fs::metadata(&args.input).map(|m| m.len()).unwrap_or(0);
     let out = std::fs::File::create(&args.output).with_context(|| format!("creating {}", args.output.display()))?;

@@ -2,6 +2,7 @@
 
 pub mod candidates;
 pub mod informativeness;
+pub mod pcst;
 
 use crate::error::StoreError;
 use crate::ids::{Direction, EntityId, RelationId};

@@ -1,17 +1,20 @@
-//! One retriever interface and the non-neural retrievers (issue 4, first part): `all`,
-//! `random`, `bm25` and `katz`, over the capped candidate subgraph of the entities linked in
-//! the dialog history.
+//! One retriever interface and the non-neural retrievers: `all`, `random`, `bm25`, `katz`
+//! and `pcst`, over the capped candidate subgraph of the entities linked in the dialog
+//! history.
 
 pub mod bm25;
 pub mod jsonl;
+pub mod pcst;
 
 use crate::error::StoreError;
-use crate::graph::candidates::{candidate_subgraph, CandidateConfig, Hop};
+use crate::graph::candidates::{candidate_subgraph, CandidateConfig, Candidates, Fact, Hop};
 use crate::graph::informativeness::{Informativeness, KatzConfig};
 use crate::ids::EntityId;
 use crate::link::{LinkConfig, Linker, Message};
 use crate::model::tokenizer::fnv1a64;
 use crate::store::Store;
+use pcst::{PcstConfig, PcstVariant};
+use std::collections::HashSet;
 
 /// A retrieved path (1 or 2 hops) with its score and a short explanation.
 #[derive(Clone, Debug)]
@@ -38,6 +41,9 @@ pub enum RetrieverKind {
     Bm25,
     /// The informativeness of the path's entities with respect to the mentioned ones.
     Katz,
+    /// The paths inside a prize-collecting Steiner tree of the candidates (seed 003 /
+    /// G-Retriever prizes), by the mean BM25 relevance of their facts.
+    Pcst,
 }
 
 #[derive(Clone, Debug)]
@@ -49,6 +55,7 @@ pub struct RetrieverConfig {
     /// BM25: average over the last 1..=L messages.
     pub bm25_turns: usize,
     pub seed: u64,
+    pub pcst: PcstConfig,
 }
 
 impl RetrieverConfig {
@@ -60,6 +67,7 @@ impl RetrieverConfig {
             katz: KatzConfig::default(),
             bm25_turns: 3,
             seed: 42,
+            pcst: PcstConfig::new(PcstVariant::Seed003),
         }
     }
 }
@@ -129,21 +137,54 @@ impl<'s> Retriever<'s> {
                 }
                 out
             }
+            RetrieverKind::Pcst => self.pcst_paths(&cand, paths, input.history)?,
         };
         // Stable: ties keep candidate order, so results are deterministic.
         scored.sort_by(|a, b| b.score.total_cmp(&a.score));
         Ok(scored)
     }
 
-    /// "head relation tail" per hop, relation names lowercased with `_`/`-` as spaces.
-    pub fn verbalize(&self, hops: &[Hop]) -> Result<String, StoreError> {
-        let mut parts = Vec::new();
-        for h in hops {
-            let (s, r, o) = h.fact();
-            let name = |e: EntityId| -> Result<String, StoreError> { Ok(self.store.entity(e)?.map(|r| r.name).unwrap_or_default()) };
-            let rel = self.store.relation(r)?.map(|r| r.name).unwrap_or_default();
-            parts.push(format!("{} {} {}", name(s)?, rel.to_lowercase().replace(['_', '-'], " "), name(o)?));
+    /// The PCST instance of a candidate subgraph (what `pcst` solves), for inspection and
+    /// for checking the solver against other implementations.
+    pub fn pcst_instance(&self, cand: &Candidates, history: &[Message]) -> Result<pcst::PcstInstance, StoreError> {
+        pcst::build_instance(cand, history, self.cfg.bm25_turns, &self.cfg.pcst, |e| self.entity_name(e), |f| self.verbalize_fact(f))
+    }
+
+    fn pcst_paths(&self, cand: &Candidates, paths: Vec<Vec<Hop>>, history: &[Message]) -> Result<Vec<ScoredPath>, StoreError> {
+        let inst = self.pcst_instance(cand, history)?;
+        let chosen = pcst::select_facts(&inst, self.cfg.pcst.pruning)?;
+        let index: std::collections::HashMap<Fact, usize> = inst.facts.iter().enumerate().map(|(i, &f)| (f, i)).collect();
+        let mut seen: HashSet<Vec<Fact>> = HashSet::new();
+        let mut out = Vec::new();
+        for hops in paths {
+            let facts: Vec<Fact> = hops.iter().map(|h| h.fact()).collect();
+            let ids: Vec<usize> = facts.iter().map(|f| index[f]).collect();
+            if !ids.iter().all(|&i| chosen[i]) || !seen.insert(facts) {
+                continue;
+            }
+            let score = ids.iter().map(|&i| inst.fact_relevance[i]).sum::<f64>() / ids.len() as f64;
+            let variant = match self.cfg.pcst.variant {
+                PcstVariant::Seed003 => "seed 003",
+                PcstVariant::GRetriever => "G-Retriever",
+            };
+            out.push(ScoredPath { hops, score, explanation: format!("in the {variant} Steiner tree; mean fact relevance {score:.4}") });
         }
+        Ok(out)
+    }
+
+    fn entity_name(&self, e: EntityId) -> Result<String, StoreError> {
+        Ok(self.store.entity(e)?.map(|r| r.name).unwrap_or_default())
+    }
+
+    /// "head relation tail", the relation name lowercased with `_`/`-` as spaces.
+    pub fn verbalize_fact(&self, (s, r, o): Fact) -> Result<String, StoreError> {
+        let rel = self.store.relation(r)?.map(|r| r.name).unwrap_or_default();
+        Ok(format!("{} {} {}", self.entity_name(s)?, rel.to_lowercase().replace(['_', '-'], " "), self.entity_name(o)?))
+    }
+
+    /// A path's facts verbalized one after the other.
+    pub fn verbalize(&self, hops: &[Hop]) -> Result<String, StoreError> {
+        let parts = hops.iter().map(|h| self.verbalize_fact(h.fact())).collect::<Result<Vec<_>, _>>()?;
         Ok(parts.join(" "))
     }
 }

@@ -51,14 +51,16 @@ fn retrievers_on_the_opendialkg_dev_dialogs() {
     let dialogs = opendialkg::read(&shared_data("opendialkg/dialogs_dev.csv")).unwrap();
     let dialogs = &dialogs[..300];
     let mut at10 = Vec::new();
-    for kind in [RetrieverKind::All, RetrieverKind::Random, RetrieverKind::Bm25, RetrieverKind::Katz] {
+    for kind in [RetrieverKind::All, RetrieverKind::Random, RetrieverKind::Bm25, RetrieverKind::Katz, RetrieverKind::Pcst] {
         let r = Retriever::new(&store, RetrieverConfig::new(kind));
         let report = retrieval::evaluate(&store, &r, dialogs, &[1, 10]).unwrap();
-        // All retrievers rank the same candidates.
         at10.push((kind, report.triple_recall_at[1].1, report.mean_size));
     }
-    let sizes: Vec<f64> = at10.iter().map(|x| x.2).collect();
+    // The rankers order the same candidates; PCST keeps a small tree of them.
+    let sizes: Vec<f64> = at10[..4].iter().map(|x| x.2).collect();
     assert!(sizes.windows(2).all(|w| w[0] == w[1]), "{at10:?}");
+    assert!(at10[4].2 > 1.0 && at10[4].2 < sizes[0] / 10.0, "{at10:?}");
+    assert!(at10[4].1 > at10[1].1, "PCST beats the random order: {at10:?}");
     // Ranking beats chance: BM25 and Katz above the seeded random order.
     let recall = |k: RetrieverKind| at10.iter().find(|x| x.0 == k).unwrap().1;
     assert!(recall(RetrieverKind::Bm25) > recall(RetrieverKind::Random), "{at10:?}");
@@ -129,4 +131,65 @@ fn metaqa_questions_walk_inverse_relations_backwards() {
     // is a right path; the top 1 holds one of the two gold triples, the top 2 both.
     assert_eq!(report.path_at, vec![(1, 1.0), (2, 1.0)]);
     assert_eq!(report.triple_recall_at, vec![(1, 0.5), (2, 1.0)]);
+}
+
+/// Worked by hand (see the comments): the history names Alpha; the candidates are
+/// r(Alpha, Bravo), s(Alpha, Charlie) and the path r(Alpha, Bravo) t(Bravo, Delta).
+#[test]
+fn pcst_keeps_the_tree_of_the_relevant_facts() {
+    use trellis::graph::pcst::Pruning;
+    use trellis::retrieve::pcst::{PcstConfig, PcstVariant};
+    let dir = tempfile::tempdir().unwrap();
+    let kg = write(dir.path(), "g.tsv", b"Alpha\tr\tBravo\nAlpha\ts\tCharlie\nBravo\tt\tDelta\n");
+    let s = dir.path().join("s");
+    ingest(&s, &[], &[&kg]);
+    let store = Store::open_read_only(&s).unwrap();
+    let history = [trellis::link::Message { speaker: String::new(), text: "Tell me about Alpha".into() }];
+    // BM25 against "tell me about alpha": only the entity Alpha scores among the names;
+    // "alpha" is in two of the three facts (negative idf, floored at epsilon > 0), so
+    // r(A, B) and s(A, C) score equally and positively, t(B, D) zero.
+    // Seed 003: Alpha prize 3, facts 5 and 4 as virtual nodes; Bravo, Charlie, Delta and
+    // the t fact have no prize and stop at t = 0. At t = 0.25 Alpha meets both virtual nodes
+    // (edges of cost 0.5, grown from both sides) and that cluster is the last active one.
+    // G-Retriever: the two facts share the one distinct value: prize 0.5 each, cost 0.4975,
+    // so virtual nodes of prize 0.0025 on free edges; the free edges to Bravo and Charlie
+    // join clusters that had gone inactive, which GW and strong pruning both cut.
+    for variant in [PcstVariant::Seed003, PcstVariant::GRetriever] {
+        for pruning in [Pruning::Gw, Pruning::Strong] {
+            let mut cfg = RetrieverConfig::new(RetrieverKind::Pcst);
+            cfg.pcst = PcstConfig::new(variant);
+            cfg.pcst.pruning = pruning;
+            let r = Retriever::new(&store, cfg);
+            let got: Vec<String> = r.retrieve(&history).unwrap().iter().map(|p| r.verbalize(&p.hops).unwrap()).collect();
+            assert_eq!(got, vec!["Alpha r Bravo", "Alpha s Charlie"], "{variant:?} {pruning:?}");
+        }
+    }
+}
+
+#[test]
+fn retrieve_cli_takes_the_pcst_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    ingest(&s, &[], &[&fixture("opendialkg-sample.tsv")]);
+    let path = write(dir.path(), "in.jsonl", b"{\"id\": 1, \"history\": [\"Do you know Jordan Spieth?\", \"He plays golf, right?\"]}\n");
+    let mut sizes = Vec::new();
+    for extra in [&["--retriever", "all"][..], &["--retriever", "pcst"], &["--retriever", "pcst", "--pcst-variant", "g-retriever", "--pruning", "strong"]] {
+        let out = dir.path().join("out.jsonl");
+        trellis()
+            .arg("retrieve").arg("--store").arg(&s).args(extra).arg("--input").arg(&path).arg("--output").arg(&out).arg("--top").arg("1000")
+            .assert()
+            .success();
+        let line: serde_json::Value = serde_json::from_str(std::fs::read_to_string(&out).unwrap().trim()).unwrap();
+        sizes.push(line["paths"].as_array().unwrap().len());
+        if extra.len() > 2 {
+            assert!(line["paths"][0]["explanation"].as_str().unwrap().contains("G-Retriever Steiner tree"), "{line}");
+        }
+    }
+    assert!(sizes[1] >= 1 && sizes[1] < sizes[0] && sizes[2] >= 1 && sizes[2] < sizes[0], "{sizes:?}");
+    trellis()
+        .arg("retrieve").arg("--store").arg(&s).arg("--retriever").arg("pcst").arg("--pruning").arg("best")
+        .arg("--input").arg(&path).arg("--output").arg(dir.path().join("x.jsonl"))
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("invalid value 'best' for '--pruning"));
 }
