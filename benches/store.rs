@@ -153,12 +153,16 @@ fn retrieval(c: &mut Criterion) {
     let mut g = c.benchmark_group("retrieve");
     g.throughput(Throughput::Elements(turns.len() as u64));
     g.sample_size(20);
-    for kind in [RetrieverKind::All, RetrieverKind::Random, RetrieverKind::Bm25, RetrieverKind::Katz] {
+    for kind in [RetrieverKind::All, RetrieverKind::Random, RetrieverKind::Bm25, RetrieverKind::Katz, RetrieverKind::Pcst] {
         let r = Retriever::new(&store, RetrieverConfig::new(kind));
         g.bench_function(format!("{kind:?}_50_turns").to_lowercase(), |b| {
             b.iter(|| turns.iter().map(|h| r.retrieve(h).unwrap().len()).sum::<usize>())
         });
     }
+    let mut cfg = RetrieverConfig::new(RetrieverKind::Pcst);
+    cfg.pcst = trellis::retrieve::pcst::PcstConfig::new(trellis::retrieve::pcst::PcstVariant::GRetriever);
+    let r = Retriever::new(&store, cfg);
+    g.bench_function("pcst_g_retriever_50_turns", |b| b.iter(|| turns.iter().map(|h| r.retrieve(h).unwrap().len()).sum::<usize>()));
     g.finish();
 }
 

@@ -2,7 +2,7 @@
 """Make tests/fixtures/bm25_cases.json: BM25 scores from rank_bm25 (the reference on PyPI),
 run offline, for corpora of verbalized facts of the bundled sample and queries from the
 shared OpenDialKG dialogs. The Rust test feeds the same token lists to retrieve::bm25 and
-compares the scores to 1e-9.
+compares the scores bit for bit (same operations in the same order).
 
     pip install rank_bm25==0.2.2
     python3 tools/bm25_reference.py tests/fixtures/opendialkg-sample.tsv \

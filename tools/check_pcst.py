@@ -130,6 +130,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per instance (median)")
     ap.add_argument("--real", nargs="*", default=[], help="instance files from `trellis-pcst instances`")
     ap.add_argument("--write-fixture", help="write small random instances and pcst_fast's answers here")
+    ap.add_argument("--json", help="also write the summary rows here, as JSON")
     args = ap.parse_args()
     sanity = {"prizes": [5.0, 0.0, 5.0, 7.0], "edges": [[0, 1], [1, 2], [2, 3]], "costs": [1.0] * 3, "num_clusters": 1, "pruning": "strong"}
     nodes, edges, _ = solve_reference(sanity, 1)
@@ -178,7 +179,9 @@ def main():
             f"{r['trellis_worse']} | {r['pcst_fast_us_median']:.1f} µs | {r['trellis_us_median']:.1f} µs | "
             f"{r['trellis_at_least_as_fast']}/{r['instances']} |"
         )
-    print(json.dumps(results), file=sys.stderr)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
     sys.exit(1 if failed else 0)
 
 

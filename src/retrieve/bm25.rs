@@ -23,35 +23,45 @@ pub struct Bm25 {
 impl Bm25 {
     pub fn new(corpus: &[Vec<String>]) -> Bm25 {
         let mut df: HashMap<String, u32> = HashMap::new();
+        // Terms in order of first occurrence: rank_bm25 sums the idfs in that (dict) order,
+        // and a float sum depends on its order; a hash order would also vary between runs.
+        let mut terms: Vec<String> = Vec::new();
         let mut docs = Vec::with_capacity(corpus.len());
         let mut lengths = Vec::with_capacity(corpus.len());
         for doc in corpus {
             let mut tf: HashMap<String, u32> = HashMap::new();
             for t in doc {
-                *tf.entry(t.clone()).or_default() += 1;
-            }
-            for t in tf.keys() {
-                *df.entry(t.clone()).or_default() += 1;
+                let count = tf.entry(t.clone()).or_default();
+                if *count == 0 {
+                    let d = df.entry(t.clone()).or_default();
+                    if *d == 0 {
+                        terms.push(t.clone());
+                    }
+                    *d += 1;
+                }
+                *count += 1;
             }
             lengths.push(doc.len() as f64);
             docs.push(tf);
         }
         let n = corpus.len() as f64;
         let avgdl = if corpus.is_empty() { 0.0 } else { lengths.iter().sum::<f64>() / n };
-        // rank_bm25's order: idf per term, the sum in dict (first occurrence) order does not
-        // matter for a mean taken over terms; negative idfs get epsilon * mean idf.
-        let mut idf: HashMap<String, f64> = HashMap::new();
+        // rank_bm25's arithmetic, operation for operation, so the scores are the same
+        // floats: idf = ln(n - df + 0.5) - ln(df + 0.5), negative ones replaced by epsilon
+        // times the mean idf.
+        let mut idf: HashMap<String, f64> = HashMap::with_capacity(terms.len());
         let mut sum = 0.0;
         let mut negative = Vec::new();
-        for (t, &f) in &df {
-            let v = ((n - f64::from(f) + 0.5) / (f64::from(f) + 0.5)).ln();
+        for t in &terms {
+            let f = f64::from(df[t]);
+            let v = (n - f + 0.5).ln() - (f + 0.5).ln();
             sum += v;
             if v < 0.0 {
                 negative.push(t.clone());
             }
             idf.insert(t.clone(), v);
         }
-        let eps = EPSILON * sum / df.len().max(1) as f64;
+        let eps = EPSILON * (sum / terms.len().max(1) as f64);
         for t in negative {
             idf.insert(t, eps);
         }
@@ -66,7 +76,7 @@ impl Bm25 {
                 for q in query {
                     let f = f64::from(*self.docs[i].get(q).unwrap_or(&0));
                     let idf = self.idf.get(q).copied().unwrap_or(0.0);
-                    s += idf * (f * (K1 + 1.0)) / (f + K1 * (1.0 - B + B * self.lengths[i] / self.avgdl));
+                    s += idf * (f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * self.lengths[i] / self.avgdl)));
                 }
                 s
             })
@@ -101,7 +111,7 @@ mod tests {
         scores: Vec<f64>,
     }
 
-    /// Scores from rank_bm25 0.2.2 (tools/bm25_reference.py), same token lists.
+    /// Scores from rank_bm25 0.2.2 (tools/bm25_reference.py), same token lists, bit for bit.
     #[test]
     fn agrees_with_rank_bm25() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/bm25_cases.json");
@@ -112,7 +122,8 @@ mod tests {
             let got = Bm25::new(&c.corpus).scores(&c.query);
             assert_eq!(got.len(), c.scores.len());
             for (g, want) in got.iter().zip(&c.scores) {
-                assert!((g - want).abs() < 1e-9, "case {i}: {g} vs {want}");
+                // The same floats, not merely close ones: rankings then tie-break alike.
+                assert_eq!(g.to_bits(), want.to_bits(), "case {i}: {g} vs {want}");
                 nonzero += usize::from(*want != 0.0);
             }
         }
