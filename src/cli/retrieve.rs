@@ -100,7 +100,7 @@ pub fn run(args: RetrieveArgs) -> Result<ExitCode> {
             batch
                 .par_iter()
                 .map(|(n, line)| {
-                    let result = parse_request(line).and_then(|req| answer(&store, &retriever, &req, args.top).map_err(|e| e.to_string()));
+                    let result = parse_request(line).and_then(|req| answer(&store, &retriever, &req, args.top));
                     (*n, result)
                 })
                 .collect()

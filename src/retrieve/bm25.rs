@@ -3,97 +3,130 @@
 //! dialog. Tokens: lowercase runs of letters and digits.
 
 use crate::link::Message;
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 pub const K1: f64 = 1.5;
 pub const B: f64 = 0.75;
 pub const EPSILON: f64 = 0.25;
 
 pub fn tokenize(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty()).map(str::to_lowercase).collect()
+    let mut out = Vec::new();
+    for_each_token(text, &mut String::new(), |t| out.push(t.to_owned()));
+    out
 }
 
+/// Calls `f` with each token of `text` (lowercased into `buf`, no allocation per token).
+fn for_each_token(text: &str, buf: &mut String, mut f: impl FnMut(&str)) {
+    for run in text.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty()) {
+        buf.clear();
+        if run.is_ascii() {
+            buf.push_str(run);
+            buf.make_ascii_lowercase();
+        } else {
+            buf.push_str(&run.to_lowercase());
+        }
+        f(buf);
+    }
+}
+
+/// A BM25 index of a small corpus: terms interned in order of first occurrence, with
+/// postings (document, term frequency) per term.
 pub struct Bm25 {
-    docs: Vec<HashMap<String, u32>>,
+    vocab: HashMap<String, u32>,
+    postings: Vec<Vec<(u32, u32)>>,
+    idf: Vec<f64>,
     lengths: Vec<f64>,
     avgdl: f64,
-    idf: HashMap<String, f64>,
 }
 
 impl Bm25 {
     pub fn new(corpus: &[Vec<String>]) -> Bm25 {
-        let mut df: HashMap<String, u32> = HashMap::new();
-        // Terms in order of first occurrence: rank_bm25 sums the idfs in that (dict) order,
-        // and a float sum depends on its order; a hash order would also vary between runs.
-        let mut terms: Vec<String> = Vec::new();
-        let mut docs = Vec::with_capacity(corpus.len());
-        let mut lengths = Vec::with_capacity(corpus.len());
-        for doc in corpus {
-            let mut tf: HashMap<String, u32> = HashMap::new();
-            for t in doc {
-                let count = tf.entry(t.clone()).or_default();
-                if *count == 0 {
-                    let d = df.entry(t.clone()).or_default();
-                    if *d == 0 {
-                        terms.push(t.clone());
+        Bm25::build(corpus.len(), |i, add| corpus[i].iter().for_each(|t| add(t)))
+    }
+
+    /// Indexes `n` documents; `tokens(i, add)` feeds document i's tokens, in order, to `add`.
+    pub fn build(n: usize, mut tokens: impl FnMut(usize, &mut dyn FnMut(&str))) -> Bm25 {
+        let mut vocab: HashMap<String, u32> = HashMap::new();
+        let mut postings: Vec<Vec<(u32, u32)>> = Vec::new();
+        let mut lengths = Vec::with_capacity(n);
+        let mut doc_terms: Vec<u32> = Vec::new();
+        for doc in 0..n {
+            doc_terms.clear();
+            tokens(doc, &mut |t: &str| {
+                let id = match vocab.get(t) {
+                    Some(&id) => id,
+                    None => {
+                        let id = vocab.len() as u32;
+                        vocab.insert(t.to_owned(), id);
+                        postings.push(Vec::new());
+                        id
                     }
-                    *d += 1;
-                }
-                *count += 1;
+                };
+                doc_terms.push(id);
+            });
+            lengths.push(doc_terms.len() as f64);
+            // Term frequencies of this document: a posting per distinct term.
+            doc_terms.sort_unstable();
+            for run in doc_terms.chunk_by(|a, b| a == b) {
+                postings[run[0] as usize].push((doc as u32, run.len() as u32));
             }
-            lengths.push(doc.len() as f64);
-            docs.push(tf);
         }
-        let n = corpus.len() as f64;
-        let avgdl = if corpus.is_empty() { 0.0 } else { lengths.iter().sum::<f64>() / n };
+        let count = n as f64;
+        let avgdl = if n == 0 { 0.0 } else { lengths.iter().sum::<f64>() / count };
         // rank_bm25's arithmetic, operation for operation, so the scores are the same
-        // floats: idf = ln(n - df + 0.5) - ln(df + 0.5), negative ones replaced by epsilon
-        // times the mean idf.
-        let mut idf: HashMap<String, f64> = HashMap::with_capacity(terms.len());
+        // floats: idf = ln(n - df + 0.5) - ln(df + 0.5) summed in order of first occurrence
+        // (its dict order; a float sum depends on the order), negative ones replaced by
+        // epsilon times the mean idf.
+        let mut idf: Vec<f64> = Vec::with_capacity(postings.len());
         let mut sum = 0.0;
-        let mut negative = Vec::new();
-        for t in &terms {
-            let f = f64::from(df[t]);
-            let v = (n - f + 0.5).ln() - (f + 0.5).ln();
+        for p in &postings {
+            let f = p.len() as f64;
+            let v = (count - f + 0.5).ln() - (f + 0.5).ln();
             sum += v;
-            if v < 0.0 {
-                negative.push(t.clone());
-            }
-            idf.insert(t.clone(), v);
+            idf.push(v);
         }
-        let eps = EPSILON * (sum / terms.len().max(1) as f64);
-        for t in negative {
-            idf.insert(t, eps);
+        let eps = EPSILON * (sum / idf.len().max(1) as f64);
+        for v in idf.iter_mut().filter(|v| **v < 0.0) {
+            *v = eps;
         }
-        Bm25 { docs, lengths, avgdl, idf }
+        Bm25 { vocab, postings, idf, lengths, avgdl }
     }
 
     /// The score of every document for `query`.
     pub fn scores(&self, query: &[String]) -> Vec<f64> {
-        (0..self.docs.len())
-            .map(|i| {
-                let mut s = 0.0;
-                for q in query {
-                    let f = f64::from(*self.docs[i].get(q).unwrap_or(&0));
-                    let idf = self.idf.get(q).copied().unwrap_or(0.0);
-                    s += idf * (f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * self.lengths[i] / self.avgdl)));
-                }
-                s
-            })
-            .collect()
+        let mut s = vec![0.0; self.lengths.len()];
+        self.add_scores(query.iter().map(String::as_str), &mut s);
+        s
+    }
+
+    /// Adds the score of every document for the query tokens to `s`. Only documents holding
+    /// a term get its (non-zero) share; rank_bm25 adds exact zeros to the others, which
+    /// leaves the same floats.
+    fn add_scores<'q>(&self, query: impl Iterator<Item = &'q str>, s: &mut [f64]) {
+        for q in query {
+            let Some(&id) = self.vocab.get(q) else { continue };
+            let idf = self.idf[id as usize];
+            for &(doc, tf) in &self.postings[id as usize] {
+                let f = f64::from(tf);
+                s[doc as usize] += idf * (f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * self.lengths[doc as usize] / self.avgdl)));
+            }
+        }
     }
 }
 
 /// Seed 003's relevance: the mean over l = 1..=L of BM25 against the last l messages.
 pub fn mean_over_last_turns(docs: &[String], history: &[Message], turns: usize) -> Vec<f64> {
-    let corpus: Vec<Vec<String>> = docs.iter().map(|d| tokenize(d)).collect();
-    let bm25 = Bm25::new(&corpus);
+    let mut buf = String::new();
+    let bm25 = Bm25::build(docs.len(), |i, add| for_each_token(&docs[i], &mut buf, |t| add(t)));
     let turns = turns.max(1).min(history.len().max(1));
     let mut total = vec![0.0; docs.len()];
+    let mut scores = vec![0.0; docs.len()];
     for l in 1..=turns {
         let start = history.len().saturating_sub(l);
         let query: Vec<String> = history[start..].iter().flat_map(|m| tokenize(&m.text)).collect();
-        for (t, s) in total.iter_mut().zip(bm25.scores(&query)) {
+        scores.iter_mut().for_each(|x| *x = 0.0);
+        bm25.add_scores(query.iter().map(String::as_str), &mut scores);
+        for (t, s) in total.iter_mut().zip(&scores) {
             *t += s;
         }
     }

@@ -1,7 +1,9 @@
 //! The JSON-lines format of `trellis retrieve`.
 //!
-//! In, one request per line: `{"id": any JSON (optional), "history": [message, ...]}`, a
-//! message being a string or `{"speaker"|"sender": ..., "text"|"message": ...}`.
+//! In, one request per line: `{"id": any JSON (optional), "history": [message, ...],
+//! "entities": [key, ...] (optional)}`, a message being a string or `{"speaker"|"sender":
+//! ..., "text"|"message": ...}`. `entities` (identity keys: the exact name, IRI or literal)
+//! replaces entity linking, for callers with their own linker or gold annotations.
 //! Out, one line per request, in input order: `{"id", "mentioned": [names], "paths":
 //! [{"score", "explanation", "triples": [{"head", "relation", "tail", "reverse"}]}]}`.
 
@@ -15,6 +17,8 @@ use serde_json::{json, Value};
 pub struct Request {
     pub id: Value,
     pub history: Vec<Message>,
+    /// Entity keys given instead of linking the history.
+    pub entities: Option<Vec<String>>,
 }
 
 /// Parses one input line; the error says what is wrong with it.
@@ -30,14 +34,43 @@ pub fn parse_request(line: &str) -> Result<Request, String> {
             other => serde_json::from_value(other.clone()).map_err(|_| format!("history[{i}] needs a \"text\" (or \"message\") string")),
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Request { id: obj.get("id").cloned().unwrap_or(Value::Null), history })
+    let entities = match obj.get("entities") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(items)) => Some(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| v.as_str().map(str::to_owned).ok_or_else(|| format!("entities[{i}] must be a string (an entity key)")))
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        Some(_) => return Err("\"entities\" must be a list of entity keys".into()),
+    };
+    Ok(Request { id: obj.get("id").cloned().unwrap_or(Value::Null), history, entities })
 }
 
-/// Retrieves for one request and renders the output line.
-pub fn answer(store: &Store, retriever: &Retriever<'_>, request: &Request, top: usize) -> Result<Value, StoreError> {
-    let mentions = retriever.linker().link_dialog(&request.history)?;
-    let mentioned = retriever.linker().turn_entities(&mentions, request.history.len());
-    let ids: Vec<EntityId> = mentioned.iter().map(|&(e, _)| e).collect();
+/// Retrieves for one request and renders the output line. The error says what is wrong
+/// with the request (an unknown entity key) or the store.
+pub fn answer(store: &Store, retriever: &Retriever<'_>, request: &Request, top: usize) -> Result<Value, String> {
+    let ids = match &request.entities {
+        Some(keys) => {
+            let mut ids = Vec::with_capacity(keys.len());
+            for (i, key) in keys.iter().enumerate() {
+                match store.entity_by_key(key).map_err(|e| e.to_string())? {
+                    Some(e) => ids.push(e),
+                    None => return Err(format!("entities[{i}]: no entity with key {key:?} in the store")),
+                }
+            }
+            ids
+        }
+        None => {
+            let mentions = retriever.linker().link_dialog(&request.history).map_err(|e| e.to_string())?;
+            retriever.linker().turn_entities(&mentions, request.history.len()).into_iter().map(|(e, _)| e).collect()
+        }
+    };
+    render(store, retriever, request, ids, top).map_err(|e| e.to_string())
+}
+
+fn render(store: &Store, retriever: &Retriever<'_>, request: &Request, ids: Vec<EntityId>, top: usize) -> Result<Value, StoreError> {
     let paths = retriever.rank(&super::RetrievalInput { history: &request.history, mentioned: ids.clone() })?;
     let name = |e: EntityId| -> Result<String, StoreError> { Ok(store.entity(e)?.map(|r| r.name).unwrap_or_default()) };
     let mut out_paths = Vec::new();
@@ -73,5 +106,9 @@ mod tests {
         assert_eq!(parse_request(r#"[1]"#).err().unwrap(), "expected a JSON object with a \"history\" list");
         assert_eq!(parse_request(r#"{"history": [{"speaker": "x"}]}"#).err().unwrap(), "history[0] needs a \"text\" (or \"message\") string");
         assert!(parse_request("{oops").err().unwrap().starts_with("invalid JSON: "));
+        let r = parse_request(r#"{"history": [], "entities": ["Golf", "Jordan Spieth"]}"#).unwrap();
+        assert_eq!(r.entities, Some(vec!["Golf".to_string(), "Jordan Spieth".to_string()]));
+        assert_eq!(parse_request(r#"{"history": [], "entities": "Golf"}"#).err().unwrap(), "\"entities\" must be a list of entity keys");
+        assert_eq!(parse_request(r#"{"history": [], "entities": [3]}"#).err().unwrap(), "entities[0] must be a string (an entity key)");
     }
 }

@@ -14,7 +14,6 @@ use crate::link::{LinkConfig, Linker, Message};
 use crate::model::tokenizer::fnv1a64;
 use crate::store::Store;
 use pcst::{PcstConfig, PcstVariant};
-use std::collections::HashSet;
 
 /// A retrieved path (1 or 2 hops) with its score and a short explanation.
 #[derive(Clone, Debug)]
@@ -113,7 +112,8 @@ impl<'s> Retriever<'s> {
                     .collect()
             }
             RetrieverKind::Bm25 => {
-                let docs: Vec<String> = paths.iter().map(|p| self.verbalize(p)).collect::<Result<_, _>>()?;
+                let names = Names::load(self.store, &cand)?;
+                let docs: Vec<String> = paths.iter().map(|p| names.path(p)).collect();
                 let scores = bm25::mean_over_last_turns(&docs, input.history, self.cfg.bm25_turns);
                 paths
                     .into_iter()
@@ -147,14 +147,15 @@ impl<'s> Retriever<'s> {
     /// The PCST instance of a candidate subgraph (what `pcst` solves), for inspection and
     /// for checking the solver against other implementations.
     pub fn pcst_instance(&self, cand: &Candidates, history: &[Message]) -> Result<pcst::PcstInstance, StoreError> {
-        pcst::build_instance(cand, history, self.cfg.bm25_turns, &self.cfg.pcst, |e| self.entity_name(e), |f| self.verbalize_fact(f))
+        let names = Names::load(self.store, cand)?;
+        pcst::build_instance::<StoreError>(cand, history, self.cfg.bm25_turns, &self.cfg.pcst, |e| Ok(names.entity(e).to_owned()), |f| Ok(names.fact(f)))
     }
 
     fn pcst_paths(&self, cand: &Candidates, paths: Vec<Vec<Hop>>, history: &[Message]) -> Result<Vec<ScoredPath>, StoreError> {
         let inst = self.pcst_instance(cand, history)?;
         let chosen = pcst::select_facts(&inst, self.cfg.pcst.pruning)?;
-        let index: std::collections::HashMap<Fact, usize> = inst.facts.iter().enumerate().map(|(i, &f)| (f, i)).collect();
-        let mut seen: HashSet<Vec<Fact>> = HashSet::new();
+        let index: hashbrown::HashMap<Fact, usize> = inst.facts.iter().enumerate().map(|(i, &f)| (f, i)).collect();
+        let mut seen: hashbrown::HashSet<Vec<Fact>> = hashbrown::HashSet::new();
         let mut out = Vec::new();
         for hops in paths {
             let facts: Vec<Fact> = hops.iter().map(|h| h.fact()).collect();
@@ -179,12 +180,61 @@ impl<'s> Retriever<'s> {
     /// "head relation tail", the relation name lowercased with `_`/`-` as spaces.
     pub fn verbalize_fact(&self, (s, r, o): Fact) -> Result<String, StoreError> {
         let rel = self.store.relation(r)?.map(|r| r.name).unwrap_or_default();
-        Ok(format!("{} {} {}", self.entity_name(s)?, rel.to_lowercase().replace(['_', '-'], " "), self.entity_name(o)?))
+        Ok(format!("{} {} {}", self.entity_name(s)?, relation_phrase(&rel), self.entity_name(o)?))
     }
 
     /// A path's facts verbalized one after the other.
     pub fn verbalize(&self, hops: &[Hop]) -> Result<String, StoreError> {
         let parts = hops.iter().map(|h| self.verbalize_fact(h.fact())).collect::<Result<Vec<_>, _>>()?;
         Ok(parts.join(" "))
+    }
+}
+
+/// A relation name as words: lowercased, `_` and `-` as spaces.
+fn relation_phrase(name: &str) -> String {
+    name.to_lowercase().replace(['_', '-'], " ")
+}
+
+/// The names a candidate subgraph needs, read in two batched reads rather than one point
+/// read per mention.
+struct Names {
+    entities: hashbrown::HashMap<EntityId, String>,
+    relations: hashbrown::HashMap<crate::ids::RelationId, String>,
+}
+
+impl Names {
+    fn load(store: &Store, cand: &Candidates) -> Result<Names, StoreError> {
+        let facts = cand.one_hop.iter().map(|h| h.fact()).chain(cand.two_hop.iter().flat_map(|p| [p[0].fact(), p[1].fact()]));
+        let (mut es, mut rs) = (Vec::new(), Vec::new());
+        for (s, r, o) in facts {
+            es.extend([s, o]);
+            rs.push(r);
+        }
+        es.sort_unstable();
+        es.dedup();
+        rs.sort_unstable();
+        rs.dedup();
+        let entities = es.iter().copied().zip(store.entity_names(&es)?).map(|(e, n)| (e, n.unwrap_or_default())).collect();
+        let relations = rs.iter().copied().zip(store.relation_names(&rs)?).map(|(r, n)| (r, relation_phrase(&n.unwrap_or_default()))).collect();
+        Ok(Names { entities, relations })
+    }
+
+    fn entity(&self, e: EntityId) -> &str {
+        self.entities.get(&e).map_or("", String::as_str)
+    }
+
+    fn fact(&self, (s, r, o): Fact) -> String {
+        format!("{} {} {}", self.entity(s), self.relations.get(&r).map_or("", String::as_str), self.entity(o))
+    }
+
+    fn path(&self, hops: &[Hop]) -> String {
+        let mut out = String::new();
+        for (i, h) in hops.iter().enumerate() {
+            if i > 0 {
+                out.push(' ');
+            }
+            out.push_str(&self.fact(h.fact()));
+        }
+        out
     }
 }

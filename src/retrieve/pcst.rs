@@ -28,7 +28,7 @@ use crate::graph::candidates::{Candidates, Fact};
 use crate::graph::pcst::{solve, PcstError, Pruning};
 use crate::ids::EntityId;
 use crate::link::Message;
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 pub enum PcstVariant {

@@ -256,6 +256,33 @@ impl Store {
         self.term(CF_RELATIONS, id.0)
     }
 
+    /// The display names of many entities in one batched read, in the order of `ids`
+    /// (`None` for an id past the end).
+    pub fn entity_names(&self, ids: &[EntityId]) -> Result<Vec<Option<String>>, StoreError> {
+        self.term_names(CF_ENTITIES, ids.iter().map(|e| e.0))
+    }
+
+    pub fn relation_names(&self, ids: &[RelationId]) -> Result<Vec<Option<String>>, StoreError> {
+        self.term_names(CF_RELATIONS, ids.iter().map(|r| r.0))
+    }
+
+    fn term_names(&self, cf: &'static str, ids: impl Iterator<Item = u32>) -> Result<Vec<Option<String>>, StoreError> {
+        let keys: Vec<[u8; 4]> = ids.map(codec::id_key).collect();
+        // Sorted keys share index and data blocks; answers come back in key order.
+        let mut order: Vec<usize> = (0..keys.len()).collect();
+        order.sort_unstable_by_key(|&i| keys[i]);
+        let sorted: Vec<[u8; 4]> = order.iter().map(|&i| keys[i]).collect();
+        let values = self.db.batched_multi_get_cf(self.cf(cf), &sorted, true);
+        let mut out = vec![None; keys.len()];
+        for ((&i, key), value) in order.iter().zip(&sorted).zip(values) {
+            if let Some(v) = value? {
+                let record = codec::decode_term(&v).ok_or_else(|| StoreError::corrupt(cf, key, "undecodable dictionary record"))?;
+                out[i] = Some(record.name);
+            }
+        }
+        Ok(out)
+    }
+
     fn term(&self, cf: &'static str, id: u32) -> Result<Option<TermRecord>, StoreError> {
         let key = codec::id_key(id);
         match self.db.get_pinned_cf(self.cf(cf), key)? {

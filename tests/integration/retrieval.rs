@@ -193,3 +193,33 @@ fn retrieve_cli_takes_the_pcst_options() {
         .code(2)
         .stderr(predicates::str::contains("invalid value 'best' for '--pruning"));
 }
+
+/// Requests may name their entities instead of having them linked; an unknown key is a bad
+/// line like any other.
+#[test]
+fn retrieve_takes_entities_instead_of_linking() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    ingest(&s, &[], &[&fixture("opendialkg-sample.tsv")]);
+    let path = write(
+        dir.path(),
+        "in.jsonl",
+        b"{\"id\": 1, \"history\": [\"Tell me more\"], \"entities\": [\"Golf\"]}\n{\"id\": 2, \"history\": [\"x\"], \"entities\": [\"No Such Thing\"]}\n",
+    );
+    let out = dir.path().join("out.jsonl");
+    trellis()
+        .arg("retrieve").arg("--store").arg(&s).arg("--retriever").arg("all").arg("--input").arg(&path).arg("--output").arg(&out)
+        .assert()
+        .code(65)
+        .stderr(predicates::str::contains("in.jsonl:2: entities[0]: no entity with key \"No Such Thing\" in the store"));
+    trellis()
+        .arg("retrieve").arg("--store").arg(&s).arg("--retriever").arg("all").arg("--input").arg(&path).arg("--output").arg(&out)
+        .arg("--on-error").arg("skip")
+        .assert()
+        .success();
+    let line: serde_json::Value = serde_json::from_str(std::fs::read_to_string(&out).unwrap().lines().next().unwrap()).unwrap();
+    // Nothing in "Tell me more" links, yet the paths are Golf's.
+    assert_eq!(line["mentioned"], serde_json::json!(["Golf"]));
+    let first = &line["paths"][0]["triples"][0];
+    assert!(first["head"] == "Golf" || first["tail"] == "Golf", "{first}");
+}
