@@ -9,7 +9,7 @@
 
 use crate::error::StoreError;
 use crate::ids::{Direction, EntityId, RelationId};
-use crate::store::{Edge, Store};
+use crate::store::{Edge, NeighborCursor, Store};
 use std::ops::ControlFlow;
 
 #[derive(Clone, Debug)]
@@ -55,11 +55,11 @@ pub struct Candidates {
 }
 
 /// The first hops out of `e`: capped per (direction, relation) and in total.
-fn capped_edges(store: &Store, e: EntityId, per_relation: usize, total: usize, skip: Option<Edge>) -> Result<Vec<Edge>, StoreError> {
+fn capped_edges(cursor: &mut NeighborCursor<'_>, e: EntityId, per_relation: usize, total: usize, skip: Option<Edge>) -> Result<Vec<Edge>, StoreError> {
     let mut out = Vec::new();
     let mut group: Option<(Direction, RelationId)> = None;
     let mut in_group = 0;
-    store.for_each_neighbor(e, None, None, |edge| {
+    cursor.for_each(e, |edge| {
         if out.len() >= total {
             return ControlFlow::Break(());
         }
@@ -82,11 +82,12 @@ fn capped_edges(store: &Store, e: EntityId, per_relation: usize, total: usize, s
 pub fn candidate_subgraph(store: &Store, mentioned: &[EntityId], cfg: &CandidateConfig) -> Result<Candidates, StoreError> {
     let mut out = Candidates::default();
     let mut seen = std::collections::HashSet::new();
+    let mut cursor = store.neighbor_cursor();
     for &m in mentioned {
         if !seen.insert(m) {
             continue;
         }
-        let first = capped_edges(store, m, cfg.tails_per_relation, cfg.facts_per_entity, None)?;
+        let first = capped_edges(&mut cursor, m, cfg.tails_per_relation, cfg.facts_per_entity, None)?;
         out.one_hop.extend(first.iter().map(|&edge| Hop { from: m, edge }));
         if cfg.hops < 2 {
             continue;
@@ -98,7 +99,7 @@ pub fn candidate_subgraph(store: &Store, mentioned: &[EntityId], cfg: &Candidate
             }
             let back = Edge { direction: edge.direction.reverse(), relation: edge.relation, other: m };
             let room = cfg.paths_per_entity - paths;
-            for second in capped_edges(store, edge.other, cfg.tails_per_relation, room, Some(back))? {
+            for second in capped_edges(&mut cursor, edge.other, cfg.tails_per_relation, room, Some(back))? {
                 out.two_hop.push([Hop { from: m, edge }, Hop { from: edge.other, edge: second }]);
                 paths += 1;
             }

@@ -459,8 +459,8 @@ impl<'a> Growth<'a> {
         self.edge_events.pop();
         let part = self.clusters[c as usize].heap;
         self.clusters[c as usize].heap = self.heaps.pop(part);
-        self.schedule(c);
         if self.part_deleted[part as usize] {
+            self.schedule(c);
             return;
         }
         let other_part = part ^ 1;
@@ -470,8 +470,10 @@ impl<'a> Growth<'a> {
         if here == there {
             // Both ends are inside one cluster already: the edge is of no further use.
             self.part_deleted[other_part as usize] = true;
+            self.schedule(c);
             return;
         }
+        // (Every other path below re-schedules `here`, which is `c`.)
         let remainder = cost - sum_here - sum_there;
         if remainder < EPS * cost || remainder == 0.0 {
             self.merge(part, here, there, remainder);

@@ -3,7 +3,7 @@
 //! dialog. Tokens: lowercase runs of letters and digits.
 
 use crate::link::Message;
-use hashbrown::HashMap;
+use std::hash::BuildHasher;
 
 pub const K1: f64 = 1.5;
 pub const B: f64 = 0.75;
@@ -29,11 +29,54 @@ fn for_each_token(text: &str, buf: &mut String, mut f: impl FnMut(&str)) {
     }
 }
 
-/// A BM25 index of a small corpus: terms interned in order of first occurrence, with
-/// postings (document, term frequency) per term.
+/// The terms of a corpus, interned in order of first occurrence, their text in one arena
+/// (no allocation per term).
+struct Vocab {
+    table: hashbrown::HashTable<u32>,
+    hasher: hashbrown::DefaultHashBuilder,
+    arena: String,
+    spans: Vec<(u32, u32)>,
+}
+
+impl Vocab {
+    fn new() -> Vocab {
+        Vocab { table: hashbrown::HashTable::new(), hasher: Default::default(), arena: String::new(), spans: Vec::new() }
+    }
+
+    fn text(&self, id: u32) -> &str {
+        let (start, len) = self.spans[id as usize];
+        &self.arena[start as usize..(start + len) as usize]
+    }
+
+    fn get(&self, t: &str) -> Option<u32> {
+        let hash = self.hasher.hash_one(t);
+        self.table.find(hash, |&id| self.text(id) == t).copied()
+    }
+
+    fn intern(&mut self, t: &str) -> u32 {
+        let hash = self.hasher.hash_one(t);
+        if let Some(&id) = self.table.find(hash, |&id| self.text(id) == t) {
+            return id;
+        }
+        let id = self.spans.len() as u32;
+        self.spans.push((self.arena.len() as u32, t.len() as u32));
+        self.arena.push_str(t);
+        let (arena, spans, hasher) = (&self.arena, &self.spans, &self.hasher);
+        self.table.insert_unique(hash, id, |&x| {
+            let (start, len) = spans[x as usize];
+            hasher.hash_one(&arena[start as usize..(start + len) as usize])
+        });
+        id
+    }
+}
+
+/// A BM25 index of a small corpus: terms interned in order of first occurrence, postings
+/// (document, term frequency) per term in one flat array.
 pub struct Bm25 {
-    vocab: HashMap<String, u32>,
-    postings: Vec<Vec<(u32, u32)>>,
+    vocab: Vocab,
+    /// Postings of term t: `postings[offsets[t]..offsets[t + 1]]`, in document order.
+    offsets: Vec<u32>,
+    postings: Vec<(u32, u32)>,
     idf: Vec<f64>,
     lengths: Vec<f64>,
     avgdl: f64,
@@ -46,30 +89,34 @@ impl Bm25 {
 
     /// Indexes `n` documents; `tokens(i, add)` feeds document i's tokens, in order, to `add`.
     pub fn build(n: usize, mut tokens: impl FnMut(usize, &mut dyn FnMut(&str))) -> Bm25 {
-        let mut vocab: HashMap<String, u32> = HashMap::new();
-        let mut postings: Vec<Vec<(u32, u32)>> = Vec::new();
+        let mut vocab = Vocab::new();
+        // (term, document, frequency), in document order.
+        let mut entries: Vec<(u32, u32, u32)> = Vec::new();
         let mut lengths = Vec::with_capacity(n);
         let mut doc_terms: Vec<u32> = Vec::new();
         for doc in 0..n {
             doc_terms.clear();
-            tokens(doc, &mut |t: &str| {
-                let id = match vocab.get(t) {
-                    Some(&id) => id,
-                    None => {
-                        let id = vocab.len() as u32;
-                        vocab.insert(t.to_owned(), id);
-                        postings.push(Vec::new());
-                        id
-                    }
-                };
-                doc_terms.push(id);
-            });
+            tokens(doc, &mut |t: &str| doc_terms.push(vocab.intern(t)));
             lengths.push(doc_terms.len() as f64);
-            // Term frequencies of this document: a posting per distinct term.
             doc_terms.sort_unstable();
             for run in doc_terms.chunk_by(|a, b| a == b) {
-                postings[run[0] as usize].push((doc as u32, run.len() as u32));
+                entries.push((run[0], doc as u32, run.len() as u32));
             }
+        }
+        // Counting sort by term; stable, so each term's postings stay in document order.
+        let terms = vocab.spans.len();
+        let mut offsets = vec![0u32; terms + 1];
+        for &(t, _, _) in &entries {
+            offsets[t as usize + 1] += 1;
+        }
+        for t in 0..terms {
+            offsets[t + 1] += offsets[t];
+        }
+        let mut next = offsets.clone();
+        let mut postings = vec![(0u32, 0u32); entries.len()];
+        for &(t, doc, tf) in &entries {
+            postings[next[t as usize] as usize] = (doc, tf);
+            next[t as usize] += 1;
         }
         let count = n as f64;
         let avgdl = if n == 0 { 0.0 } else { lengths.iter().sum::<f64>() / count };
@@ -77,10 +124,10 @@ impl Bm25 {
         // floats: idf = ln(n - df + 0.5) - ln(df + 0.5) summed in order of first occurrence
         // (its dict order; a float sum depends on the order), negative ones replaced by
         // epsilon times the mean idf.
-        let mut idf: Vec<f64> = Vec::with_capacity(postings.len());
+        let mut idf: Vec<f64> = Vec::with_capacity(terms);
         let mut sum = 0.0;
-        for p in &postings {
-            let f = p.len() as f64;
+        for t in 0..terms {
+            let f = f64::from(offsets[t + 1] - offsets[t]);
             let v = (count - f + 0.5).ln() - (f + 0.5).ln();
             sum += v;
             idf.push(v);
@@ -89,7 +136,7 @@ impl Bm25 {
         for v in idf.iter_mut().filter(|v| **v < 0.0) {
             *v = eps;
         }
-        Bm25 { vocab, postings, idf, lengths, avgdl }
+        Bm25 { vocab, offsets, postings, idf, lengths, avgdl }
     }
 
     /// The score of every document for `query`.
@@ -104,9 +151,10 @@ impl Bm25 {
     /// leaves the same floats.
     fn add_scores<'q>(&self, query: impl Iterator<Item = &'q str>, s: &mut [f64]) {
         for q in query {
-            let Some(&id) = self.vocab.get(q) else { continue };
+            let Some(id) = self.vocab.get(q) else { continue };
             let idf = self.idf[id as usize];
-            for &(doc, tf) in &self.postings[id as usize] {
+            let (from, to) = (self.offsets[id as usize] as usize, self.offsets[id as usize + 1] as usize);
+            for &(doc, tf) in &self.postings[from..to] {
                 let f = f64::from(tf);
                 s[doc as usize] += idf * (f * (K1 + 1.0) / (f + K1 * (1.0 - B + B * self.lengths[doc as usize] / self.avgdl)));
             }
@@ -117,10 +165,17 @@ impl Bm25 {
 /// Seed 003's relevance: the mean over l = 1..=L of BM25 against the last l messages.
 pub fn mean_over_last_turns(docs: &[String], history: &[Message], turns: usize) -> Vec<f64> {
     let mut buf = String::new();
-    let bm25 = Bm25::build(docs.len(), |i, add| for_each_token(&docs[i], &mut buf, |t| add(t)));
+    mean_over_last_turns_with(docs.len(), |i, add| for_each_token(&docs[i], &mut buf, |t| add(t)), history, turns)
+}
+
+/// As `mean_over_last_turns`, the documents given by their tokens: `tokens(i, add)` feeds
+/// document i's tokens in order (so a document made of known parts need not be written
+/// out and tokenized again).
+pub fn mean_over_last_turns_with(n: usize, tokens: impl FnMut(usize, &mut dyn FnMut(&str)), history: &[Message], turns: usize) -> Vec<f64> {
+    let bm25 = Bm25::build(n, tokens);
     let turns = turns.max(1).min(history.len().max(1));
-    let mut total = vec![0.0; docs.len()];
-    let mut scores = vec![0.0; docs.len()];
+    let mut total = vec![0.0; n];
+    let mut scores = vec![0.0; n];
     for l in 1..=turns {
         let start = history.len().saturating_sub(l);
         let query: Vec<String> = history[start..].iter().flat_map(|m| tokenize(&m.text)).collect();

@@ -7,7 +7,7 @@
 //! Out, one line per request, in input order: `{"id", "mentioned": [names], "paths":
 //! [{"score", "explanation", "triples": [{"head", "relation", "tail", "reverse"}]}]}`.
 
-use super::{Retriever, ScoredPath};
+use super::Retriever;
 use crate::error::StoreError;
 use crate::ids::{Direction, EntityId};
 use crate::link::Message;
@@ -72,24 +72,39 @@ pub fn answer(store: &Store, retriever: &Retriever<'_>, request: &Request, top: 
 
 fn render(store: &Store, retriever: &Retriever<'_>, request: &Request, ids: Vec<EntityId>, top: usize) -> Result<Value, StoreError> {
     let paths = retriever.rank(&super::RetrievalInput { history: &request.history, mentioned: ids.clone() })?;
-    let name = |e: EntityId| -> Result<String, StoreError> { Ok(store.entity(e)?.map(|r| r.name).unwrap_or_default()) };
-    let mut out_paths = Vec::new();
-    for p in paths.iter().take(top) {
-        out_paths.push(render_path(store, p)?);
+    let paths = &paths[..top.min(paths.len())];
+    // Every name the answer shows, in two batched reads.
+    let mut es: Vec<EntityId> = ids.clone();
+    let mut rs = Vec::new();
+    for p in paths {
+        for h in &p.hops {
+            let (s, r, o) = h.fact();
+            es.extend([s, o]);
+            rs.push(r);
+        }
     }
-    let names = ids.iter().map(|&e| name(e)).collect::<Result<Vec<_>, _>>()?;
+    es.sort_unstable();
+    es.dedup();
+    rs.sort_unstable();
+    rs.dedup();
+    let entity: hashbrown::HashMap<EntityId, String> = es.iter().copied().zip(store.entity_names(&es)?).map(|(e, n)| (e, n.unwrap_or_default())).collect();
+    let relation: hashbrown::HashMap<_, String> = rs.iter().copied().zip(store.relation_names(&rs)?).map(|(r, n)| (r, n.unwrap_or_default())).collect();
+    let out_paths: Vec<Value> = paths
+        .iter()
+        .map(|p| {
+            let triples: Vec<Value> = p
+                .hops
+                .iter()
+                .map(|h| {
+                    let (s, r, o) = h.fact();
+                    json!({"head": entity[&s], "relation": relation[&r], "tail": entity[&o], "reverse": h.edge.direction == Direction::In})
+                })
+                .collect();
+            json!({"score": p.score, "explanation": p.explanation, "triples": triples})
+        })
+        .collect();
+    let names: Vec<&String> = ids.iter().map(|e| &entity[e]).collect();
     Ok(json!({"id": request.id, "mentioned": names, "paths": out_paths}))
-}
-
-fn render_path(store: &Store, p: &ScoredPath) -> Result<Value, StoreError> {
-    let mut triples = Vec::new();
-    for h in &p.hops {
-        let (s, r, o) = h.fact();
-        let ent = |e: EntityId| -> Result<String, StoreError> { Ok(store.entity(e)?.map(|r| r.name).unwrap_or_default()) };
-        let rel = store.relation(r)?.map(|r| r.name).unwrap_or_default();
-        triples.push(json!({"head": ent(s)?, "relation": rel, "tail": ent(o)?, "reverse": h.edge.direction == Direction::In}));
-    }
-    Ok(json!({"score": p.score, "explanation": p.explanation, "triples": triples}))
 }
 
 #[cfg(test)]

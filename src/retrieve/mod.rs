@@ -75,11 +75,13 @@ pub struct Retriever<'s> {
     store: &'s Store,
     linker: Linker<'s>,
     cfg: RetrieverConfig,
+    /// Names read for earlier calls: consecutive turns of a dialog share most candidates.
+    names: std::sync::Mutex<NameCache>,
 }
 
 impl<'s> Retriever<'s> {
     pub fn new(store: &'s Store, cfg: RetrieverConfig) -> Retriever<'s> {
-        Retriever { store, linker: Linker::new(store, cfg.link.clone()), cfg }
+        Retriever { store, linker: Linker::new(store, cfg.link.clone()), cfg, names: Default::default() }
     }
 
     pub fn linker(&self) -> &Linker<'s> {
@@ -112,14 +114,18 @@ impl<'s> Retriever<'s> {
                     .collect()
             }
             RetrieverKind::Bm25 => {
-                let names = Names::load(self.store, &cand)?;
-                let docs: Vec<String> = paths.iter().map(|p| names.path(p)).collect();
-                let scores = bm25::mean_over_last_turns(&docs, input.history, self.cfg.bm25_turns);
+                let names = self.names_of(&cand)?;
+                let scores = bm25::mean_over_last_turns_with(
+                    paths.len(),
+                    |i, add| paths[i].iter().for_each(|h| names.fact_tokens(h.fact(), add)),
+                    input.history,
+                    self.cfg.bm25_turns,
+                );
+                let turns = self.cfg.bm25_turns.max(1).min(input.history.len().max(1));
                 paths
                     .into_iter()
-                    .zip(docs)
                     .zip(scores)
-                    .map(|((hops, doc), score)| ScoredPath { hops, score, explanation: format!("bm25 of {doc:?}") })
+                    .map(|(hops, score)| ScoredPath { hops, score, explanation: format!("bm25 {score:.4}, mean over the last {} messages", turns) })
                     .collect()
             }
             RetrieverKind::Katz => {
@@ -147,30 +153,81 @@ impl<'s> Retriever<'s> {
     /// The PCST instance of a candidate subgraph (what `pcst` solves), for inspection and
     /// for checking the solver against other implementations.
     pub fn pcst_instance(&self, cand: &Candidates, history: &[Message]) -> Result<pcst::PcstInstance, StoreError> {
-        let names = Names::load(self.store, cand)?;
-        pcst::build_instance::<StoreError>(cand, history, self.cfg.bm25_turns, &self.cfg.pcst, |e| Ok(names.entity(e).to_owned()), |f| Ok(names.fact(f)))
+        let names = self.names_of(cand)?;
+        Ok(pcst::build_instance(cand, history, self.cfg.bm25_turns, &self.cfg.pcst, |e, add| names.entity_tokens(e, add), |f, add| names.fact_tokens(f, add)))
     }
 
     fn pcst_paths(&self, cand: &Candidates, paths: Vec<Vec<Hop>>, history: &[Message]) -> Result<Vec<ScoredPath>, StoreError> {
         let inst = self.pcst_instance(cand, history)?;
         let chosen = pcst::select_facts(&inst, self.cfg.pcst.pruning)?;
-        let index: hashbrown::HashMap<Fact, usize> = inst.facts.iter().enumerate().map(|(i, &f)| (f, i)).collect();
-        let mut seen: hashbrown::HashSet<Vec<Fact>> = hashbrown::HashSet::new();
+        let index: hashbrown::HashMap<Fact, usize> = inst.facts.iter().enumerate().filter(|&(i, _)| chosen[i]).map(|(i, &f)| (f, i)).collect();
+        let variant = match self.cfg.pcst.variant {
+            PcstVariant::Seed003 => "seed 003",
+            PcstVariant::GRetriever => "G-Retriever",
+        };
+        let mut seen: hashbrown::HashSet<Vec<usize>> = hashbrown::HashSet::new();
         let mut out = Vec::new();
         for hops in paths {
-            let facts: Vec<Fact> = hops.iter().map(|h| h.fact()).collect();
-            let ids: Vec<usize> = facts.iter().map(|f| index[f]).collect();
-            if !ids.iter().all(|&i| chosen[i]) || !seen.insert(facts) {
-                continue;
-            }
+            // Only paths whose every fact is in the tree (most are not: look before building).
+            let Some(ids) = hops.iter().map(|h| index.get(&h.fact()).copied()).collect::<Option<Vec<usize>>>() else { continue };
             let score = ids.iter().map(|&i| inst.fact_relevance[i]).sum::<f64>() / ids.len() as f64;
-            let variant = match self.cfg.pcst.variant {
-                PcstVariant::Seed003 => "seed 003",
-                PcstVariant::GRetriever => "G-Retriever",
-            };
-            out.push(ScoredPath { hops, score, explanation: format!("in the {variant} Steiner tree; mean fact relevance {score:.4}") });
+            if seen.insert(ids) {
+                out.push(ScoredPath { hops, score, explanation: format!("in the {variant} Steiner tree; mean fact relevance {score:.4}") });
+            }
         }
         Ok(out)
+    }
+
+    /// The names of a candidate subgraph's entities and relations: from the cache, the rest
+    /// in two batched reads.
+    fn names_of(&self, cand: &Candidates) -> Result<Names, StoreError> {
+        let facts = cand.one_hop.iter().map(|h| h.fact()).chain(cand.two_hop.iter().flat_map(|p| [p[0].fact(), p[1].fact()]));
+        let (mut es, mut rs) = (Vec::new(), Vec::new());
+        for (s, r, o) in facts {
+            es.extend([s, o]);
+            rs.push(r);
+        }
+        es.sort_unstable();
+        es.dedup();
+        rs.sort_unstable();
+        rs.dedup();
+        let mut names = Names { entities: hashbrown::HashMap::with_capacity(es.len()), relations: hashbrown::HashMap::with_capacity(rs.len()) };
+        let (mut missing_e, mut missing_r) = (Vec::new(), Vec::new());
+        {
+            let cache = self.names.lock().unwrap_or_else(|e| e.into_inner());
+            for e in es {
+                match cache.entities.get(&e) {
+                    Some(n) => drop(names.entities.insert(e, n.clone())),
+                    None => missing_e.push(e),
+                }
+            }
+            for r in rs {
+                match cache.relations.get(&r) {
+                    Some(n) => drop(names.relations.insert(r, n.clone())),
+                    None => missing_r.push(r),
+                }
+            }
+        }
+        if missing_e.is_empty() && missing_r.is_empty() {
+            return Ok(names);
+        }
+        let read_e = self.store.entity_names(&missing_e)?;
+        let read_r = self.store.relation_names(&missing_r)?;
+        let mut cache = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.entities.len() + missing_e.len() > NAME_CACHE_ENTRIES {
+            cache.entities.clear();
+        }
+        for (e, n) in missing_e.into_iter().zip(read_e) {
+            let n = Term::new(n.unwrap_or_default());
+            cache.entities.insert(e, n.clone());
+            names.entities.insert(e, n);
+        }
+        for (r, n) in missing_r.into_iter().zip(read_r) {
+            let n = Term::new(relation_phrase(&n.unwrap_or_default()));
+            cache.relations.insert(r, n.clone());
+            names.relations.insert(r, n);
+        }
+        Ok(names)
     }
 
     fn entity_name(&self, e: EntityId) -> Result<String, StoreError> {
@@ -195,46 +252,48 @@ fn relation_phrase(name: &str) -> String {
     name.to_lowercase().replace(['_', '-'], " ")
 }
 
-/// The names a candidate subgraph needs, read in two batched reads rather than one point
-/// read per mention.
+/// Entities whose names a retriever keeps between calls (about 50 bytes each); past it,
+/// the cache starts over. Relations are few and all kept.
+const NAME_CACHE_ENTRIES: usize = 200_000;
+
+#[derive(Default)]
+struct NameCache {
+    entities: hashbrown::HashMap<EntityId, std::sync::Arc<Term>>,
+    relations: hashbrown::HashMap<crate::ids::RelationId, std::sync::Arc<Term>>,
+}
+
+/// The BM25 tokens of an entity name or a relation phrase.
+struct Term {
+    tokens: Vec<String>,
+}
+
+impl Term {
+    fn new(text: String) -> std::sync::Arc<Term> {
+        std::sync::Arc::new(Term { tokens: bm25::tokenize(&text) })
+    }
+}
+
+/// The tokens of the names a candidate subgraph needs (entity names, relation phrases).
 struct Names {
-    entities: hashbrown::HashMap<EntityId, String>,
-    relations: hashbrown::HashMap<crate::ids::RelationId, String>,
+    entities: hashbrown::HashMap<EntityId, std::sync::Arc<Term>>,
+    relations: hashbrown::HashMap<crate::ids::RelationId, std::sync::Arc<Term>>,
 }
 
 impl Names {
-    fn load(store: &Store, cand: &Candidates) -> Result<Names, StoreError> {
-        let facts = cand.one_hop.iter().map(|h| h.fact()).chain(cand.two_hop.iter().flat_map(|p| [p[0].fact(), p[1].fact()]));
-        let (mut es, mut rs) = (Vec::new(), Vec::new());
-        for (s, r, o) in facts {
-            es.extend([s, o]);
-            rs.push(r);
+    /// The BM25 tokens of an entity's name.
+    fn entity_tokens(&self, e: EntityId, add: &mut dyn FnMut(&str)) {
+        if let Some(t) = self.entities.get(&e) {
+            t.tokens.iter().for_each(|x| add(x));
         }
-        es.sort_unstable();
-        es.dedup();
-        rs.sort_unstable();
-        rs.dedup();
-        let entities = es.iter().copied().zip(store.entity_names(&es)?).map(|(e, n)| (e, n.unwrap_or_default())).collect();
-        let relations = rs.iter().copied().zip(store.relation_names(&rs)?).map(|(r, n)| (r, relation_phrase(&n.unwrap_or_default()))).collect();
-        Ok(Names { entities, relations })
     }
 
-    fn entity(&self, e: EntityId) -> &str {
-        self.entities.get(&e).map_or("", String::as_str)
-    }
-
-    fn fact(&self, (s, r, o): Fact) -> String {
-        format!("{} {} {}", self.entity(s), self.relations.get(&r).map_or("", String::as_str), self.entity(o))
-    }
-
-    fn path(&self, hops: &[Hop]) -> String {
-        let mut out = String::new();
-        for (i, h) in hops.iter().enumerate() {
-            if i > 0 {
-                out.push(' ');
-            }
-            out.push_str(&self.fact(h.fact()));
+    /// The BM25 tokens of "head relation tail": the tokens of the three, since a space
+    /// separates tokens.
+    fn fact_tokens(&self, (s, r, o): Fact, add: &mut dyn FnMut(&str)) {
+        self.entity_tokens(s, add);
+        if let Some(t) = self.relations.get(&r) {
+            t.tokens.iter().for_each(|x| add(x));
         }
-        out
+        self.entity_tokens(o, add);
     }
 }

@@ -107,15 +107,16 @@ pub fn decayed_prizes(scores: &[f64], k: usize, c: f64) -> Vec<f64> {
     prizes
 }
 
-/// Builds the instance. `name` gives an entity's name, `verbalize` a fact's text.
-pub fn build_instance<E>(
+/// Builds the instance. `entity_tokens` feeds the BM25 tokens of an entity's name,
+/// `fact_tokens` those of a fact's "head relation tail".
+pub fn build_instance(
     cand: &Candidates,
     history: &[Message],
     turns: usize,
     cfg: &PcstConfig,
-    mut name: impl FnMut(EntityId) -> Result<String, E>,
-    mut verbalize: impl FnMut(Fact) -> Result<String, E>,
-) -> Result<PcstInstance, E> {
+    mut entity_tokens: impl FnMut(EntityId, &mut dyn FnMut(&str)),
+    mut fact_tokens: impl FnMut(Fact, &mut dyn FnMut(&str)),
+) -> PcstInstance {
     let mut inst = PcstInstance::default();
     let mut entity_index: HashMap<EntityId, u32> = HashMap::new();
     let mut fact_index: HashMap<Fact, usize> = HashMap::new();
@@ -133,10 +134,8 @@ pub fn build_instance<E>(
             });
         }
     }
-    let names: Vec<String> = inst.entities.iter().map(|&e| name(e)).collect::<Result<_, E>>()?;
-    let texts: Vec<String> = inst.facts.iter().map(|&f| verbalize(f)).collect::<Result<_, E>>()?;
-    let node_relevance = bm25::mean_over_last_turns(&names, history, turns);
-    inst.fact_relevance = bm25::mean_over_last_turns(&texts, history, turns);
+    let node_relevance = bm25::mean_over_last_turns_with(inst.entities.len(), |i, add| entity_tokens(inst.entities[i], add), history, turns);
+    inst.fact_relevance = bm25::mean_over_last_turns_with(inst.facts.len(), |i, add| fact_tokens(inst.facts[i], add), history, turns);
     inst.prizes = rank_prizes(&node_relevance, cfg.node_k);
     let ends = |f: &Fact| (entity_index[&f.0], entity_index[&f.2]);
     match cfg.variant {
@@ -179,7 +178,7 @@ pub fn build_instance<E>(
             }
         }
     }
-    Ok(inst)
+    inst
 }
 
 /// Solves the instance; returns, for each fact, whether the tree holds it.

@@ -75,6 +75,35 @@ pub struct EntityInfo {
     pub in_degree: u64,
 }
 
+/// Neighbour scans through one reused iterator (`Store::neighbor_cursor`), for walks that
+/// visit many entities (candidate subgraphs): a seek each, not an iterator each.
+pub struct NeighborCursor<'s> {
+    it: rocksdb::DBRawIteratorWithThreadMode<'s, DB>,
+}
+
+impl NeighborCursor<'_> {
+    /// Calls `f` for every edge at `e`, both directions, in (direction, relation, other)
+    /// order, as `Store::for_each_neighbor(e, None, None, f)`.
+    pub fn for_each(&mut self, e: EntityId, mut f: impl FnMut(Edge) -> ControlFlow<()>) -> Result<(), StoreError> {
+        for dir in Direction::BOTH {
+            let prefix = codec::adj_prefix(dir, e);
+            self.it.seek(prefix);
+            while let Some((k, v)) = self.it.item() {
+                if !k.starts_with(&prefix) {
+                    break;
+                }
+                let (_, _, r) = codec::decode_adj_key(k).ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, k, "malformed adjacency key"))?;
+                if visit_list(dir, r, v, k, &mut f)?.is_break() {
+                    return Ok(());
+                }
+                self.it.next();
+            }
+            self.it.status()?;
+        }
+        Ok(())
+    }
+}
+
 /// Lookups in the `names` index through one reused iterator (`Store::name_cursor`).
 pub struct NameCursor<'s> {
     it: rocksdb::DBRawIteratorWithThreadMode<'s, DB>,
@@ -440,6 +469,13 @@ impl Store {
             }
         }
         Ok(())
+    }
+
+    /// A cursor for many neighbour scans with one iterator.
+    pub fn neighbor_cursor(&self) -> NeighborCursor<'_> {
+        let mut ro = ReadOptions::default();
+        ro.set_prefix_same_as_start(true);
+        NeighborCursor { it: self.db.raw_iterator_cf_opt(self.cf(CF_ADJACENCY), ro) }
     }
 
     fn scan_adjacency(
