@@ -176,16 +176,17 @@ class CandidateConfig:
     hops: int = 2
 
 
-def capped_edges(kg, e, per_relation, total, skip=None):
+def capped_edges(kg, e, per_relation, total, avoid=None):
     """The first hops out of `e`: at most `per_relation` per (direction, relation) and
-    `total` in all, in store order. `skip` (the way back) is passed over without counting.
+    `total` in all, in store order. Edges to `avoid` (the start entity) are passed over
+    without counting.
     """
     out = []
     group, in_group = None, 0
     for edge in kg.neighbours(e):
         if len(out) >= total:
             break
-        if edge == skip:
+        if avoid is not None and edge[2] == avoid:
             continue
         if edge[:2] != group:
             group, in_group = edge[:2], 0
@@ -214,10 +215,9 @@ def candidate_paths(kg, mentioned, cfg=CandidateConfig()):
             if paths >= cfg.paths_per_entity:
                 break
             direction, relation, other = edge
-            # Never straight back along the fact just walked.
-            back = (1 - direction, relation, m)
+            # Never back to the start entity, by any fact.
             room = cfg.paths_per_entity - paths
-            for second in capped_edges(kg, other, cfg.tails_per_relation, room, skip=back):
+            for second in capped_edges(kg, other, cfg.tails_per_relation, room, avoid=m):
                 two_hop.append(((m, edge), (other, second)))
                 paths += 1
     return one_hop + two_hop

@@ -5,7 +5,8 @@
 //! Per mentioned entity: its 1-hop facts in both directions, at most `tails_per_relation`
 //! per (direction, relation) and `facts_per_entity` in all, in store order (direction,
 //! relation id, neighbour id); then 2-hop paths through those neighbours, with the same
-//! per-relation cap at the second hop, never straight back, at most `paths_per_entity`.
+//! per-relation cap at the second hop, never back to the entity itself (by any fact: an
+//! A-B-A loop tells nothing the 1-hop fact does not), at most `paths_per_entity`.
 
 use crate::error::StoreError;
 use crate::ids::{Direction, EntityId, RelationId};
@@ -54,8 +55,9 @@ pub struct Candidates {
     pub two_hop: Vec<[Hop; 2]>,
 }
 
-/// The first hops out of `e`: capped per (direction, relation) and in total.
-fn capped_edges(cursor: &mut NeighborCursor<'_>, e: EntityId, per_relation: usize, total: usize, skip: Option<Edge>) -> Result<Vec<Edge>, StoreError> {
+/// The first hops out of `e`: capped per (direction, relation) and in total. Edges to
+/// `avoid` are passed over without counting.
+fn capped_edges(cursor: &mut NeighborCursor<'_>, e: EntityId, per_relation: usize, total: usize, avoid: Option<EntityId>) -> Result<Vec<Edge>, StoreError> {
     let mut out = Vec::new();
     let mut group: Option<(Direction, RelationId)> = None;
     let mut in_group = 0;
@@ -63,7 +65,7 @@ fn capped_edges(cursor: &mut NeighborCursor<'_>, e: EntityId, per_relation: usiz
         if out.len() >= total {
             return ControlFlow::Break(());
         }
-        if Some(edge) == skip {
+        if Some(edge.other) == avoid {
             return ControlFlow::Continue(());
         }
         if group != Some((edge.direction, edge.relation)) {
@@ -97,9 +99,8 @@ pub fn candidate_subgraph(store: &Store, mentioned: &[EntityId], cfg: &Candidate
             if paths >= cfg.paths_per_entity {
                 break;
             }
-            let back = Edge { direction: edge.direction.reverse(), relation: edge.relation, other: m };
             let room = cfg.paths_per_entity - paths;
-            for second in capped_edges(&mut cursor, edge.other, cfg.tails_per_relation, room, Some(back))? {
+            for second in capped_edges(&mut cursor, edge.other, cfg.tails_per_relation, room, Some(m))? {
                 out.two_hop.push([Hop { from: m, edge }, Hop { from: edge.other, edge: second }]);
                 paths += 1;
             }
