@@ -8,21 +8,7 @@
 # pcst_fast 1.0.10's wheel answers wrongly under numpy 2, so the Python side runs in a venv
 # with numpy < 2 (made here once, from PyPI).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source tools/setup.sh
-cargo build --release --locked --bins >&2
-bin="$CARGO_TARGET_DIR/release"
-data="${TRELLIS_SHARED_DATA:-../shared/data}"
-work="${BENCH_DIR:-/tmp/trellis-bench}"
-mkdir -p "$work"
-venv="$work/venv-pcst"
-if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q "numpy<2" pcst_fast==1.0.10 networkx==3.6.1 rank_bm25==0.2.2 >&2
-fi
-if [ ! -f "$work/kg/CURRENT" ]; then
-    "$bin/trellis" ingest --store "$work/kg" --on-error skip --rejects "$work/kg-rejects.tsv" "$data/opendialkg/kg.tsv" >&2
-fi
+source "$(dirname "$0")/bench_python_env.sh"
 if [ ! -f "$work/metaqa/CURRENT" ]; then
     "$bin/trellis" ingest --store "$work/metaqa" "$data/metaqa/kb.txt" >&2
 fi
@@ -34,4 +20,4 @@ for variant in seed003 g-retriever; do
         --variant "$variant" --limit 2000 --output "$work/metaqa-$variant.jsonl"
     real+=("$work/odkg-$variant.jsonl" "$work/metaqa-$variant.jsonl")
 done
-"$venv/bin/python" tools/check_pcst.py --trellis-pcst "$bin/trellis-pcst" --random 250 --repeat 5 --real "${real[@]}" --json "$work/check_pcst.json"
+"$py" tools/check_pcst.py --trellis-pcst "$bin/trellis-pcst" --random 250 --repeat 5 --real "${real[@]}" --json "$work/check_pcst.json"

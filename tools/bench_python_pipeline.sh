@@ -12,22 +12,7 @@
 # reading or writing); Trellis's is the whole `trellis retrieve` process (opening the
 # store, reading requests, writing the 10 best paths of each).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source tools/setup.sh
-cargo build --release --locked --bins >&2
-bin="$CARGO_TARGET_DIR/release"
-data="${TRELLIS_SHARED_DATA:-../shared/data}"
-work="${BENCH_DIR:-/tmp/trellis-bench}"
-mkdir -p "$work"
-venv="$work/venv-pcst"
-if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q "numpy<2" pcst_fast==1.0.10 networkx==3.6.1 rank_bm25==0.2.2 >&2
-fi
-py="$venv/bin/python"
-if [ ! -f "$work/kg/CURRENT" ]; then
-    "$bin/trellis" ingest --store "$work/kg" --on-error skip --rejects "$work/kg-rejects.tsv" "$data/opendialkg/kg.tsv" >&2
-fi
+source "$(dirname "$0")/bench_python_env.sh"
 "$py" tools/opendialkg_requests.py "$data/opendialkg/dialogs_dev.csv" -o "$work/req.jsonl"
 "$bin/trellis" retrieve --store "$work/kg" --retriever all --input "$work/req.jsonl" --output "$work/linked.jsonl" --top 0 2>/dev/null
 "$py" - "$work/req.jsonl" "$work/linked.jsonl" "$work/req-entities.jsonl" <<'PY'

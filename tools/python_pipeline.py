@@ -5,12 +5,10 @@ It loads a whole triple file into a networkx MultiDiGraph, builds the same candi
 paths as `trellis retrieve` around the entities Trellis linked (entity linking is not part
 of the comparison: they are read from a Trellis output file), ranks them with the same
 retriever, and times both steps. With --compare it checks, request by request, that the
-paths (triples) come out in the same order as in a Trellis output, with scores within
-1e-9, and exits 1 on any disagreement.
-
-Scores are compared exactly in order: Trellis's BM25 does rank_bm25's arithmetic in the
-same order (bit for bit), so even near-ties sort alike. --allow-ties still accepts
-requests that differ only in the order of paths whose scores are within 1e-9.
+paths (triples) come out in the same order as in a Trellis output, with equal scores (the
+same floats: Trellis's BM25 does rank_bm25's arithmetic in the same order), and exits 1 on
+any disagreement. --allow-ties accepts requests that differ only in the order of paths
+whose scores are within 1e-9.
 
 The rules mirror the Rust code they are named after:
   ingest        src/ingest/parse.rs, src/ingest/build.rs
@@ -36,7 +34,6 @@ import re
 import statistics
 import sys
 import time
-import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
@@ -324,26 +321,6 @@ def verbalize(kg, path):
     return " ".join(parts)
 
 
-def rust_debug(text):
-    """Rust's `{:?}` of a string, as far as unicodedata allows: Rust escapes grapheme
-    extenders and non-printable characters as \\u{..}; here marks (Mn, Me) and the
-    control, format, separator and unassigned categories stand in for those. Only the
-    explanation uses it, and explanations are not compared."""
-    out = []
-    for c in text:
-        if c in '"\\':
-            out.append("\\" + c)
-        elif c in _SHORT_ESCAPES:
-            out.append(_SHORT_ESCAPES[c])
-        elif unicodedata.category(c) in _ESCAPED_CATEGORIES:
-            out.append(f"\\u{{{ord(c):x}}}")
-        else:
-            out.append(c)
-    return '"' + "".join(out) + '"'
-
-
-_SHORT_ESCAPES = {"\t": "\\t", "\r": "\\r", "\n": "\\n", "\0": "\\0"}
-_ESCAPED_CATEGORIES = frozenset({"Mn", "Me", "Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 
 def rank_bm25(kg, paths, history, mentioned):
@@ -351,15 +328,9 @@ def rank_bm25(kg, paths, history, mentioned):
     l = 1..min(3, len(history)) messages (empty history: one empty query)."""
     if not paths:
         return []  # BM25Okapi divides by the corpus size
-    docs = [verbalize(kg, p) for p in paths]
-    bm25 = BM25Okapi([tokenize(d) for d in docs])
+    scores = bm25_relevance([verbalize(kg, p) for p in paths], history)
     turns = max(1, min(BM25_TURNS, len(history)))
-    total = np.zeros(len(docs))
-    for last in range(1, turns + 1):
-        query = [t for m in history[max(0, len(history) - last):] for t in tokenize(m)]
-        total += bm25.get_scores(query)
-    scores = total / turns
-    return ranked(paths, scores, [f"bm25 of {rust_debug(d)}" for d in docs])
+    return ranked(paths, scores, [f"bm25 {x:.4f}, mean over the last {turns} messages" for x in scores])
 
 
 def bm25_relevance(texts, history):
@@ -532,8 +503,8 @@ def render(kg, scored):
 
 def first_difference(mine, theirs):
     """None when the two answers agree (same id, mentioned, paths in the same order,
-    scores within SCORE_TOLERANCE), else what differs first. Explanations are not
-    compared (see rust_debug)."""
+    equal scores), else what differs first. Explanations are not compared (their number
+    formatting is Rust's)."""
     if mine["id"] != theirs.get("id"):
         return f"ids differ: {mine['id']!r} vs {theirs.get('id')!r}"
     if mine["mentioned"] != theirs.get("mentioned"):
@@ -542,7 +513,7 @@ def first_difference(mine, theirs):
     for i, (p, q) in enumerate(zip(a, b)):
         if p["triples"] != q["triples"]:
             return f"path {i}: {p['triples']} (score {p['score']!r}) vs {q['triples']} (score {q['score']!r})"
-        if not abs(p["score"] - q["score"]) <= SCORE_TOLERANCE:
+        if p["score"] != q["score"]:
             return f"path {i}: score {p['score']!r} vs {q['score']!r}"
     if len(a) != len(b):
         return f"{len(a)} paths vs {len(b)}"
@@ -554,8 +525,8 @@ def same_up_to_ties(mine, theirs):
     is cut into runs of consecutive scores within SCORE_TOLERANCE of each other, and each
     run must hold the same paths (in any order) as the same positions of ours.
 
-    Why: scores equal in exact arithmetic come out a few ulps apart, differently in
-    rank_bm25 and in Trellis (and between two Trellis runs), and the sort then orders
+    For retrievers whose scores are not computed in the same order on both sides: scores
+    equal in exact arithmetic can come out a few ulps apart, and the sort then orders
     them by rounding noise.
     """
     a, b = mine["paths"], theirs.get("paths", [])

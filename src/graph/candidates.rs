@@ -55,6 +55,29 @@ pub struct Candidates {
     pub two_hop: Vec<[Hop; 2]>,
 }
 
+impl Candidates {
+    /// Every candidate fact, 1-hop ones first, then those of the 2-hop paths in order
+    /// (repeats included).
+    pub fn facts(&self) -> impl Iterator<Item = Fact> + '_ {
+        self.one_hop.iter().map(|h| h.fact()).chain(self.two_hop.iter().flat_map(|p| [p[0].fact(), p[1].fact()]))
+    }
+}
+
+/// The distinct entities and relations of some facts, each sorted (the order batched
+/// reads want).
+pub fn distinct_terms(facts: impl Iterator<Item = Fact>) -> (Vec<EntityId>, Vec<RelationId>) {
+    let (mut es, mut rs) = (Vec::new(), Vec::new());
+    for (s, r, o) in facts {
+        es.extend([s, o]);
+        rs.push(r);
+    }
+    es.sort_unstable();
+    es.dedup();
+    rs.sort_unstable();
+    rs.dedup();
+    (es, rs)
+}
+
 /// The first hops out of `e`: capped per (direction, relation) and in total. Edges to
 /// `avoid` are passed over without counting.
 fn capped_edges(cursor: &mut NeighborCursor<'_>, e: EntityId, per_relation: usize, total: usize, avoid: Option<EntityId>) -> Result<Vec<Edge>, StoreError> {

@@ -252,10 +252,20 @@ struct Cluster {
     event_version: u32,
 }
 
-/// A total order on event times; the solver never produces NaN.
-#[derive(Clone, Copy, PartialEq, PartialOrd)]
+/// A total order on event times (`total_cmp`; the solver never produces NaN).
+#[derive(Clone, Copy)]
 struct Time(f64);
+impl PartialEq for Time {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
 impl Eq for Time {}
+impl PartialOrd for Time {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 impl Ord for Time {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         self.0.total_cmp(&other.0)
@@ -362,7 +372,7 @@ impl<'a> Growth<'a> {
 
     fn endpoint(&self, part: u32) -> u32 {
         let (u, v) = self.edges[(part / 2) as usize];
-        if part % 2 == 0 {
+        if part.is_multiple_of(2) {
             u
         } else {
             v

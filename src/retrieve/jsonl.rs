@@ -8,6 +8,7 @@
 //! [{"score", "explanation", "triples": [{"head", "relation", "tail", "reverse"}]}]}`.
 
 use super::Retriever;
+use crate::graph::candidates::distinct_terms;
 use crate::error::StoreError;
 use crate::ids::{Direction, EntityId};
 use crate::link::Message;
@@ -74,19 +75,12 @@ fn render(store: &Store, retriever: &Retriever<'_>, request: &Request, ids: Vec<
     let paths = retriever.rank(&super::RetrievalInput { history: &request.history, mentioned: ids.clone() })?;
     let paths = &paths[..top.min(paths.len())];
     // Every name the answer shows, in two batched reads.
-    let mut es: Vec<EntityId> = ids.clone();
-    let mut rs = Vec::new();
-    for p in paths {
-        for h in &p.hops {
-            let (s, r, o) = h.fact();
-            es.extend([s, o]);
-            rs.push(r);
-        }
-    }
+    let facts = paths.iter().flat_map(|p| p.hops.iter().map(|h| h.fact()));
+    // The mentioned entities are shown too, even when no path holds them.
+    let (mut es, rs) = distinct_terms(facts);
+    es.extend(&ids);
     es.sort_unstable();
     es.dedup();
-    rs.sort_unstable();
-    rs.dedup();
     let entity: hashbrown::HashMap<EntityId, String> = es.iter().copied().zip(store.entity_names(&es)?).map(|(e, n)| (e, n.unwrap_or_default())).collect();
     let relation: hashbrown::HashMap<_, String> = rs.iter().copied().zip(store.relation_names(&rs)?).map(|(r, n)| (r, n.unwrap_or_default())).collect();
     let out_paths: Vec<Value> = paths

@@ -7,7 +7,7 @@ pub mod jsonl;
 pub mod pcst;
 
 use crate::error::StoreError;
-use crate::graph::candidates::{candidate_subgraph, CandidateConfig, Candidates, Fact, Hop};
+use crate::graph::candidates::{candidate_subgraph, distinct_terms, CandidateConfig, Candidates, Fact, Hop};
 use crate::graph::informativeness::{Informativeness, KatzConfig};
 use crate::ids::EntityId;
 use crate::link::{LinkConfig, Linker, Message};
@@ -181,16 +181,7 @@ impl<'s> Retriever<'s> {
     /// The names of a candidate subgraph's entities and relations: from the cache, the rest
     /// in two batched reads.
     fn names_of(&self, cand: &Candidates) -> Result<Names, StoreError> {
-        let facts = cand.one_hop.iter().map(|h| h.fact()).chain(cand.two_hop.iter().flat_map(|p| [p[0].fact(), p[1].fact()]));
-        let (mut es, mut rs) = (Vec::new(), Vec::new());
-        for (s, r, o) in facts {
-            es.extend([s, o]);
-            rs.push(r);
-        }
-        es.sort_unstable();
-        es.dedup();
-        rs.sort_unstable();
-        rs.dedup();
+        let (es, rs) = distinct_terms(cand.facts());
         let mut names = Names { entities: hashbrown::HashMap::with_capacity(es.len()), relations: hashbrown::HashMap::with_capacity(rs.len()) };
         let (mut missing_e, mut missing_r) = (Vec::new(), Vec::new());
         {
@@ -252,8 +243,8 @@ fn relation_phrase(name: &str) -> String {
     name.to_lowercase().replace(['_', '-'], " ")
 }
 
-/// Entities whose names a retriever keeps between calls (about 50 bytes each); past it,
-/// the cache starts over. Relations are few and all kept.
+/// Entities whose name tokens a retriever keeps between calls (some 100-200 bytes each,
+/// so tens of MB at most); past it, the cache starts over. Relations are few and all kept.
 const NAME_CACHE_ENTRIES: usize = 200_000;
 
 #[derive(Default)]

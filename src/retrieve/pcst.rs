@@ -120,8 +120,7 @@ pub fn build_instance(
     let mut inst = PcstInstance::default();
     let mut entity_index: HashMap<EntityId, u32> = HashMap::new();
     let mut fact_index: HashMap<Fact, usize> = HashMap::new();
-    let all = cand.one_hop.iter().map(|h| h.fact()).chain(cand.two_hop.iter().flat_map(|p| [p[0].fact(), p[1].fact()]));
-    for f in all {
+    for f in cand.facts() {
         if fact_index.contains_key(&f) {
             continue;
         }

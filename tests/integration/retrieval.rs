@@ -186,6 +186,18 @@ fn retrieve_cli_takes_the_pcst_options() {
         }
     }
     assert!(sizes[1] >= 1 && sizes[1] < sizes[0] && sizes[2] >= 1 && sizes[2] < sizes[0], "{sizes:?}");
+    // The other retriever options: BM25 over the last message only (the history has two),
+    // another seed for random.
+    let run = |extra: &[&str]| -> String {
+        trellis()
+            .arg("retrieve").arg("--store").arg(&s).args(extra).arg("--input").arg(&path).arg("--output").arg(dir.path().join("o.jsonl"))
+            .assert()
+            .success();
+        std::fs::read_to_string(dir.path().join("o.jsonl")).unwrap()
+    };
+    assert!(run(&["--retriever", "bm25"]).contains("mean over the last 2 messages"));
+    assert!(run(&["--retriever", "bm25", "--bm25-turns", "1"]).contains("mean over the last 1 messages"));
+    assert_ne!(run(&["--retriever", "random"]), run(&["--retriever", "random", "--seed", "7"]));
     trellis()
         .arg("retrieve").arg("--store").arg(&s).arg("--retriever").arg("pcst").arg("--pruning").arg("best")
         .arg("--input").arg(&path).arg("--output").arg(dir.path().join("x.jsonl"))
@@ -222,4 +234,34 @@ fn retrieve_takes_entities_instead_of_linking() {
     assert_eq!(line["mentioned"], serde_json::json!(["Golf"]));
     let first = &line["paths"][0]["triples"][0];
     assert!(first["head"] == "Golf" || first["tail"] == "Golf", "{first}");
+}
+
+/// Batched name reads answer in the order asked, `None` past the end, like one read each;
+/// and a retriever answers the same on a second call (names then come from its cache) as
+/// a fresh one does.
+#[test]
+fn batched_names_and_the_name_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    ingest(&s, &[], &[&fixture("opendialkg-sample.tsv")]);
+    let store = Store::open_read_only(&s).unwrap();
+    let n = store.entity_count() as u32;
+    let ids: Vec<trellis::EntityId> = [n - 1, 0, n + 5, 7, 0].into_iter().map(trellis::EntityId).collect();
+    let batched = store.entity_names(&ids).unwrap();
+    let one_by_one: Vec<Option<String>> = ids.iter().map(|&e| store.entity(e).unwrap().map(|r| r.name)).collect();
+    assert_eq!(batched, one_by_one);
+    assert_eq!(batched[2], None);
+    assert!(batched[0].is_some() && batched[1].is_some());
+    let rels = store.relation_names(&[trellis::RelationId(0), trellis::RelationId(u32::MAX)]).unwrap();
+    assert_eq!(rels, vec![store.relation(trellis::RelationId(0)).unwrap().map(|r| r.name), None]);
+
+    let history = [trellis::link::Message { speaker: String::new(), text: "Do you know Jordan Spieth? He plays golf.".into() }];
+    for kind in [RetrieverKind::Bm25, RetrieverKind::Pcst] {
+        let warm = Retriever::new(&store, RetrieverConfig::new(kind));
+        let view = |r: &Retriever| -> Vec<(String, f64)> { r.retrieve(&history).unwrap().iter().map(|p| (r.verbalize(&p.hops).unwrap(), p.score)).collect() };
+        let first = view(&warm);
+        assert!(!first.is_empty(), "{kind:?}");
+        assert_eq!(view(&warm), first, "{kind:?}: second call, cached names");
+        assert_eq!(view(&Retriever::new(&store, RetrieverConfig::new(kind))), first, "{kind:?}: fresh retriever");
+    }
 }
