@@ -44,7 +44,7 @@ fn entity_with_degree(store: &Store, target: u64) -> (EntityId, u64) {
 
 fn neighbors(c: &mut Criterion) {
     let (_dir, store_dir) = load_kg();
-    let store = Store::open_read_only(&store_dir).unwrap();
+    let store = std::sync::Arc::new(Store::open_read_only(&store_dir).unwrap());
     let (e, degree) = entity_with_degree(&store, 100);
     let mut g = c.benchmark_group("query");
     g.throughput(Throughput::Elements(degree));
@@ -92,11 +92,11 @@ fn ingest(c: &mut Criterion) {
 
 fn linking(c: &mut Criterion) {
     let (_dir, store_dir) = load_kg();
-    let store = Store::open_read_only(&store_dir).unwrap();
+    let store = std::sync::Arc::new(Store::open_read_only(&store_dir).unwrap());
     let dialogs = trellis::eval::opendialkg::read(&kg().with_file_name("dialogs_dev.csv")).unwrap();
     let dialogs: Vec<_> = dialogs.into_iter().take(50).collect();
     let messages: u64 = dialogs.iter().map(|d| d.messages.len() as u64).sum();
-    let linker = trellis::link::Linker::new(&store, trellis::link::LinkConfig::default());
+    let linker = trellis::link::Linker::new(store.clone(), trellis::link::LinkConfig::default());
     let mut g = c.benchmark_group("link");
     // Per message: each dialog linked message by message, as a live system would.
     g.throughput(Throughput::Elements(messages));
@@ -122,8 +122,8 @@ fn token_trie(c: &mut Criterion) {
     let tok_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokenizer.json");
     let tok = NameTokenizer::from_file(&tok_path, TokenContext::default()).unwrap();
     trellis::ingest::tokens::index_tokens(&store_dir, &tok, "fixture", &mut |_, _, _| {}).unwrap();
-    let store = Store::open_read_only(&store_dir).unwrap();
-    let index = TokenIndex::open(&store, tok.fingerprint()).unwrap();
+    let store = std::sync::Arc::new(Store::open_read_only(&store_dir).unwrap());
+    let index = TokenIndex::open(store.clone(), tok.fingerprint()).unwrap();
     let (e, _) = entity_with_degree(&store, 100);
     let tokens = index.tokens(Side::Entity, e.0).unwrap().unwrap();
     let mut neighbours: Vec<u32> = Vec::new();
@@ -145,7 +145,7 @@ fn token_trie(c: &mut Criterion) {
 fn retrieval(c: &mut Criterion) {
     use trellis::retrieve::{Retriever, RetrieverConfig, RetrieverKind};
     let (_dir, store_dir) = load_kg();
-    let store = Store::open_read_only(&store_dir).unwrap();
+    let store = std::sync::Arc::new(Store::open_read_only(&store_dir).unwrap());
     let dialogs = trellis::eval::opendialkg::read(&kg().with_file_name("dialogs_dev.csv")).unwrap();
     // The first 50 turns with a gold path, as eval retrieval sees them.
     let turns: Vec<Vec<trellis::link::Message>> =
@@ -154,14 +154,14 @@ fn retrieval(c: &mut Criterion) {
     g.throughput(Throughput::Elements(turns.len() as u64));
     g.sample_size(20);
     for kind in [RetrieverKind::All, RetrieverKind::Random, RetrieverKind::Bm25, RetrieverKind::Katz, RetrieverKind::Pcst] {
-        let r = Retriever::new(&store, RetrieverConfig::new(kind));
+        let r = Retriever::new(store.clone(), RetrieverConfig::new(kind));
         g.bench_function(format!("{kind:?}_50_turns").to_lowercase(), |b| {
             b.iter(|| turns.iter().map(|h| r.retrieve(h).unwrap().len()).sum::<usize>())
         });
     }
     let mut cfg = RetrieverConfig::new(RetrieverKind::Pcst);
     cfg.pcst = trellis::retrieve::pcst::PcstConfig::new(trellis::retrieve::pcst::PcstVariant::GRetriever);
-    let r = Retriever::new(&store, cfg);
+    let r = Retriever::new(store.clone(), cfg);
     g.bench_function("pcst_g_retriever_50_turns", |b| b.iter(|| turns.iter().map(|h| r.retrieve(h).unwrap().len()).sum::<usize>()));
     g.finish();
 }

@@ -113,14 +113,14 @@ fn main() -> Result<()> {
             out.flush()?;
         }
         Command::Instances { store, dataset, input, variant, pruning, limit, output } => {
-            let store = Store::open_read_only(&store).with_context(|| format!("opening store {}", store.display()))?;
+            let store = std::sync::Arc::new(Store::open_read_only(&store).with_context(|| format!("opening store {}", store.display()))?);
             let dialogs = match dataset {
                 Dataset::Opendialkg => trellis::eval::opendialkg::read(&input)?,
                 Dataset::Metaqa => trellis::eval::metaqa::read(&input)?,
             };
             let mut cfg = RetrieverConfig::new(RetrieverKind::Pcst);
             cfg.pcst = PcstConfig::new(variant);
-            let retriever = Retriever::new(&store, cfg);
+            let retriever = Retriever::new(store.clone(), cfg);
             let mut out = BufWriter::new(std::fs::File::create(&output).with_context(|| format!("creating {}", output.display()))?);
             let mut written = 0;
             'all: for (d, dialog) in dialogs.iter().enumerate() {

@@ -117,13 +117,13 @@ fn read_dialog(path: &PathBuf) -> Result<Vec<Message>> {
 }
 
 pub fn link(args: LinkArgs) -> Result<ExitCode> {
-    let store = Store::open_read_only(&args.store).with_context(|| format!("opening store {}", args.store.display()))?;
+    let store = std::sync::Arc::new(Store::open_read_only(&args.store).with_context(|| format!("opening store {}", args.store.display()))?);
     let messages = match (&args.dialog, &args.text) {
         (Some(path), _) => read_dialog(path)?,
         (None, Some(text)) => vec![Message { speaker: String::new(), text: text.clone() }],
         (None, None) => bail!("give a TEXT to link, or --dialog FILE.json"),
     };
-    let linker = Linker::new(&store, args.options.config());
+    let linker = Linker::new(store.clone(), args.options.config());
     let mentions = linker.link_dialog(&messages)?;
     let turn = linker.turn_entities(&mentions, messages.len());
     if args.json {
@@ -149,12 +149,12 @@ pub fn link(args: LinkArgs) -> Result<ExitCode> {
 pub fn eval(cmd: EvalCommand) -> Result<ExitCode> {
     match cmd {
         EvalCommand::Retrieval { store, dataset, input, retriever, k, json } => {
-            let store = Store::open_read_only(&store).with_context(|| format!("opening store {}", store.display()))?;
+            let store = std::sync::Arc::new(Store::open_read_only(&store).with_context(|| format!("opening store {}", store.display()))?);
             let dialogs = match dataset {
                 Dataset::Opendialkg => opendialkg::read(&input)?,
                 Dataset::Metaqa => trellis::eval::metaqa::read(&input)?,
             };
-            let r = Retriever::new(&store, retriever.config());
+            let r = Retriever::new(store.clone(), retriever.config());
             let report = retrieval::evaluate(&store, &r, &dialogs, &k)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
@@ -170,9 +170,9 @@ pub fn eval(cmd: EvalCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         EvalCommand::Linking { store, dialogs, no_substring, misses, json, options } => {
-            let store = Store::open_read_only(&store).with_context(|| format!("opening store {}", store.display()))?;
+            let store = std::sync::Arc::new(Store::open_read_only(&store).with_context(|| format!("opening store {}", store.display()))?);
             let dialogs = opendialkg::read(&dialogs)?;
-            let linker = Linker::new(&store, options.config());
+            let linker = Linker::new(store.clone(), options.config());
             let substring = if no_substring { None } else { Some(linking::SubstringMatcher::new(&store)?) };
             let started = std::time::Instant::now();
             let r = linking::evaluate(&store, &linker, &dialogs, substring.as_ref())?;

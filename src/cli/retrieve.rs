@@ -71,8 +71,8 @@ pub struct RetrieveArgs {
 const BATCH: usize = 256;
 
 pub fn run(args: RetrieveArgs) -> Result<ExitCode> {
-    let store = Store::open_read_only(&args.store).with_context(|| format!("opening store {}", args.store.display()))?;
-    let retriever = Retriever::new(&store, args.retriever.config());
+    let store = std::sync::Arc::new(Store::open_read_only(&args.store).with_context(|| format!("opening store {}", args.store.display()))?);
+    let retriever = Retriever::new(store.clone(), args.retriever.config());
     let input = std::fs::File::open(&args.input).with_context(|| format!("opening {}", args.input.display()))?;
     let total = std::fs::metadata(&args.input).map(|m| m.len()).unwrap_or(0);
     let out = std::fs::File::create(&args.output).with_context(|| format!("creating {}", args.output.display()))?;

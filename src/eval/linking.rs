@@ -68,7 +68,7 @@ impl SubstringMatcher {
     }
 }
 
-pub fn evaluate(store: &Store, linker: &Linker<'_>, dialogs: &[Dialog], substring: Option<&SubstringMatcher>) -> Result<LinkingReport, StoreError> {
+pub fn evaluate(store: &Store, linker: &Linker, dialogs: &[Dialog], substring: Option<&SubstringMatcher>) -> Result<LinkingReport, StoreError> {
     let mut r = LinkingReport::default();
     let (mut hits, mut hits_named, mut size) = (0u64, 0u64, 0u64);
     let (mut sub_hits, mut sub_hits_named, mut sub_size) = (0u64, 0u64, 0u64);

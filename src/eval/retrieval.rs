@@ -44,7 +44,7 @@ fn resolve(store: &Store, t: &Triple, reverse_prefix: &str) -> Result<Option<Fac
     Ok(Some(if swap { (o, r, s) } else { (s, r, o) }))
 }
 
-pub fn evaluate(store: &Store, retriever: &Retriever<'_>, dialogs: &[Dialog], ks: &[usize]) -> Result<RetrievalReport, StoreError> {
+pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[usize]) -> Result<RetrievalReport, StoreError> {
     let mut r = RetrievalReport::default();
     let kmax = ks.iter().copied().max().unwrap_or(10).max(10);
     let mut path_hits = vec![0u64; ks.len()];

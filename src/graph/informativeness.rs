@@ -20,6 +20,7 @@ use crate::ids::EntityId;
 use crate::store::Store;
 use std::collections::HashMap;
 use std::ops::ControlFlow;
+use std::sync::Arc;
 
 /// The longest path length K summed over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -82,26 +83,26 @@ pub fn intersection_count(a: &[u32], b: &[u32]) -> u64 {
 }
 
 /// Scores entities against one mentioned set, caching neighbour lists across calls.
-pub struct Informativeness<'s> {
-    store: &'s Store,
+pub struct Informativeness {
+    store: Arc<Store>,
     cfg: KatzConfig,
     mentioned: Vec<(EntityId, Vec<u32>)>,
     cache: HashMap<u32, Vec<u32>>,
     scores: HashMap<EntityId, Score>,
 }
 
-impl<'s> Informativeness<'s> {
-    pub fn new(store: &'s Store, mentioned: &[EntityId], cfg: KatzConfig) -> Result<Informativeness<'s>, StoreError> {
+impl Informativeness {
+    pub fn new(store: Arc<Store>, mentioned: &[EntityId], cfg: KatzConfig) -> Result<Informativeness, StoreError> {
         let mut m = Vec::with_capacity(mentioned.len());
         for &e in mentioned {
-            m.push((e, neighbour_set(store, e)?));
+            m.push((e, neighbour_set(&store, e)?));
         }
         Ok(Informativeness { store, cfg, mentioned: m, cache: HashMap::new(), scores: HashMap::new() })
     }
 
     fn neighbours(&mut self, e: u32) -> Result<&Vec<u32>, StoreError> {
         if !self.cache.contains_key(&e) {
-            let n = neighbour_set(self.store, EntityId(e))?;
+            let n = neighbour_set(&self.store, EntityId(e))?;
             self.cache.insert(e, n);
         }
         Ok(&self.cache[&e])
@@ -125,7 +126,7 @@ impl<'s> Informativeness<'s> {
         // A hub's neighbour list is never read: A[e, m] comes from m's list (the view is
         // undirected), the longer paths through it are skipped and the score says so.
         let hub = self.facts(e)? > self.cfg.hub_degree as u64;
-        let ne = if hub { Vec::new() } else { neighbour_set(self.store, e)? };
+        let ne = if hub { Vec::new() } else { neighbour_set(&self.store, e)? };
         let mut total = 0.0;
         let mut truncated = hub && self.cfg.k >= Depth::Two;
         let mentioned = std::mem::take(&mut self.mentioned);

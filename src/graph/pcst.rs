@@ -27,7 +27,8 @@
 //! `pcst_fast` 1.0.10's, on random and real instances; the unit tests hold a sample.
 
 /// Which pruning to apply after the growth phase.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Pruning {
     None,

@@ -12,7 +12,8 @@ pub const MAX_LINE_BYTES: usize = 1 << 20;
 pub const CHUNK_BYTES: usize = 1 << 20;
 
 /// Triple syntaxes the loader reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
     /// `subject \t relation \t object` (OpenDialKG, Freebase-Easy).
@@ -33,7 +34,8 @@ impl Format {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum Compression {
     None,
     Gzip,

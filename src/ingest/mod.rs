@@ -30,7 +30,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// What to do with a malformed line.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum OnError {
     /// Stop at the first malformed line; nothing of the load becomes visible.
     #[default]

@@ -18,6 +18,7 @@ use crate::ids::{Direction, EntityId};
 use crate::normalize::{fold_name, normalize_name};
 use crate::store::{NameCursor, NameTarget, Store};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 pub use stopwords::{is_stop_word, STOP_WORDS};
 
@@ -87,8 +88,10 @@ pub struct Message {
     pub text: String,
 }
 
-pub struct Linker<'s> {
-    store: &'s Store,
+/// Links dialog text against one store. Owns its handle (`Arc<Store>`), so it is
+/// `Send + Sync` and can be shared by threads or kept in a host application.
+pub struct Linker {
+    store: Arc<Store>,
     cfg: LinkConfig,
 }
 
@@ -120,9 +123,14 @@ impl DialogState {
     }
 }
 
-impl<'s> Linker<'s> {
-    pub fn new(store: &'s Store, cfg: LinkConfig) -> Linker<'s> {
+impl Linker {
+    pub fn new(store: Arc<Store>, cfg: LinkConfig) -> Linker {
         Linker { store, cfg }
+    }
+
+    /// The store it links against.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
     }
 
     pub fn config(&self) -> &LinkConfig {

@@ -51,7 +51,7 @@ pub fn parse_request(line: &str) -> Result<Request, String> {
 
 /// Retrieves for one request and renders the output line. The error says what is wrong
 /// with the request (an unknown entity key) or the store.
-pub fn answer(store: &Store, retriever: &Retriever<'_>, request: &Request, top: usize) -> Result<Value, String> {
+pub fn answer(store: &Store, retriever: &Retriever, request: &Request, top: usize) -> Result<Value, String> {
     let ids = match &request.entities {
         Some(keys) => {
             let mut ids = Vec::with_capacity(keys.len());
@@ -71,7 +71,7 @@ pub fn answer(store: &Store, retriever: &Retriever<'_>, request: &Request, top: 
     render(store, retriever, request, ids, top).map_err(|e| e.to_string())
 }
 
-fn render(store: &Store, retriever: &Retriever<'_>, request: &Request, ids: Vec<EntityId>, top: usize) -> Result<Value, StoreError> {
+fn render(store: &Store, retriever: &Retriever, request: &Request, ids: Vec<EntityId>, top: usize) -> Result<Value, StoreError> {
     let paths = retriever.rank(&super::RetrievalInput { history: &request.history, mentioned: ids.clone() })?;
     let paths = &paths[..top.min(paths.len())];
     // Every name the answer shows, in two batched reads.

@@ -14,6 +14,7 @@ use crate::link::{LinkConfig, Linker, Message};
 use crate::model::tokenizer::fnv1a64;
 use crate::store::Store;
 use pcst::{PcstConfig, PcstVariant};
+use std::sync::Arc;
 
 /// A retrieved path (1 or 2 hops) with its score and a short explanation.
 #[derive(Clone, Debug)]
@@ -30,7 +31,8 @@ pub struct RetrievalInput<'a> {
 }
 
 /// Which retriever.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum RetrieverKind {
     /// Every candidate path, in candidate order.
     All,
@@ -71,20 +73,27 @@ impl RetrieverConfig {
     }
 }
 
-pub struct Retriever<'s> {
-    store: &'s Store,
-    linker: Linker<'s>,
+/// A configured retriever over one store. Owns its handle, is `Send + Sync`, and is
+/// meant to be built once and called from many threads.
+pub struct Retriever {
+    store: Arc<Store>,
+    linker: Linker,
     cfg: RetrieverConfig,
     /// Names read for earlier calls: consecutive turns of a dialog share most candidates.
     names: std::sync::Mutex<NameCache>,
 }
 
-impl<'s> Retriever<'s> {
-    pub fn new(store: &'s Store, cfg: RetrieverConfig) -> Retriever<'s> {
-        Retriever { store, linker: Linker::new(store, cfg.link.clone()), cfg, names: Default::default() }
+impl Retriever {
+    pub fn new(store: Arc<Store>, cfg: RetrieverConfig) -> Retriever {
+        Retriever { linker: Linker::new(store.clone(), cfg.link.clone()), store, cfg, names: Default::default() }
     }
 
-    pub fn linker(&self) -> &Linker<'s> {
+    /// The store it retrieves from.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    pub fn linker(&self) -> &Linker {
         &self.linker
     }
 
@@ -97,7 +106,7 @@ impl<'s> Retriever<'s> {
 
     /// Ranks the candidate paths of already linked entities.
     pub fn rank(&self, input: &RetrievalInput<'_>) -> Result<Vec<ScoredPath>, StoreError> {
-        let cand = candidate_subgraph(self.store, &input.mentioned, &self.cfg.candidates)?;
+        let cand = candidate_subgraph(&self.store, &input.mentioned, &self.cfg.candidates)?;
         let mut paths: Vec<Vec<Hop>> = cand.one_hop.iter().map(|h| vec![*h]).collect();
         paths.extend(cand.two_hop.iter().map(|p| p.to_vec()));
         let mut scored: Vec<ScoredPath> = match self.cfg.kind {
@@ -129,7 +138,7 @@ impl<'s> Retriever<'s> {
                     .collect()
             }
             RetrieverKind::Katz => {
-                let mut inf = Informativeness::new(self.store, &input.mentioned, self.cfg.katz.clone())?;
+                let mut inf = Informativeness::new(self.store.clone(), &input.mentioned, self.cfg.katz.clone())?;
                 let mut out = Vec::with_capacity(paths.len());
                 for hops in paths {
                     // The entities the path reaches, beyond the mentioned start.

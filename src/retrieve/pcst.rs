@@ -30,7 +30,8 @@ use crate::ids::EntityId;
 use crate::link::Message;
 use hashbrown::HashMap;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum PcstVariant {
     /// Seed 003: rank prizes on nodes and facts, facts as virtual nodes, edges cost C/2.
     Seed003,

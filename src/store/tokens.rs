@@ -9,6 +9,7 @@
 use super::codec::{be_u32, get_varint, put_varint};
 use super::schema::{CF_TERM_TOKENS, CF_TOKENIZERS, CF_TOKEN_TRIE};
 use super::Store;
+use std::sync::Arc;
 use crate::error::StoreError;
 use crate::model::{Side, TokenContext};
 
@@ -84,16 +85,17 @@ pub fn decode_tokens(mut b: &[u8]) -> Option<Vec<u32>> {
 }
 
 /// Reads the token index of one tokenizer.
-pub struct TokenIndex<'s> {
-    store: &'s Store,
+/// Owns its store handle: `Send + Sync`, shared by the threads that decode.
+pub struct TokenIndex {
+    store: Arc<Store>,
     fp: u64,
     info: TokenizerInfo,
 }
 
-impl<'s> TokenIndex<'s> {
+impl TokenIndex {
     /// The index of the tokenizer with this fingerprint; a clear error when the store was
     /// indexed with other tokenizers only.
-    pub fn open(store: &'s Store, fp: u64) -> Result<TokenIndex<'s>, StoreError> {
+    pub fn open(store: Arc<Store>, fp: u64) -> Result<TokenIndex, StoreError> {
         match store.tokenizer_info(fp)? {
             Some(info) if info.entities != store.meta().entities || info.relations != store.meta().relations => Err(StoreError::TokenIndexStale {
                 path: store.dir().to_path_buf(),

@@ -57,7 +57,7 @@ fn katz_equals_brute_force_matrix_powers() {
         let input = write(dir.path(), "g.tsv", text.as_bytes());
         let s = dir.path().join("s");
         ingest(&s, &[], &[&input]);
-        let store = Store::open_read_only(&s).unwrap();
+        let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
         // The undirected 0/1 adjacency, self-loops included (every entity has one here).
         let mut a = vec![vec![0u64; n as usize]; n as usize];
         for &(x, y) in &pairs {
@@ -71,7 +71,7 @@ fn katz_equals_brute_force_matrix_powers() {
         let ids: Vec<EntityId> = mentioned.iter().map(|&m| EntityId(m as u32)).collect();
         for (depth, k) in [(Depth::One, 1), (Depth::Two, 2), (Depth::Three, 3)] {
             let beta = 0.5;
-            let mut inf = Informativeness::new(&store, &ids, KatzConfig { k: depth, beta, hub_degree: usize::MAX }).unwrap();
+            let mut inf = Informativeness::new(store.clone(), &ids, KatzConfig { k: depth, beta, hub_degree: usize::MAX }).unwrap();
             for e in 0..n as usize {
                 let mut total = 0.0;
                 for &m in &mentioned {
@@ -106,19 +106,19 @@ fn hub_guard_skips_hubs_and_says_so() {
     let input = write(dir.path(), "g.tsv", text.as_bytes());
     let s = dir.path().join("s");
     ingest(&s, &[], &[&input]);
-    let store = Store::open_read_only(&s).unwrap();
+    let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
     let l0 = store.entity_by_key("l0").unwrap().unwrap();
     let l1 = store.entity_by_key("l1").unwrap().unwrap();
-    let exact = Informativeness::new(&store, &[l0], KatzConfig { k: Depth::Three, beta: 0.5, hub_degree: usize::MAX }).unwrap().score(l1).unwrap();
+    let exact = Informativeness::new(store.clone(), &[l0], KatzConfig { k: Depth::Three, beta: 0.5, hub_degree: usize::MAX }).unwrap().score(l1).unwrap();
     // l1-h-l0 is one 2-path (0.25); 3-paths l1-h-x-l0 need x adjacent to l0: only h, and h-h
     // is no edge, so A^3[l1, l0] = 0.
     assert_eq!(exact.value, 0.25);
     let star_center = store.entity_by_key("h").unwrap().unwrap();
     // Exact, for the hub itself: A = 1 (h-l0), A^2 = |N(h) ∩ N(l0)| = 0,
     // A^3 = sum over the 20 leaves x of |N(x) ∩ N(l0)| = 20: 0.5 + 20 * 0.125 = 3.
-    let exact_hub = Informativeness::new(&store, &[l0], KatzConfig { k: Depth::Three, beta: 0.5, hub_degree: usize::MAX }).unwrap().score(star_center).unwrap();
+    let exact_hub = Informativeness::new(store.clone(), &[l0], KatzConfig { k: Depth::Three, beta: 0.5, hub_degree: usize::MAX }).unwrap().score(star_center).unwrap();
     assert_eq!(exact_hub.value, 3.0);
-    let mut guarded = Informativeness::new(&store, &[l0], KatzConfig { k: Depth::Three, beta: 0.5, hub_degree: 5 }).unwrap();
+    let mut guarded = Informativeness::new(store.clone(), &[l0], KatzConfig { k: Depth::Three, beta: 0.5, hub_degree: 5 }).unwrap();
     let g = guarded.score(star_center).unwrap();
     // The hub (20 facts > 5) keeps only its connection term, read from l0's list.
     assert!(g.truncated);
@@ -133,7 +133,7 @@ fn candidates_are_capped_and_deterministic() {
     let dir = tempfile::tempdir().unwrap();
     let s = dir.path().join("s");
     ingest(&s, &["--on-error", "skip"], &[&shared_data("opendialkg/kg.tsv")]);
-    let store = Store::open_read_only(&s).unwrap();
+    let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
     let named = |n: &str| store.entity_by_key(n).unwrap().unwrap();
     let mentioned = vec![named("Jordan Spieth"), named("Golf"), named("The Dark Knight"), named("Jordan Spieth")];
     let cfg = CandidateConfig::default();

@@ -4,10 +4,10 @@ use crate::common::*;
 use trellis::link::{LinkConfig, Linker, MatchKind, Message};
 use trellis::Store;
 
-fn sample_store(dir: &std::path::Path) -> Store {
+fn sample_store(dir: &std::path::Path) -> std::sync::Arc<Store> {
     let s = dir.join("s");
     ingest(&s, &[], &[&fixture("opendialkg-sample.tsv")]);
-    Store::open_read_only(&s).unwrap()
+    std::sync::Arc::new(Store::open_read_only(&s).unwrap())
 }
 
 fn names(store: &Store, mentions: &[trellis::link::Mention]) -> Vec<(String, String)> {
@@ -19,7 +19,7 @@ fn names(store: &Store, mentions: &[trellis::link::Mention]) -> Vec<(String, Str
 fn case_possessives_quotes_articles_and_stop_words() {
     let dir = tempfile::tempdir().unwrap();
     let store = sample_store(dir.path());
-    let linker = Linker::new(&store, LinkConfig::default());
+    let linker = Linker::new(store.clone(), LinkConfig::default());
     let m = linker.link_text("do you know anything about JORDAN SPIETH's golf? I love \"Happy Gilmore\".").unwrap();
     assert_eq!(
         names(&store, &m),
@@ -44,8 +44,8 @@ fn accents_and_punctuation_need_not_be_typed() {
     let input = write(dir.path(), "g.tsv", "Alexis Sánchez\tplays for\tArsenal F.C.\nWhat's Up, Doc?\tstarring\tRyan O'Neal\n".as_bytes());
     let s = dir.path().join("s");
     ingest(&s, &[], &[&input]);
-    let store = Store::open_read_only(&s).unwrap();
-    let linker = Linker::new(&store, LinkConfig::default());
+    let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
+    let linker = Linker::new(store.clone(), LinkConfig::default());
     let m = linker.link_text("Does alexis sanchez still play for Arsenal FC? Whats up doc is great").unwrap();
     let accented = linker.link_text("¿Sánchez? No: Alexis Sánchez").unwrap();
     // "¿Sánchez? No: " is 14 characters and 16 bytes.
@@ -71,8 +71,8 @@ fn names_with_a_qualifier_are_found_by_their_plain_name() {
     );
     let s = dir.path().join("s");
     ingest(&s, &[], &[&input]);
-    let store = Store::open_read_only(&s).unwrap();
-    let linker = Linker::new(&store, LinkConfig::default());
+    let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
+    let linker = Linker::new(store.clone(), LinkConfig::default());
     let m = linker.link_text("Have you seen Star Trek?").unwrap();
     assert_eq!(m.len(), 1);
     assert_eq!(m[0].text, "Star Trek");
@@ -85,7 +85,7 @@ fn names_with_a_qualifier_are_found_by_their_plain_name() {
 fn partial_names_and_recency() {
     let dir = tempfile::tempdir().unwrap();
     let store = sample_store(dir.path());
-    let linker = Linker::new(&store, LinkConfig { window: 2, ..LinkConfig::default() });
+    let linker = Linker::new(store.clone(), LinkConfig { window: 2, ..LinkConfig::default() });
     let dialog = vec![
         Message { speaker: "user".into(), text: "Do you know Jordan Spieth?".into() },
         Message { speaker: "assistant".into(), text: "Yes, he was born in Dallas.".into() },

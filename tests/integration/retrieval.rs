@@ -17,8 +17,8 @@ fn metrics_on_a_hand_worked_example() {
     let dialogs_path = write(dir.path(), "d.csv", csv.as_bytes());
     let dialogs = opendialkg::read(&dialogs_path).unwrap();
     assert_eq!(dialogs[0].samples.len(), 1);
-    let store = Store::open_read_only(&s).unwrap();
-    let r = Retriever::new(&store, RetrieverConfig::new(RetrieverKind::All));
+    let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
+    let r = Retriever::new(store.clone(), RetrieverConfig::new(RetrieverKind::All));
     // Candidates in store order: r(Alpha, Bravo), s(Alpha, Charlie), then the 2-hop path
     // r(Alpha, Bravo) t(Bravo, Delta).
     let ranked = r.retrieve(&dialogs[0].messages[..1]).unwrap();
@@ -36,7 +36,7 @@ fn metrics_on_a_hand_worked_example() {
     assert_eq!(report.f1, 0.5);
     assert_eq!(report.mean_size, 3.0);
     // Random is seeded: the same order twice.
-    let random = Retriever::new(&store, RetrieverConfig::new(RetrieverKind::Random));
+    let random = Retriever::new(store.clone(), RetrieverConfig::new(RetrieverKind::Random));
     let a: Vec<f64> = random.retrieve(&dialogs[0].messages[..1]).unwrap().iter().map(|p| p.score).collect();
     let b: Vec<f64> = random.retrieve(&dialogs[0].messages[..1]).unwrap().iter().map(|p| p.score).collect();
     assert_eq!(a, b);
@@ -47,12 +47,12 @@ fn retrievers_on_the_opendialkg_dev_dialogs() {
     let dir = tempfile::tempdir().unwrap();
     let s = dir.path().join("kg");
     ingest(&s, &["--on-error", "skip"], &[&shared_data("opendialkg/kg.tsv")]);
-    let store = Store::open_read_only(&s).unwrap();
+    let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
     let dialogs = opendialkg::read(&shared_data("opendialkg/dialogs_dev.csv")).unwrap();
     let dialogs = &dialogs[..300];
     let mut at10 = Vec::new();
     for kind in [RetrieverKind::All, RetrieverKind::Random, RetrieverKind::Bm25, RetrieverKind::Katz, RetrieverKind::Pcst] {
-        let r = Retriever::new(&store, RetrieverConfig::new(kind));
+        let r = Retriever::new(store.clone(), RetrieverConfig::new(kind));
         let report = retrieval::evaluate(&store, &r, dialogs, &[1, 10]).unwrap();
         at10.push((kind, report.triple_recall_at[1].1, report.mean_size));
     }
@@ -122,8 +122,8 @@ fn metaqa_questions_walk_inverse_relations_backwards() {
     assert_eq!(dialogs[0].messages[0].text, "which films did William Dieterle direct");
     assert_eq!(dialogs[0].samples[0].gold[0], ("William Dieterle".to_string(), "~directed_by".to_string(), "Kismet".to_string()));
     assert_eq!(dialogs[0].samples[0].paths.len(), 2);
-    let store = Store::open_read_only(&s).unwrap();
-    let r = Retriever::new(&store, RetrieverConfig::new(RetrieverKind::All));
+    let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
+    let r = Retriever::new(store.clone(), RetrieverConfig::new(RetrieverKind::All));
     let report = retrieval::evaluate(&store, &r, &dialogs, &[1, 2]).unwrap();
     assert_eq!(report.gold_unresolved, 0);
     // William Dieterle's candidates, in store order: directed_by(Kismet, WD), then
@@ -143,7 +143,7 @@ fn pcst_keeps_the_tree_of_the_relevant_facts() {
     let kg = write(dir.path(), "g.tsv", b"Alpha\tr\tBravo\nAlpha\ts\tCharlie\nBravo\tt\tDelta\n");
     let s = dir.path().join("s");
     ingest(&s, &[], &[&kg]);
-    let store = Store::open_read_only(&s).unwrap();
+    let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
     let history = [trellis::link::Message { speaker: String::new(), text: "Tell me about Alpha".into() }];
     // BM25 against "tell me about alpha": only the entity Alpha scores among the names;
     // "alpha" is in two of the three facts (negative idf, floored at epsilon > 0), so
@@ -159,7 +159,7 @@ fn pcst_keeps_the_tree_of_the_relevant_facts() {
             let mut cfg = RetrieverConfig::new(RetrieverKind::Pcst);
             cfg.pcst = PcstConfig::new(variant);
             cfg.pcst.pruning = pruning;
-            let r = Retriever::new(&store, cfg);
+            let r = Retriever::new(store.clone(), cfg);
             let got: Vec<String> = r.retrieve(&history).unwrap().iter().map(|p| r.verbalize(&p.hops).unwrap()).collect();
             assert_eq!(got, vec!["Alpha r Bravo", "Alpha s Charlie"], "{variant:?} {pruning:?}");
         }
@@ -244,7 +244,7 @@ fn batched_names_and_the_name_cache() {
     let dir = tempfile::tempdir().unwrap();
     let s = dir.path().join("s");
     ingest(&s, &[], &[&fixture("opendialkg-sample.tsv")]);
-    let store = Store::open_read_only(&s).unwrap();
+    let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
     let n = store.entity_count() as u32;
     let ids: Vec<trellis::EntityId> = [n - 1, 0, n + 5, 7, 0].into_iter().map(trellis::EntityId).collect();
     let batched = store.entity_names(&ids).unwrap();
@@ -257,11 +257,11 @@ fn batched_names_and_the_name_cache() {
 
     let history = [trellis::link::Message { speaker: String::new(), text: "Do you know Jordan Spieth? He plays golf.".into() }];
     for kind in [RetrieverKind::Bm25, RetrieverKind::Pcst] {
-        let warm = Retriever::new(&store, RetrieverConfig::new(kind));
+        let warm = Retriever::new(store.clone(), RetrieverConfig::new(kind));
         let view = |r: &Retriever| -> Vec<(String, f64)> { r.retrieve(&history).unwrap().iter().map(|p| (r.verbalize(&p.hops).unwrap(), p.score)).collect() };
         let first = view(&warm);
         assert!(!first.is_empty(), "{kind:?}");
         assert_eq!(view(&warm), first, "{kind:?}: second call, cached names");
-        assert_eq!(view(&Retriever::new(&store, RetrieverConfig::new(kind))), first, "{kind:?}: fresh retriever");
+        assert_eq!(view(&Retriever::new(store.clone(), RetrieverConfig::new(kind))), first, "{kind:?}: fresh retriever");
     }
 }

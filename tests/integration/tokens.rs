@@ -31,9 +31,9 @@ fn between(ids: &[u32], open: u32, close: u32) -> Vec<u32> {
 fn names_have_the_ids_they_have_inside_a_linearized_path() {
     let dir = tempfile::tempdir().unwrap();
     let s = indexed_sample(dir.path());
-    let store = Store::open_read_only(&s).unwrap();
+    let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
     let tok = tokenizer();
-    let index = TokenIndex::open(&store, tok.fingerprint()).unwrap();
+    let index = TokenIndex::open(store.clone(), tok.fingerprint()).unwrap();
     let raw = tok.tokenizer();
     let id = |t: &str| raw.token_to_id(t).unwrap();
     // A whole two-hop path, encoded by the tokenizer itself as the retriever would write it.
@@ -72,24 +72,24 @@ fn other_tokenizers_are_refused_then_indexed_side_by_side() {
     let other = NameTokenizer::from_file(&other_path, TokenContext::default()).unwrap();
     assert_ne!(other.fingerprint(), tokenizer().fingerprint());
     {
-        let store = Store::open_read_only(&s).unwrap();
-        let err = TokenIndex::open(&store, other.fingerprint()).err().expect("not indexed").to_string();
+        let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
+        let err = TokenIndex::open(store.clone(), other.fingerprint()).err().expect("not indexed").to_string();
         assert!(err.contains(&format!("no token index for the tokenizer with fingerprint {:016x}", other.fingerprint())), "{err}");
         assert!(err.contains("(tokenizer.json)"), "{err}");
     }
     stdout_of(trellis().arg("index-tokens").arg("--store").arg(&s).arg("--tokenizer").arg(&other_path).arg("--name").arg("generator"));
-    let store = Store::open_read_only(&s).unwrap();
+    let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
     let names: BTreeSet<String> = store.tokenizers().unwrap().into_iter().map(|t| t.name).collect();
     assert_eq!(names, BTreeSet::from(["generator".to_string(), "tokenizer.json".to_string()]));
-    assert!(TokenIndex::open(&store, tokenizer().fingerprint()).is_ok());
-    assert!(TokenIndex::open(&store, other.fingerprint()).is_ok());
+    assert!(TokenIndex::open(store.clone(), tokenizer().fingerprint()).is_ok());
+    assert!(TokenIndex::open(store.clone(), other.fingerprint()).is_ok());
     assert!(store.validate().unwrap().is_ok(), "{:?}", store.validate().unwrap().problems);
     drop(store);
     // A later load makes the index stale, said plainly.
     let more = write(dir.path(), "more.tsv", b"Somebody New\tknows\tJordan Spieth\n");
     ingest(&s, &[], &[&more]);
-    let store = Store::open_read_only(&s).unwrap();
-    let err = TokenIndex::open(&store, other.fingerprint()).err().expect("stale").to_string();
+    let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
+    let err = TokenIndex::open(store.clone(), other.fingerprint()).err().expect("stale").to_string();
     assert!(err.contains("covers 1255 entities, the store now has 1256; run `trellis index-tokens` again"), "{err}");
     // A tokenizer without the boundary tokens cannot index.
     let mut plain = json.clone();
@@ -118,8 +118,8 @@ proptest! {
         ingest(&s, &[], &[&input]);
         let tok = tokenizer();
         trellis::ingest::tokens::index_tokens(&s, &tok, "t", &mut |_, _, _| {}).unwrap();
-        let store = Store::open_read_only(&s).unwrap();
-        let index = TokenIndex::open(&store, tok.fingerprint()).unwrap();
+        let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
+        let index = TokenIndex::open(store.clone(), tok.fingerprint()).unwrap();
         // The in-memory trie: prefix -> (children, terms ending there), from the encodings.
         let mut all: Vec<(u32, String)> = vec![];
         for id in 0..store.entity_count() as u32 {
