@@ -12,8 +12,10 @@
 //! Hub guard: an entity with more than `hub_degree` facts never has its neighbour list read
 //! (millions of ids in a Wikidata-sized graph). Scored, its connection term A[e, m] comes
 //! from m's list; its K >= 2 terms are skipped. As an intermediate of a K = 3 path it is
-//! skipped. Either way the result says so (`truncated`). The mentioned entities' lists are
-//! read once per mentioned set.
+//! skipped. A mentioned hub is guarded the same way: its list is never read, its
+//! connection term A[e, m] comes from e's list (skipped when e is a hub too) and its
+//! K >= 2 terms are skipped. Either way the result says so (`truncated`). The mentioned
+//! entities' lists are read once per mentioned set.
 
 use crate::error::StoreError;
 use crate::ids::EntityId;
@@ -86,7 +88,8 @@ pub fn intersection_count(a: &[u32], b: &[u32]) -> u64 {
 pub struct Informativeness {
     store: Arc<Store>,
     cfg: KatzConfig,
-    mentioned: Vec<(EntityId, Vec<u32>)>,
+    /// Each mentioned entity with its neighbour list, `None` for a hub (never read).
+    mentioned: Vec<(EntityId, Option<Vec<u32>>)>,
     cache: HashMap<u32, Vec<u32>>,
     scores: HashMap<EntityId, Score>,
 }
@@ -95,7 +98,8 @@ impl Informativeness {
     pub fn new(store: Arc<Store>, mentioned: &[EntityId], cfg: KatzConfig) -> Result<Informativeness, StoreError> {
         let mut m = Vec::with_capacity(mentioned.len());
         for &e in mentioned {
-            m.push((e, neighbour_set(&store, e)?));
+            let hub = facts(&store, e)? > cfg.hub_degree as u64;
+            m.push((e, if hub { None } else { Some(neighbour_set(&store, e)?) }));
         }
         Ok(Informativeness { store, cfg, mentioned: m, cache: HashMap::new(), scores: HashMap::new() })
     }
@@ -130,9 +134,23 @@ impl Informativeness {
         let mut total = 0.0;
         let mut truncated = hub && self.cfg.k >= Depth::Two;
         let mentioned = std::mem::take(&mut self.mentioned);
-        for (_, nm) in &mentioned {
-            let a1 = u64::from(nm.binary_search(&e.0).is_ok());
-            let mut s = beta * a1 as f64;
+        for (m, nm) in &mentioned {
+            // A[e, m] from whichever list was read; both hubs: unknown, skipped.
+            let a1 = match (nm, hub) {
+                (Some(nm), _) => nm.binary_search(&e.0).is_ok(),
+                (None, false) => ne.binary_search(&m.0).is_ok(),
+                (None, true) => {
+                    truncated = true;
+                    false
+                }
+            };
+            let mut s = beta * u64::from(a1) as f64;
+            let Some(nm) = nm else {
+                // A mentioned hub: its K >= 2 terms need its list.
+                truncated |= self.cfg.k >= Depth::Two;
+                total += s;
+                continue;
+            };
             if self.cfg.k >= Depth::Two && !hub {
                 s += beta.powi(2) * intersection_count(&ne, nm) as f64;
             }
@@ -155,6 +173,11 @@ impl Informativeness {
 
     /// Facts of `e` in both directions (two point reads): the hub test, before any list.
     fn facts(&self, e: EntityId) -> Result<u64, StoreError> {
-        Ok(self.store.degree(e, crate::ids::Direction::Out)? + self.store.degree(e, crate::ids::Direction::In)?)
+        facts(&self.store, e)
     }
+}
+
+/// Facts of `e` in both directions: two point reads of the degree records.
+fn facts(store: &Store, e: EntityId) -> Result<u64, StoreError> {
+    Ok(store.degree(e, crate::ids::Direction::Out)? + store.degree(e, crate::ids::Direction::In)?)
 }

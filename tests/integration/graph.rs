@@ -129,6 +129,38 @@ fn hub_guard_skips_hubs_and_says_so() {
 }
 
 #[test]
+fn a_mentioned_hub_is_guarded() {
+    // A star: h with 20 leaves, plus l1-l2 and l1-x. Mentioned: the hub h.
+    let mut text = String::new();
+    for i in 0..20 {
+        text.push_str(&format!("h\tr\tl{i}\n"));
+    }
+    text.push_str("l1\tr\tl2\nl1\tr\tx\n");
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(dir.path(), "g.tsv", text.as_bytes());
+    let s = dir.path().join("s");
+    ingest(&s, &[], &[&input]);
+    let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
+    let key = |k: &str| store.entity_by_key(k).unwrap().unwrap();
+    let (h, l1, x) = (key("h"), key("l1"), key("x"));
+    let cfg = |hub_degree| KatzConfig { k: Depth::Two, beta: 0.5, hub_degree };
+    // Exact: A[l1, h] = 1, (A^2)[l1, h] = |{h, l2, x} ∩ {l0..l19}| = 1 (l2): 0.5 + 0.25.
+    let exact = Informativeness::new(store.clone(), &[h], cfg(usize::MAX)).unwrap().score(l1).unwrap();
+    assert_eq!(exact, trellis::graph::informativeness::Score { value: 0.75, truncated: false });
+    // Guarded (21 facts at h > 5): h's list is never read; A[l1, h] comes from l1's list,
+    // the 2-hop term needs h's list and is skipped.
+    let mut guarded = Informativeness::new(store.clone(), &[h], cfg(5)).unwrap();
+    assert_eq!(guarded.score(l1).unwrap(), trellis::graph::informativeness::Score { value: 0.5, truncated: true });
+    // x is not adjacent to h: the connection term is 0 from x's own list.
+    assert_eq!(guarded.score(x).unwrap(), trellis::graph::informativeness::Score { value: 0.0, truncated: true });
+    // Scoring the hub itself against itself: both are hubs, nothing can be read.
+    assert_eq!(guarded.score(h).unwrap(), trellis::graph::informativeness::Score { value: 0.0, truncated: true });
+    // A mentioned entity under the threshold is unaffected by the guard.
+    let mut small = Informativeness::new(store.clone(), &[l1], cfg(5)).unwrap();
+    assert_eq!(small.score(x).unwrap(), trellis::graph::informativeness::Score { value: 0.5, truncated: false });
+}
+
+#[test]
 fn candidates_are_capped_and_deterministic() {
     let dir = tempfile::tempdir().unwrap();
     let s = dir.path().join("s");
