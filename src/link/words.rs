@@ -21,26 +21,42 @@ fn is_edge_punct(c: char) -> bool {
     !c.is_alphanumeric() && c != '&' && c != '+' && c != '#' && c != '$'
 }
 
-/// Splits a message into words.
+/// Splits a message into words. Separators are any Unicode whitespace, whatever its
+/// width in bytes (a no-break space is two, an ideographic space three): spans are taken
+/// from the character offsets, never counted.
 pub fn words(text: &str) -> Vec<Word<'_>> {
     let mut out = Vec::new();
-    let mut pos = 0;
-    for raw in text.split(|c: char| c.is_whitespace()) {
-        let raw_start = pos;
-        pos += raw.len() + 1;
-        let trimmed = raw.trim_matches(is_edge_punct);
-        if trimmed.is_empty() {
-            continue;
+    let mut run_start = None;
+    // A sentinel space closes the last run.
+    for (i, c) in text.char_indices().chain(std::iter::once((text.len(), ' '))) {
+        match (c.is_whitespace(), run_start) {
+            (false, None) => run_start = Some(i),
+            (true, Some(start)) => {
+                run_start = None;
+                if let Some(w) = word(text, start, i) {
+                    out.push(w);
+                }
+            }
+            _ => {}
         }
-        let lead = raw.find(trimmed).unwrap_or(0);
-        let start = raw_start + lead;
-        let end = start + trimmed.len();
-        let lower = trimmed.to_lowercase();
-        let possessive = lower.ends_with("'s") || lower.ends_with("’s");
-        let punct_after = text[end..].chars().next().filter(|c| matches!(c, '.' | '?' | '!'));
-        out.push(Word { text: trimmed, start, end, possessive, punct_after });
     }
     out
+}
+
+/// The word in the run of non-space characters `text[start..end]`, if any is left after
+/// trimming its edge punctuation.
+fn word(text: &str, start: usize, end: usize) -> Option<Word<'_>> {
+    let raw = &text[start..end];
+    let trimmed = raw.trim_matches(is_edge_punct);
+    if trimmed.is_empty() {
+        return None;
+    }
+    let start = start + (raw.len() - raw.trim_start_matches(is_edge_punct).len());
+    let end = start + trimmed.len();
+    let lower = trimmed.to_lowercase();
+    let possessive = lower.ends_with("'s") || lower.ends_with("’s");
+    let punct_after = text[end..].chars().next().filter(|c| matches!(c, '.' | '?' | '!'));
+    Some(Word { text: trimmed, start, end, possessive, punct_after })
 }
 
 /// Straight quotes for curly ones, so "Ocean’s Eleven" finds "Ocean's Eleven".
@@ -124,5 +140,39 @@ mod tests {
         assert!(secret.contains(&"Can You Keep a Secret?".to_string()), "{secret:?}");
         let plural = candidates("I like comedy-dramas", &words("I like comedy-dramas")[2..]);
         assert!(plural.contains(&"comedy-drama".to_string()), "{plural:?}");
+    }
+
+    #[test]
+    fn multi_byte_whitespace_separates_words() {
+        // No-break space (2 bytes), thin space (3), ideographic space (3), line separator.
+        let text = "Jordan\u{a0}Spieth\u{2009}and\u{3000}\u{2028}Golf?";
+        let ws = words(text);
+        let got: Vec<&str> = ws.iter().map(|w| w.text).collect();
+        assert_eq!(got, vec!["Jordan", "Spieth", "and", "Golf"]);
+        for w in &ws {
+            assert_eq!(&text[w.start..w.end], w.text);
+        }
+        assert_eq!(ws[3].punct_after, Some('?'));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        /// Any text splits into words whose spans are their text, in order, and every span of
+        /// words gives candidates (no slicing inside a character).
+        #[test]
+        fn any_text_splits_without_panics(text in "(\\PC|\\s|[\u{a0}\u{2000}-\u{200b}\u{3000}\u{2028}\u{feff}'’s.?!-]){0,40}") {
+            let ws = words(&text);
+            let mut last_end = 0;
+            for w in &ws {
+                proptest::prop_assert_eq!(&text[w.start..w.end], w.text);
+                proptest::prop_assert!(w.start >= last_end && w.start < w.end);
+                last_end = w.end;
+            }
+            for i in 0..ws.len() {
+                for j in i + 1..=ws.len().min(i + 4) {
+                    let _ = candidates(&text, &ws[i..j]);
+                }
+            }
+        }
     }
 }

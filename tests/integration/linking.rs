@@ -169,3 +169,31 @@ fn opendialkg_dev_linking_recall() {
     let b = &out["substring"];
     assert!(b["recall_named"].as_f64().unwrap() > 0.99 && b["mean_entities_per_turn"].as_f64().unwrap() > 15.0, "{b}");
 }
+
+#[test]
+fn any_unicode_text_links_without_panics() {
+    // Every message a user can type links or is reported, never panics: one panic would
+    // kill a whole `retrieve` or `eval` run. Names of the sample glued by odd whitespace
+    // and punctuation, and arbitrary text.
+    let dir = tempfile::tempdir().unwrap();
+    let store = sample_store(dir.path());
+    let linker = Linker::new(store.clone(), LinkConfig::default());
+    let spaced = "Jordan\u{a0}Spieth\u{2009}played\u{3000}Golf\u{2028}in Happy\u{202f}Gilmore\u{a0}";
+    let mentions = linker.link_text(spaced).unwrap();
+    for m in &mentions {
+        assert_eq!(&spaced[m.start..m.end], m.text);
+        assert_eq!(spaced.chars().skip(m.char_start).take(m.char_end - m.char_start).collect::<String>(), m.text);
+    }
+    assert!(mentions.iter().any(|m| m.text == "Golf"), "{mentions:?}");
+    let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config { cases: 400, ..Default::default() });
+    let strategy = proptest::string::string_regex("(\\PC|\\s|[\u{a0}\u{2000}-\u{200b}\u{3000}\u{2028}\u{feff}'’s.?!-]|Jordan|Spieth|Golf|the ){0,30}").unwrap();
+    runner
+        .run(&strategy, |text| {
+            let mentions = linker.link_text(&text).unwrap();
+            for m in &mentions {
+                proptest::prop_assert_eq!(&text[m.start..m.end], m.text.as_str());
+            }
+            Ok(())
+        })
+        .unwrap();
+}
