@@ -29,3 +29,14 @@ pub use store::{Edge, Store};
 pub fn build_name() -> String {
     format!("trellis {}", env!("CARGO_PKG_VERSION"))
 }
+
+// The handles a host application builds once and shares across threads: a compile error
+// here, not a surprise downstream, if one stops being `Send + Sync`.
+const _: () = {
+    const fn shareable<T: Send + Sync + 'static>() {}
+    shareable::<Store>();
+    shareable::<link::Linker>();
+    shareable::<retrieve::Retriever>();
+    shareable::<store::tokens::TokenIndex>();
+    shareable::<graph::informativeness::Informativeness>();
+};

@@ -84,13 +84,18 @@ pub fn intersection_count(a: &[u32], b: &[u32]) -> u64 {
     n
 }
 
+/// Neighbour ids an `Informativeness` keeps cached (4 bytes each: 16 MB).
+const CACHE_IDS: usize = 4 << 20;
+
 /// Scores entities against one mentioned set, caching neighbour lists across calls.
 pub struct Informativeness {
     store: Arc<Store>,
     cfg: KatzConfig,
     /// Each mentioned entity with its neighbour list, `None` for a hub (never read).
     mentioned: Vec<(EntityId, Option<Vec<u32>>)>,
+    /// Neighbour lists of intermediates (K = 3), bounded by `CACHE_IDS` ids in all.
     cache: HashMap<u32, Vec<u32>>,
+    cached_ids: usize,
     scores: HashMap<EntityId, Score>,
 }
 
@@ -101,12 +106,19 @@ impl Informativeness {
             let hub = facts(&store, e)? > cfg.hub_degree as u64;
             m.push((e, if hub { None } else { Some(neighbour_set(&store, e)?) }));
         }
-        Ok(Informativeness { store, cfg, mentioned: m, cache: HashMap::new(), scores: HashMap::new() })
+        Ok(Informativeness { store, cfg, mentioned: m, cache: HashMap::new(), cached_ids: 0, scores: HashMap::new() })
     }
 
     fn neighbours(&mut self, e: u32) -> Result<&Vec<u32>, StoreError> {
         if !self.cache.contains_key(&e) {
             let n = neighbour_set(&self.store, EntityId(e))?;
+            // A long-lived scorer (a whole decode) must not grow without bound: past the
+            // budget the cache starts over (lists are re-read, scores stay exact).
+            if self.cached_ids + n.len() > CACHE_IDS {
+                self.cache.clear();
+                self.cached_ids = 0;
+            }
+            self.cached_ids += n.len();
             self.cache.insert(e, n);
         }
         Ok(&self.cache[&e])
