@@ -10,13 +10,28 @@
 //!
 //! Nothing becomes visible until the commit (see `store::layout`): a failed, cancelled or
 //! killed load leaves the store as it was.
+//!
+//! Files: `build` (the steps in order, and the commit), `input` (decompression, format
+//! detection, line chunks), `pipeline` (the threads of one input), `parse` (lines into
+//! records), `intern` (records into ids and sorter triples), `dict` (the interner),
+//! `rejects` (the `--on-error skip` file), `sort` (the external sort), `adjacency` (the
+//! merge of sorted runs into id lists and degrees), `dictionaries` (term records, keys,
+//! names, aliases, labels), `naming` (RDF naming rules), `sst` (the SST file sink),
+//! `tokens` (the token index).
 
+mod adjacency;
 mod build;
 pub mod dict;
+mod dictionaries;
 pub mod error;
 pub mod input;
+mod intern;
+mod naming;
 pub mod parse;
+mod pipeline;
+mod rejects;
 pub mod sort;
+mod sst;
 pub mod tokens;
 
 pub use error::{IngestError, LineErrorKind};
