@@ -34,25 +34,19 @@ pub(super) fn write_adjacency_both(
         if dir == Direction::Out {
             added_out = added;
         } else if added != added_out {
-            return Err(StoreError::corrupt(
-                CF_ADJACENCY,
-                b"",
-                format!("the load adds {added_out} outgoing but {added} incoming facts"),
-            )
-            .into());
+            return Err(StoreError::corrupt(CF_ADJACENCY, b"", format!("the load adds {added_out} outgoing but {added} incoming facts")).into());
         }
     }
     Ok((files, added_out))
 }
 
-
 fn write_adjacency(
-sorter: &mut TripleSorter,
-old: Option<&DB>,
-set: &SstOptions,
-order: Order,
-dir: Direction,
-progress: &mut Option<ProgressFn>,
+    sorter: &mut TripleSorter,
+    old: Option<&DB>,
+    set: &SstOptions,
+    order: Order,
+    dir: Direction,
+    progress: &mut Option<ProgressFn>,
 ) -> Result<(Vec<PathBuf>, Vec<PathBuf>, u64), IngestError> {
     let (step, steps) = (if dir == Direction::Out { 1 } else { 2 }, 2);
     let total = sorter.pushed();

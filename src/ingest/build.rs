@@ -36,6 +36,8 @@ pub(super) struct Loading<'a> {
     pub(super) rejects: Option<std::io::BufWriter<std::fs::File>>,
     pub(super) rejects_path: PathBuf,
     pub(super) report: LoadReport,
+    /// This load's number, counted from 1 (its place in the store's `loads` records).
+    pub(super) load_number: usize,
 }
 
 pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport, IngestError> {
@@ -74,10 +76,7 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
     let next_gen = current.as_ref().map_or(1, |(n, _)| n + 1);
     let tmp = tempfile::Builder::new().prefix("tmp-").tempdir_in(&dir).map_err(|e| IngestError::io(dir.display(), e))?;
     let budget = loader.memory_mb << 20;
-    let rejects_path = loader
-        .rejects
-        .clone()
-        .unwrap_or_else(|| dir.join(format!("rejected-{}.tsv", layout::generation_name(next_gen))));
+    let rejects_path = loader.rejects.clone().unwrap_or_else(|| dir.join(format!("rejected-{}.tsv", layout::generation_name(next_gen))));
     let base_entities = old_meta.as_ref().map_or(0, |m| m.entities as u32);
     let base_relations = old_meta.as_ref().map_or(0, |m| m.relations as u32);
     let mut state = Loading {
@@ -105,6 +104,7 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
             sort_runs: 0,
             elapsed: Default::default(),
         },
+        load_number: old_meta.as_ref().map_or(0, |m| m.loads.len()) + 1,
         loader: &mut loader,
     };
     for (index, spec) in inputs.iter().enumerate() {
@@ -182,7 +182,6 @@ impl Loading<'_> {
         }
     }
 
-
     /// Builds every SST file of the load and counts what is new.
     fn write_tables(&mut self, set: &SstOptions) -> Result<Tables, IngestError> {
         // Adjacency (from the sorter) and dictionaries (from the interners) are independent:
@@ -203,5 +202,4 @@ impl Loading<'_> {
         tables.ssts.extend(adj_files);
         Ok(tables)
     }
-
 }

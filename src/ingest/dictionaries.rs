@@ -134,17 +134,8 @@ impl Loading<'_> {
     }
 
     /// Writes the new terms of one dictionary, returns (records SSTs, key SSTs).
-    fn write_dictionary(
-        &mut self,
-        set: &SstOptions,
-        entities: bool,
-        names: &mut NameEntries,
-    ) -> Result<(Vec<PathBuf>, Vec<PathBuf>), IngestError> {
-        let (dict, cf, keys_cf) = if entities {
-            (&self.entities, CF_ENTITIES, CF_ENTITY_KEYS)
-        } else {
-            (&self.relations, CF_RELATIONS, CF_RELATION_KEYS)
-        };
+    fn write_dictionary(&mut self, set: &SstOptions, entities: bool, names: &mut NameEntries) -> Result<(Vec<PathBuf>, Vec<PathBuf>), IngestError> {
+        let (dict, cf, keys_cf) = if entities { (&self.entities, CF_ENTITIES, CF_ENTITY_KEYS) } else { (&self.relations, CF_RELATIONS, CF_RELATION_KEYS) };
         // Keys first, so their sort buffer is freed before the names are collected.
         let mut key_sink = SstSink::new(set, keys_cf)?;
         for i in indexes_by_key(dict) {

@@ -73,9 +73,7 @@ impl Loading<'_> {
     fn intern_relation(&mut self, key: &[u8], kind: TermKind) -> Result<u32, IngestError> {
         let old = self.old;
         let mut lookup = |k: &[u8]| lookup_id(old, CF_RELATION_KEYS, k);
-        self.relations
-            .intern(key, kind, None, &mut lookup)?
-            .ok_or(IngestError::TooManyIds { what: "relations", limit: u64::from(u32::MAX) })
+        self.relations.intern(key, kind, None, &mut lookup)?.ok_or(IngestError::TooManyIds { what: "relations", limit: u64::from(u32::MAX) })
     }
 }
 

@@ -12,6 +12,7 @@
 use super::build::Loading;
 use super::error::IngestError;
 use super::input::{open_input, Chunk, LineChunker};
+use super::naming::blank_prefix;
 use super::parse::{parse_chunk, ParseConfig, ParsedChunk};
 use super::{InputSpec, Progress};
 use crate::store::meta::InputRecord;
@@ -25,7 +26,12 @@ impl Loading<'_> {
         let format = opened.format;
         let total_bytes = opened.size;
         let consumed = opened.consumed.clone();
-        let cfg = ParseConfig { format, reverse_prefix: self.loader.reverse_prefix.clone(), lang: self.loader.lang.clone() };
+        let cfg = ParseConfig {
+            format,
+            reverse_prefix: self.loader.reverse_prefix.clone(),
+            lang: self.loader.lang.clone(),
+            blank_prefix: blank_prefix(self.load_number, index + 1),
+        };
         let threads = self.loader.threads;
         // A pool of our own, so `--threads` holds for the parsers whatever the host does
         // with rayon's global pool.
@@ -91,14 +97,8 @@ impl Loading<'_> {
                     record.lines += chunk.lines;
                     self.take_chunk(&file, chunk, &mut record)?;
                 }
-                let p = Progress::Reading {
-                    index,
-                    count,
-                    file: file.clone(),
-                    bytes: consumed.load(Ordering::Relaxed),
-                    total_bytes,
-                    facts: self.report.facts_read,
-                };
+                let p =
+                    Progress::Reading { index, count, file: file.clone(), bytes: consumed.load(Ordering::Relaxed), total_bytes, facts: self.report.facts_read };
                 self.progress(&p);
             }
             Ok(())

@@ -382,3 +382,34 @@ fn validate_reports_each_kind_of_damage() {
     });
     assert!(report.contains("entity_keys: no entry for \"c\" (id 2)"), "{report}");
 }
+
+#[test]
+fn blank_nodes_are_scoped_to_their_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let label = "<http://www.w3.org/2000/01/rdf-schema#label>";
+    let a = write(dir.path(), "a.nt", format!("_:b1 <http://x/r> <http://x/o> .\n<http://x/s> <http://x/r> _:b1 .\n_:b1 {label} \"first\" .\n").as_bytes());
+    let b = write(dir.path(), "b.nt", b"_:b1 <http://x/r> <http://x/o> .\n_:b2 <http://x/r> _:b1 .\n");
+    let s = dir.path().join("s");
+    // The same label in two files of one load: two nodes.
+    let r1 = BulkLoader::new(&s).load(&[InputSpec::new(&a), InputSpec::new(&b)]).unwrap();
+    assert_eq!((r1.new_entities, r1.new_facts), (5, 4));
+    // And a third file's `_:b1` in a later load is a third node, labelled on its own.
+    let c = write(dir.path(), "c.nt", format!("_:b1 <http://x/r> <http://x/o> .\n_:b1 {label} \"third\" .\n").as_bytes());
+    let r2 = BulkLoader::new(&s).load(&[InputSpec::new(&c)]).unwrap();
+    assert_eq!((r2.new_entities, r2.new_facts, r2.unused_labels), (1, 1, 0));
+    let st = Store::open_read_only(&s).unwrap();
+    assert!(st.validate().unwrap().is_ok(), "{:?}", st.validate().unwrap().problems);
+    // Key `_:LOAD.INPUT/label`: load and input numbered from 1, as in the store's load records.
+    let node = |key: &str| st.entity(st.entity_by_key(key).unwrap().unwrap_or_else(|| panic!("no {key}"))).unwrap().unwrap();
+    assert_eq!(node("_:1.1/b1").name, "first");
+    assert_eq!(node("_:1.2/b1").name, "_:b1");
+    assert_eq!(node("_:1.2/b2").name, "_:b2");
+    assert_eq!(node("_:2.1/b1").name, "third");
+    assert!(st.entity_by_key("_:b1").unwrap().is_none());
+    let o = st.entity_by_key("http://x/o").unwrap().unwrap();
+    assert_eq!(st.degree(o, Direction::In).unwrap(), 3, "three distinct blank subjects point at o");
+    let b1_of_b = st.entity_by_key("_:1.2/b1").unwrap().unwrap();
+    let b2_of_b = st.entity_by_key("_:1.2/b2").unwrap().unwrap();
+    let r = st.relation_by_key("http://x/r").unwrap().unwrap();
+    assert_eq!(st.neighbors_via(b2_of_b, Direction::Out, r).unwrap(), vec![b1_of_b], "within a file, one label is one node");
+}
