@@ -85,7 +85,13 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
         relations: Interner::new(base_relations),
         labels: HashMap::new(),
         aliases: Vec::new(),
-        sorter: TripleSorter::new((budget as f64 * SORT_SHARE) as usize, tmp.path().to_path_buf()),
+        sorter: {
+            let sorter = TripleSorter::new((budget as f64 * SORT_SHARE) as usize, tmp.path().to_path_buf());
+            match loader.sort_run_triples {
+                Some(cap) => sorter.with_max_buffer(cap),
+                None => sorter,
+            }
+        },
         rejects: None,
         rejects_path,
         report: LoadReport {

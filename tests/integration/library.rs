@@ -66,8 +66,9 @@ fn random_graphs_match_a_brute_force_model() {
         let (text, model) = random_tsv(seed, 3_000, 300, 7);
         let input = write(dir.path(), "g.tsv", text.as_bytes());
         let store_dir = dir.path().join("s");
-        // A tiny budget forces the external sort to spill several runs.
-        let report = BulkLoader::new(&store_dir).with_memory_mb(16).load(&[InputSpec::new(&input)]).unwrap();
+        // A run every 500 fact lines: the adjacency is merged from 6 sorted runs.
+        let report = BulkLoader::new(&store_dir).with_sort_run_triples(500).load(&[InputSpec::new(&input)]).unwrap();
+        assert_eq!(report.sort_runs, 6);
         assert_eq!(report.facts, model.len() as u64);
         let store = Store::open_read_only(&store_dir).unwrap();
         assert!(store.validate().unwrap().is_ok());
@@ -88,22 +89,53 @@ fn random_graphs_match_a_brute_force_model() {
     }
 }
 
-#[test]
-fn tiny_budget_and_large_budget_build_identical_stores() {
-    let dir = tempfile::tempdir().unwrap();
-    let (text, _) = random_tsv(9, 20_000, 2_000, 11);
-    let input = write(dir.path(), "g.tsv", text.as_bytes());
-    let a = dir.path().join("a");
-    let b = dir.path().join("b");
-    let ra = BulkLoader::new(&a).with_memory_mb(16).load(&[InputSpec::new(&input)]).unwrap();
-    let rb = BulkLoader::new(&b).with_memory_mb(512).load(&[InputSpec::new(&input)]).unwrap();
-    assert!(ra.sort_runs >= 1 || rb.sort_runs == 0);
-    let (sa, sb) = (Store::open_read_only(&a).unwrap(), Store::open_read_only(&b).unwrap());
-    assert_eq!(store_facts(&sa), store_facts(&sb));
-    // Ids are assigned in input order, whatever the budget: the same key has the same id.
-    for id in 0..sa.entity_count() as u32 {
-        assert_eq!(sa.entity(EntityId(id)).unwrap(), sb.entity(EntityId(id)).unwrap());
+/// Everything a store says about its entities and relations, id by id: records, degrees,
+/// and per-relation counts in both directions.
+fn store_dump(store: &Store) -> Vec<String> {
+    let mut out = Vec::new();
+    for id in 0..store.entity_count() as u32 {
+        let e = EntityId(id);
+        let rec = store.entity(e).unwrap().unwrap();
+        for dir in [Direction::Out, Direction::In] {
+            let rels = store.relations_at(e, dir).unwrap();
+            out.push(format!("e{id} {:?} {:?} {dir:?} degree {} by relation {rels:?}", rec.key, rec.name, store.degree(e, dir).unwrap()));
+        }
     }
+    for id in 0..store.relation_count() as u32 {
+        out.push(format!("r{id} {:?}", store.relation(trellis::RelationId(id)).unwrap().unwrap()));
+    }
+    out
+}
+
+#[test]
+fn spilled_and_in_memory_loads_build_identical_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let (text, model) = random_tsv(9, 20_000, 2_000, 11);
+    let (more, more_model) = random_tsv(10, 5_000, 2_500, 13);
+    let input = write(dir.path(), "g.tsv", text.as_bytes());
+    let second = write(dir.path(), "h.tsv", more.as_bytes());
+    let spilled = dir.path().join("spilled");
+    let in_memory = dir.path().join("in-memory");
+    let rs = BulkLoader::new(&spilled).with_sort_run_triples(1_000).load(&[InputSpec::new(&input)]).unwrap();
+    let rm = BulkLoader::new(&in_memory).load(&[InputSpec::new(&input)]).unwrap();
+    // 20,000 fact lines, a run every 1,000: 20 runs merged; the default budget holds them all.
+    assert_eq!((rs.sort_runs, rm.sort_runs), (20, 0));
+    assert_eq!((rs.facts, rm.facts), (model.len() as u64, model.len() as u64));
+    // A second load merges its runs with the lists the store holds.
+    let rs2 = BulkLoader::new(&spilled).with_sort_run_triples(300).load(&[InputSpec::new(&second)]).unwrap();
+    let rm2 = BulkLoader::new(&in_memory).load(&[InputSpec::new(&second)]).unwrap();
+    assert_eq!((rs2.sort_runs, rm2.sort_runs), (17, 0));
+    assert_eq!(rs2.new_facts, rm2.new_facts);
+    let (ss, sm) = (Store::open_read_only(&spilled).unwrap(), Store::open_read_only(&in_memory).unwrap());
+    assert!(ss.validate().unwrap().is_ok(), "{:?}", ss.validate().unwrap().problems);
+    let union: BTreeSet<Fact> = model.union(&more_model).cloned().collect();
+    let facts = store_facts(&ss);
+    assert_eq!(facts, (union.clone(), union), "the spilled store holds exactly the model's facts");
+    assert_eq!(facts, store_facts(&sm), "fact for fact");
+    // Ids are assigned in input order, whatever the sort does: the same key has the same id,
+    // the same degrees and the same lists.
+    assert_eq!(store_dump(&ss), store_dump(&sm));
+    assert_eq!((ss.meta().facts, ss.meta().entities, ss.meta().names), (sm.meta().facts, sm.meta().entities, sm.meta().names));
 }
 
 #[test]
@@ -153,22 +185,18 @@ fn rdf_labels_aliases_literals_across_loads() {
 <http://ex.org/m.9> <http://www.w3.org/2000/01/rdf-schema#label> "Nobody"@en .
 "#,
     );
-    let names = write(
-        dir.path(),
-        "names.nt.gz",
-        &{
-            use std::io::Write;
-            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-            enc.write_all(
-                br#"<http://ex.org/m.1> <http://rdf.freebase.com/ns/type.object.name> "Barack Obama"@en .
+    let names = write(dir.path(), "names.nt.gz", &{
+        use std::io::Write;
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(
+            br#"<http://ex.org/m.1> <http://rdf.freebase.com/ns/type.object.name> "Barack Obama"@en .
 <http://ex.org/m.1> <http://www.w3.org/2004/02/skos/core#altLabel> "Barack Hussein Obama II"@en .
 <http://ex.org/m.2> <http://www.w3.org/2000/01/rdf-schema#label> "Not the first label"@en .
 "#,
-            )
-            .unwrap();
-            enc.finish().unwrap()
-        },
-    );
+        )
+        .unwrap();
+        enc.finish().unwrap()
+    });
     let s = dir.path().join("s");
     let r1 = BulkLoader::new(&s).load(&[InputSpec::new(&facts)]).unwrap();
     assert_eq!((r1.facts, r1.entities, r1.unused_labels), (2, 3, 1));
@@ -200,10 +228,7 @@ fn shared_names_return_every_entity() {
     BulkLoader::new(&s).load(&[InputSpec::new(&input)]).unwrap();
     let st = Store::open_read_only(&s).unwrap();
     let found = st.lookup_name("Paris").unwrap();
-    assert_eq!(
-        found,
-        vec![(NameTarget::Entity(EntityId(0)), false), (NameTarget::Entity(EntityId(2)), false), (NameTarget::Entity(EntityId(4)), false)]
-    );
+    assert_eq!(found, vec![(NameTarget::Entity(EntityId(0)), false), (NameTarget::Entity(EntityId(2)), false), (NameTarget::Entity(EntityId(4)), false)]);
     assert_eq!(st.entity(EntityId(4)).unwrap().unwrap().key, "PARIS ", "keys keep their exact form");
 }
 
