@@ -15,6 +15,9 @@ use rocksdb::DB;
 use std::path::PathBuf;
 use std::time::Instant;
 
+/// SST files per column family.
+pub(super) type CfFiles = Vec<(&'static str, Vec<PathBuf>)>;
+
 /// Steps 3 and 4: outgoing then incoming adjacency and degrees. Returns the SST files and
 /// the number of facts the load adds (checked equal from both directions).
 pub(super) fn write_adjacency_both(
@@ -22,7 +25,7 @@ pub(super) fn write_adjacency_both(
     old: Option<&DB>,
     set: &SstOptions,
     progress: &mut Option<ProgressFn>,
-) -> Result<(Vec<(&'static str, Vec<PathBuf>)>, u64), IngestError> {
+) -> Result<(CfFiles, u64), IngestError> {
     let mut files = Vec::new();
     let mut added_out = 0;
     for (order, dir) in [(Order::Spo, Direction::Out), (Order::Ops, Direction::In)] {
@@ -117,7 +120,7 @@ fn write_adjacency(
         }
         others.push(other);
         seen += 1;
-        if seen % (1 << 20) == 0 {
+        if seen.is_multiple_of(1 << 20) {
             if let Some(f) = progress.as_mut() {
                 f(&Progress::Writing { step, steps, what: if dir == Direction::Out { "outgoing adjacency" } else { "incoming adjacency" }, done: seen, total });
             }

@@ -10,7 +10,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub type Triple = [u32; 3];
 
@@ -173,7 +173,7 @@ impl TripleSorter {
     }
 }
 
-fn read_triple(r: &mut BufReader<File>, path: &PathBuf) -> Result<Option<Triple>, IngestError> {
+fn read_triple(r: &mut BufReader<File>, path: &Path) -> Result<Option<Triple>, IngestError> {
     let mut b = [0u8; 12];
     match r.read_exact(&mut b) {
         Ok(()) => Ok(Some([

@@ -321,12 +321,12 @@ fn newer_and_unsupported_formats_are_refused() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("written by a newer Trellis"));
     // A load refuses to write into it, and leaves it as it was.
-    let err = BulkLoader::new(&s).load(&[InputSpec::new(&input)]).err().expect("refused").to_string();
+    let err = BulkLoader::new(&s).load(&[InputSpec::new(&input)]).expect_err("refused").to_string();
     assert!(err.contains("newer Trellis"), "{err}");
     set_format_version(&s, 0);
     let err = Store::open_read_only(&s).err().expect("refused").to_string();
     assert!(err.contains("run `trellis migrate"), "{err}");
-    let err = trellis::store::migrate(&s).err().expect("refused").to_string();
+    let err = trellis::store::migrate(&s).expect_err("refused").to_string();
     assert!(err.contains("older than the oldest this build migrates (1)"), "{err}");
 }
 
@@ -337,7 +337,7 @@ fn one_writer_at_a_time() {
     let s = dir.path().join("s");
     BulkLoader::new(&s).load(&[InputSpec::new(&input)]).unwrap();
     let _writer = Store::open(&s).unwrap();
-    let err = BulkLoader::new(&s).load(&[InputSpec::new(&input)]).err().expect("locked").to_string();
+    let err = BulkLoader::new(&s).load(&[InputSpec::new(&input)]).expect_err("locked").to_string();
     assert!(err.contains("store is locked by another loader or migration"), "{err}");
     // Readers are never locked out.
     assert!(Store::open_read_only(&s).is_ok());
