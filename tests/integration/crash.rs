@@ -110,8 +110,9 @@ fn loads_killed_while_merging_sorted_runs_leave_old_or_new_state() {
     let base = write(dir.path(), "base.tsv", b"Alpha\tknows\tBeta\nJordan Spieth\tSport played\tGolf\n");
     let mut killed_in_merge = 0;
     // (adjacency files to wait for, then ms more): 1 = the outgoing merge has begun, 2 = the
-    // incoming one has.
-    for (i, (files, extra_ms)) in [(1usize, 0u64), (1, 3), (1, 10), (2, 0), (2, 3), (2, 10)].into_iter().enumerate() {
+    // incoming one has. Each merge of this input takes some 0.5 s here, so the moments fall
+    // at its start, early in it and well into it.
+    for (i, (files, extra_ms)) in [(1usize, 0u64), (1, 50), (1, 250), (2, 0), (2, 50), (2, 150)].into_iter().enumerate() {
         let store = dir.path().join(format!("store-{i}"));
         let before = if i % 2 == 1 {
             ingest(&store, &[], &[&base]);
@@ -119,7 +120,7 @@ fn loads_killed_while_merging_sorted_runs_leave_old_or_new_state() {
         } else {
             None
         };
-        // A run every 4,000 fact lines: 55 sorted runs to merge.
+        // A run every 4,000 fact lines: 63 sorted runs (248,540 fact lines) to merge.
         let mut child = spawn_load(&store, &input, &["--sort-run-triples", "4000"]);
         let mut finished = false;
         while adjacency_files(&store) < files {
