@@ -22,6 +22,10 @@ pub struct IngestArgs {
     /// Memory budget of the load in MB (sort buffers and dictionaries).
     #[arg(long, default_value_t = 1024)]
     memory_mb: usize,
+    /// Spill a sorted run every N fact lines whatever the memory budget (for tests and
+    /// measurements of the run merge).
+    #[arg(long, hide = true)]
+    sort_run_triples: Option<usize>,
     /// Parser threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -61,6 +65,9 @@ pub fn run(args: IngestArgs) -> Result<ExitCode> {
         .with_reverse_prefix(args.reverse_prefix)
         .with_lang(args.lang)
         .on_progress(move |p| bar_cb.lock().expect("progress lock").update(p));
+    if let Some(n) = args.sort_run_triples {
+        loader = loader.with_sort_run_triples(n);
+    }
     if let Some(t) = args.threads {
         loader = loader.with_threads(t);
     }

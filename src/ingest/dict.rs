@@ -14,6 +14,9 @@ use crate::store::TermKind;
 use hashbrown::{DefaultHashBuilder, HashMap};
 use std::hash::BuildHasher;
 
+/// Finds a key's id in the store being added to.
+pub type Lookup<'a> = dyn FnMut(&[u8]) -> Result<Option<u32>, StoreError> + 'a;
+
 pub struct Interner {
     base: u32,
     arena: Vec<u8>,
@@ -36,14 +39,7 @@ pub struct NewTerm<'a> {
 impl Interner {
     /// `base`: the first id to hand out (the number of terms already stored).
     pub fn new(base: u32) -> Interner {
-        Interner {
-            base,
-            arena: Vec::new(),
-            offsets: Vec::new(),
-            table: KeyTable::default(),
-            hasher: DefaultHashBuilder::default(),
-            existing: HashMap::new(),
-        }
+        Interner { base, arena: Vec::new(), offsets: Vec::new(), table: KeyTable::default(), hasher: DefaultHashBuilder::default(), existing: HashMap::new() }
     }
 
     fn key_of(&self, idx: u32) -> &[u8] {
@@ -52,13 +48,7 @@ impl Interner {
 
     /// The id of `key`, looking in this load, then in the store (`lookup`), then assigning
     /// the next id. Returns `None` when ids are exhausted.
-    pub fn intern(
-        &mut self,
-        key: &[u8],
-        kind: TermKind,
-        name: Option<&[u8]>,
-        lookup: &mut dyn FnMut(&[u8]) -> Result<Option<u32>, StoreError>,
-    ) -> Result<Option<u32>, StoreError> {
+    pub fn intern(&mut self, key: &[u8], kind: TermKind, name: Option<&[u8]>, lookup: &mut Lookup<'_>) -> Result<Option<u32>, StoreError> {
         let hash = self.hash(key);
         self.intern_hashed(key, hash, kind, name, lookup)
     }
@@ -75,14 +65,7 @@ impl Interner {
     }
 
     /// `intern` with the key's hash computed by the caller (`hash`).
-    pub fn intern_hashed(
-        &mut self,
-        key: &[u8],
-        hash: u64,
-        kind: TermKind,
-        name: Option<&[u8]>,
-        lookup: &mut dyn FnMut(&[u8]) -> Result<Option<u32>, StoreError>,
-    ) -> Result<Option<u32>, StoreError> {
+    pub fn intern_hashed(&mut self, key: &[u8], hash: u64, kind: TermKind, name: Option<&[u8]>, lookup: &mut Lookup<'_>) -> Result<Option<u32>, StoreError> {
         let arena = &self.arena;
         if let Some(idx) = self.table.find(hash, |at| {
             let (idx, _, k, _) = term_at(arena, at);

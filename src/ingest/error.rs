@@ -11,6 +11,9 @@ pub enum LineErrorKind {
     InvalidUtf8,
     InvalidNtriples,
     LineTooLong,
+    /// A control character (Unicode category Cc: U+0000-U+001F, U+007F-U+009F) inside a
+    /// name; the field separator of TSV is no part of a name.
+    ControlCharacter,
 }
 
 impl LineErrorKind {
@@ -21,6 +24,7 @@ impl LineErrorKind {
             LineErrorKind::InvalidUtf8 => "invalid UTF-8",
             LineErrorKind::InvalidNtriples => "invalid N-Triples",
             LineErrorKind::LineTooLong => "line too long",
+            LineErrorKind::ControlCharacter => "control character",
         }
     }
 }
@@ -45,7 +49,15 @@ pub struct LineError {
 pub fn snippet(text: &[u8]) -> String {
     let s = String::from_utf8_lossy(text);
     let s = s.trim_end_matches(['\n', '\r']);
-    let mut out: String = s.chars().take(80).map(|c| if c.is_control() { '␉' } else { c }).collect();
+    // Control characters as their Unicode control pictures (NUL as ␀, tab as ␉), so the
+    // snippet stays on one line and shows what is there.
+    let picture = |c: char| match c {
+        '\0'..='\x1f' => char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}'),
+        '\x7f' => '\u{2421}',
+        c if c.is_control() => '\u{fffd}',
+        c => c,
+    };
+    let mut out: String = s.chars().take(80).map(picture).collect();
     if s.chars().count() > 80 {
         out.push('…');
     }
@@ -78,13 +90,7 @@ pub enum IngestError {
 
 impl IngestError {
     pub(crate) fn bad_line(file: &str, e: &LineError) -> IngestError {
-        IngestError::BadLine {
-            file: file.to_owned(),
-            line: e.line,
-            kind: e.kind,
-            detail: e.detail.clone(),
-            snippet: snippet(&e.text),
-        }
+        IngestError::BadLine { file: file.to_owned(), line: e.line, kind: e.kind, detail: e.detail.clone(), snippet: snippet(&e.text) }
     }
 
     pub(crate) fn io(path: impl std::fmt::Display, source: std::io::Error) -> IngestError {

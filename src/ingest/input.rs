@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 pub const MAX_LINE_BYTES: usize = 1 << 20;
 /// Target size of one chunk handed to a parser thread.
 pub const CHUNK_BYTES: usize = 1 << 20;
+/// The UTF-8 byte-order mark, stripped from the start of every input.
+const UTF8_BOM: &[u8] = b"\xef\xbb\xbf";
 
 /// Triple syntaxes the loader reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -168,42 +170,60 @@ pub fn open_input(spec: &InputSpec) -> Result<OpenedInput, IngestError> {
         Compression::None => Box::new(raw),
         Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(raw)),
         Compression::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(raw)),
-        Compression::Zstd => Box::new(
-            zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| IngestError::Io { path: display.clone(), source: e })?,
-        ),
+        Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| IngestError::Io { path: display.clone(), source: e })?),
     };
-    let mut prefix = Vec::new();
-    let format = match spec.format.or_else(|| format_from_name(&spec.path)) {
+    let named = spec.format.or_else(|| format_from_name(&spec.path));
+    let sniffable = {
+        let (_, stem) = compression_from_name(&name);
+        stem.ends_with(".txt") || stem.ends_with(".csv")
+    };
+    // Standard input is never sniffed: say so before waiting for it.
+    if named.is_none() && (!sniffable || spec.is_stdin()) {
+        return Err(IngestError::UnknownFormat { path: display });
+    }
+    // A UTF-8 byte-order mark says nothing about the triples: drop it, whatever the format
+    // or compression, so it never becomes part of the first name.
+    let mut prefix = Vec::with_capacity(UTF8_BOM.len());
+    while prefix.len() < UTF8_BOM.len() {
+        let mut byte = [0u8; 1];
+        match reader.read(&mut byte) {
+            Ok(0) => break,
+            Ok(_) => prefix.push(byte[0]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(decompress_error(&display, compression, 0, e)),
+        }
+    }
+    if prefix == UTF8_BOM {
+        prefix.clear();
+    }
+    let format = match named {
         Some(f) => f,
         None => {
-            let txt = {
-                let (_, stem) = compression_from_name(&name);
-                stem.ends_with(".txt") || stem.ends_with(".csv") || spec.is_stdin()
-            };
-            if !txt || spec.is_stdin() {
-                return Err(IngestError::UnknownFormat { path: display });
-            }
-            // Read up to the first non-empty line to decide.
-            let mut byte = [0u8; 1];
+            // Read up to the end of the first non-blank line to decide.
             let mut line_start = 0;
-            loop {
-                let n = reader.read(&mut byte).map_err(|e| decompress_error(&display, compression, 0, e))?;
-                if n == 0 || byte[0] == b'\n' {
-                    if n == 1 {
-                        prefix.push(b'\n');
+            let mut pos = 0;
+            let first_line = loop {
+                while pos < prefix.len() {
+                    if prefix[pos] == b'\n' {
+                        if prefix[line_start..pos].iter().any(|b| !b.is_ascii_whitespace()) {
+                            break;
+                        }
+                        line_start = pos + 1;
                     }
-                    if prefix[line_start..].iter().any(|b| !b.is_ascii_whitespace()) || n == 0 {
-                        break;
-                    }
-                    line_start = prefix.len();
-                    continue;
+                    pos += 1;
                 }
-                prefix.push(byte[0]);
-                if prefix.len() > MAX_LINE_BYTES {
-                    break;
+                if pos < prefix.len() || prefix.len() > MAX_LINE_BYTES {
+                    break line_start..pos;
                 }
-            }
-            match sniff_format(prefix[line_start..].trim_ascii()) {
+                let mut byte = [0u8; 1];
+                match reader.read(&mut byte) {
+                    Ok(0) => break line_start..pos,
+                    Ok(_) => prefix.push(byte[0]),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(decompress_error(&display, compression, 0, e)),
+                }
+            };
+            match sniff_format(prefix[first_line].trim_ascii()) {
                 Some(f) => f,
                 None => return Err(IngestError::UnknownFormat { path: display }),
             }

@@ -10,13 +10,28 @@
 //!
 //! Nothing becomes visible until the commit (see `store::layout`): a failed, cancelled or
 //! killed load leaves the store as it was.
+//!
+//! Files: `build` (the steps in order, and the commit), `input` (decompression, format
+//! detection, line chunks), `pipeline` (the threads of one input), `parse` (lines into
+//! records), `intern` (records into ids and sorter triples), `dict` (the interner),
+//! `rejects` (the `--on-error skip` file), `sort` (the external sort), `adjacency` (the
+//! merge of sorted runs into id lists and degrees), `dictionaries` (term records, keys,
+//! names, aliases, labels), `naming` (RDF naming rules), `sst` (the SST file sink),
+//! `tokens` (the token index).
 
+mod adjacency;
 mod build;
 pub mod dict;
+mod dictionaries;
 pub mod error;
 pub mod input;
+mod intern;
+mod naming;
 pub mod parse;
+mod pipeline;
+mod rejects;
 pub mod sort;
+mod sst;
 pub mod tokens;
 
 pub use error::{IngestError, LineErrorKind};
@@ -58,6 +73,7 @@ pub(crate) type ProgressFn = Box<dyn FnMut(&Progress) + Send>;
 pub struct BulkLoader {
     dir: PathBuf,
     memory_mb: usize,
+    sort_run_triples: Option<usize>,
     threads: usize,
     on_error: OnError,
     rejects: Option<PathBuf>,
@@ -86,7 +102,8 @@ pub struct LoadReport {
     pub entities: u64,
     pub relations: u64,
     pub facts: u64,
-    /// Sorted runs spilled to disk by the external sort (0: it fit in the budget).
+    /// Sorted runs spilled to disk by the external sort and merged into the adjacency (0: it
+    /// fit in the budget).
     pub sort_runs: usize,
     pub elapsed: Duration,
 }
@@ -102,6 +119,7 @@ impl BulkLoader {
         BulkLoader {
             dir: dir.as_ref().to_path_buf(),
             memory_mb: 1024,
+            sort_run_triples: None,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             on_error: OnError::Stop,
             rejects: None,
@@ -115,6 +133,15 @@ impl BulkLoader {
     /// Memory budget for the sort buffers and dictionaries of the load (default 1024 MB).
     pub fn with_memory_mb(mut self, mb: usize) -> Self {
         self.memory_mb = mb.max(16);
+        self
+    }
+
+    /// Caps the external sort's buffer at `triples`: a sorted run is spilled every
+    /// `triples` fact lines whatever the memory budget (`LoadReport::sort_runs` counts
+    /// them). For tests and measurements of the run merge on small inputs; the default
+    /// lets the budget decide.
+    pub fn with_sort_run_triples(mut self, triples: usize) -> Self {
+        self.sort_run_triples = Some(triples.max(1));
         self
     }
 

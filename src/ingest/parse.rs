@@ -58,6 +58,9 @@ pub struct ParseConfig {
     pub reverse_prefix: String,
     /// Keep labels in this language (and labels without a language).
     pub lang: String,
+    /// Blank node keys start with this (`_:LOAD.INPUT/`, see `naming::blank_prefix`): a
+    /// blank node label means one node within its file only.
+    pub blank_prefix: String,
 }
 
 const RDFS_LABEL: &str = "http://www.w3.org/2000/01/rdf-schema#label";
@@ -116,6 +119,24 @@ fn check_line(line: u64, text: &[u8]) -> Result<&str, LineError> {
     })
 }
 
+/// The first control character of `field` (Unicode category Cc: U+0000-U+001F and
+/// U+007F-U+009F) and its byte offset. Such characters are never part of a name: a NUL
+/// or a line break in a name breaks every tool that prints or exchanges names.
+fn find_control(field: &[u8]) -> Option<(usize, char)> {
+    // In UTF-8, a Cc character is a byte below 0x20, 0x7F, or 0xC2 then 0x80-0x9F: a
+    // byte scan rules out almost every field without decoding it.
+    if !field.iter().any(|&b| b < 0x20 || b == 0x7f || b == 0xc2) {
+        return None;
+    }
+    String::from_utf8_lossy(field).char_indices().find(|(_, c)| c.is_control())
+}
+
+fn control_error(line: u64, which: &str, found: (Option<usize>, char), text: &[u8]) -> LineError {
+    let (at, c) = found;
+    let at = at.map_or(String::new(), |i| format!(" at byte {} of the line", i + 1));
+    LineError { line, kind: LineErrorKind::ControlCharacter, detail: format!("the {which} contains U+{:04X}{at}", c as u32), text: text.to_vec() }
+}
+
 fn parse_delimited(data: Vec<u8>, first_line: u64, sep: u8, sep_name: &str, cfg: &ParseConfig, out: &mut ParsedChunk) {
     for (line, offset, text) in lines(&data, first_line) {
         out.lines += 1;
@@ -148,12 +169,14 @@ fn parse_delimited(data: Vec<u8>, first_line: u64, sep: u8, sep_name: &str, cfg:
         let [mut s, mut r, mut o] = fields;
         let blank = |sp: Span| sp.get(&data).iter().all(u8::is_ascii_whitespace);
         if let Some((which, _)) = [("subject", s), ("relation", r), ("object", o)].into_iter().find(|&(_, sp)| blank(sp)) {
-            out.errors.push(LineError {
-                line,
-                kind: LineErrorKind::EmptyName,
-                detail: format!("the {which} is empty"),
-                text: text.to_vec(),
-            });
+            out.errors.push(LineError { line, kind: LineErrorKind::EmptyName, detail: format!("the {which} is empty"), text: text.to_vec() });
+            continue;
+        }
+        let control = [("subject", s), ("relation", r), ("object", o)]
+            .into_iter()
+            .find_map(|(which, sp)| find_control(sp.get(&data)).map(|(i, c)| (which, sp.start as usize - offset + i, c)));
+        if let Some((which, at, c)) = control {
+            out.errors.push(control_error(line, which, (Some(at), c), text));
             continue;
         }
         let prefix = cfg.reverse_prefix.as_bytes();
@@ -191,12 +214,10 @@ fn parse_ntriples(data: &[u8], first_line: u64, cfg: &ParseConfig, out: &mut Par
         let mut arena = Vec::with_capacity(data.len());
         let mut ok = true;
         for t in oxttl::NTriplesParser::new().for_slice(data) {
-            match t {
-                Ok(t) => add_triple(t, cfg, &mut arena, &mut records),
-                Err(_) => {
-                    ok = false;
-                    break;
-                }
+            // A bad line sends the chunk down the line-by-line path below.
+            if !t.is_ok_and(|t| add_triple(t, cfg, &mut arena, &mut records).is_ok()) {
+                ok = false;
+                break;
             }
         }
         if ok && lines(data, first_line).all(|(_, _, t)| t.len() <= MAX_LINE_BYTES) {
@@ -219,7 +240,11 @@ fn parse_ntriples(data: &[u8], first_line: u64, cfg: &ParseConfig, out: &mut Par
         }
         let mut parsed = oxttl::NTriplesParser::new().for_slice(text);
         match (parsed.next(), parsed.next()) {
-            (Some(Ok(t)), None) => add_triple(t, cfg, &mut out.arena, &mut out.records),
+            (Some(Ok(t)), None) => {
+                if let Err((which, c)) = add_triple(t, cfg, &mut out.arena, &mut out.records) {
+                    out.errors.push(control_error(line, which, (None, c), text.as_bytes()));
+                }
+            }
             (Some(Err(e)), _) => out.errors.push(LineError {
                 line,
                 kind: LineErrorKind::InvalidNtriples,
@@ -256,38 +281,73 @@ fn lang_matches(lang: Option<&str>, wanted: &str) -> bool {
     }
 }
 
-fn add_triple(t: oxrdf::Triple, cfg: &ParseConfig, arena: &mut Vec<u8>, records: &mut Vec<Record>) {
-    let subject = match &t.subject {
-        NamedOrBlankNode::NamedNode(n) => TermRef { key: push(arena, n.as_str()), kind: TermKind::Iri, name: None },
-        NamedOrBlankNode::BlankNode(b) => TermRef { key: push(arena, &b.to_string()), kind: TermKind::Blank, name: None },
+/// The first control character among `parts` (name, text) and the part it is in.
+fn control_in(parts: &[(&'static str, &str)]) -> Option<(&'static str, char)> {
+    parts.iter().find_map(|&(which, text)| find_control(text.as_bytes()).map(|(_, c)| (which, c)))
+}
+
+/// Adds the records of one triple; `Err` names the term holding a control character
+/// (escapes such as `\u0000` decode to one), and nothing is added then.
+fn add_triple(t: oxrdf::Triple, cfg: &ParseConfig, arena: &mut Vec<u8>, records: &mut Vec<Record>) -> Result<(), (&'static str, char)> {
+    let subject_text = match &t.subject {
+        NamedOrBlankNode::NamedNode(n) => n.as_str(),
+        NamedOrBlankNode::BlankNode(b) => b.as_str(),
     };
     let predicate = t.predicate.as_str();
     if let Some(is_alias) = label_kind(predicate) {
         if let Term::Literal(lit) = &t.object {
             if lang_matches(lit.language(), &cfg.lang) && !lit.value().trim().is_empty() {
+                let which = if is_alias { "alias" } else { "label" };
+                if let Some(found) = control_in(&[("subject", subject_text), (which, lit.value())]) {
+                    return Err(found);
+                }
+                let subject = push_subject(&t.subject, cfg, arena);
                 let text = push(arena, lit.value());
-                records.push(if is_alias {
-                    Record::Alias { subject: subject.key, text }
-                } else {
-                    Record::Label { subject: subject.key, text }
-                });
+                records.push(if is_alias { Record::Alias { subject: subject.key, text } } else { Record::Label { subject: subject.key, text } });
             }
-            return;
+            return Ok(());
         }
     }
+    let object_text = match &t.object {
+        Term::NamedNode(n) => n.as_str(),
+        Term::BlankNode(b) => b.as_str(),
+        Term::Literal(l) => l.value(),
+        #[allow(unreachable_patterns)]
+        _ => return Ok(()),
+    };
+    if let Some(found) = control_in(&[("subject", subject_text), ("relation", predicate), ("object", object_text)]) {
+        return Err(found);
+    }
+    let subject = push_subject(&t.subject, cfg, arena);
     let object = match &t.object {
         Term::NamedNode(n) => TermRef { key: push(arena, n.as_str()), kind: TermKind::Iri, name: None },
-        Term::BlankNode(b) => TermRef { key: push(arena, &b.to_string()), kind: TermKind::Blank, name: None },
+        Term::BlankNode(b) => TermRef { key: push_blank(arena, cfg, b.as_str()), kind: TermKind::Blank, name: None },
         Term::Literal(l) => {
             let key = push(arena, &l.to_string());
             let name = push(arena, l.value());
             TermRef { key, kind: TermKind::Literal, name: Some(name) }
         }
         #[allow(unreachable_patterns)]
-        _ => return,
+        _ => return Ok(()),
     };
     let r = push(arena, predicate);
     records.push(Record::Fact { s: subject, r, o: object });
+    Ok(())
+}
+
+fn push_subject(subject: &NamedOrBlankNode, cfg: &ParseConfig, arena: &mut Vec<u8>) -> TermRef {
+    match subject {
+        NamedOrBlankNode::NamedNode(n) => TermRef { key: push(arena, n.as_str()), kind: TermKind::Iri, name: None },
+        NamedOrBlankNode::BlankNode(b) => TermRef { key: push_blank(arena, cfg, b.as_str()), kind: TermKind::Blank, name: None },
+    }
+}
+
+/// A blank node's key: its label within the file's scope.
+fn push_blank(arena: &mut Vec<u8>, cfg: &ParseConfig, label: &str) -> Span {
+    let start = arena.len() as u32;
+    arena.extend_from_slice(cfg.blank_prefix.as_bytes());
+    arena.extend_from_slice(label.as_bytes());
+    Span { start, len: arena.len() as u32 - start }
 }
 
 #[cfg(test)]
@@ -295,7 +355,7 @@ mod tests {
     use super::*;
 
     fn cfg(format: Format) -> ParseConfig {
-        ParseConfig { format, reverse_prefix: "~".into(), lang: "en".into() }
+        ParseConfig { format, reverse_prefix: "~".into(), lang: "en".into(), blank_prefix: "_:1.1/".into() }
     }
 
     fn parse(format: Format, text: &str) -> ParsedChunk {
@@ -318,10 +378,7 @@ mod tests {
         let p = parse(Format::Tsv, "Jordan Spieth\tSport played\tGolf\nGolf\t~Sport played\tTiger Woods\r\n");
         assert_eq!(
             facts(&p),
-            vec![
-                ("Jordan Spieth".into(), "Sport played".into(), "Golf".into()),
-                ("Tiger Woods".into(), "Sport played".into(), "Golf".into()),
-            ]
+            vec![("Jordan Spieth".into(), "Sport played".into(), "Golf".into()), ("Tiger Woods".into(), "Sport played".into(), "Golf".into()),]
         );
         assert_eq!(p.lines, 2);
     }
@@ -332,12 +389,7 @@ mod tests {
         let got: Vec<(u64, LineErrorKind)> = p.errors.iter().map(|e| (e.line, e.kind)).collect();
         assert_eq!(
             got,
-            vec![
-                (11, LineErrorKind::WrongColumnCount),
-                (12, LineErrorKind::EmptyName),
-                (13, LineErrorKind::EmptyName),
-                (15, LineErrorKind::WrongColumnCount),
-            ]
+            vec![(11, LineErrorKind::WrongColumnCount), (12, LineErrorKind::EmptyName), (13, LineErrorKind::EmptyName), (15, LineErrorKind::WrongColumnCount),]
         );
         assert_eq!(facts(&p).len(), 1);
     }
@@ -406,7 +458,7 @@ mod fuzz {
             0..400,
         )) {
             for format in [Format::Tsv, Format::Pipe, Format::Ntriples] {
-                let cfg = ParseConfig { format, reverse_prefix: "~".into(), lang: "en".into() };
+                let cfg = ParseConfig { format, reverse_prefix: "~".into(), lang: "en".into(), blank_prefix: "_:1.1/".into() };
                 let p = parse_chunk(Chunk { data: data.clone(), first_line: 1, errors: vec![] }, &cfg);
                 let n = lines_in(&data);
                 prop_assert_eq!(p.lines, n);
@@ -417,16 +469,47 @@ mod fuzz {
         }
 
         #[test]
-        fn well_formed_tsv_lines_all_parse(rows in proptest::collection::vec(("[^\t\n\r~]{1,12}", "[^\t\n\r]{1,12}", "[^\t\n\r]{1,12}"), 1..40)) {
+        fn well_formed_tsv_lines_all_parse(rows in proptest::collection::vec(("[^~\\p{Cc}]{1,12}", "[^\\p{Cc}]{1,12}", "[^\\p{Cc}]{1,12}"), 1..40)) {
             let rows: Vec<_> = rows.into_iter().filter(|(s, r, o)| {
                 let blank = |x: &str| x.bytes().all(|b| b.is_ascii_whitespace());
                 !blank(s) && !blank(r) && !blank(o) && !blank(r.strip_prefix('~').unwrap_or(r))
             }).collect();
             let text: String = rows.iter().map(|(s, r, o)| format!("{s}\t{r}\t{o}\n")).collect();
-            let cfg = ParseConfig { format: Format::Tsv, reverse_prefix: "~".into(), lang: "en".into() };
+            let cfg = ParseConfig { format: Format::Tsv, reverse_prefix: "~".into(), lang: "en".into(), blank_prefix: "_:1.1/".into() };
             let p = parse_chunk(Chunk { data: text.into_bytes(), first_line: 1, errors: vec![] }, &cfg);
             prop_assert!(p.errors.is_empty(), "{:?}", p.errors);
             prop_assert_eq!(p.records.len(), rows.len());
+        }
+
+        /// A line is refused for a control character exactly when one of its fields holds
+        /// one (checked here with `char::is_control`, the Cc category), at the byte where
+        /// the first one is.
+        #[test]
+        fn control_characters_are_refused_where_they_are(
+            fields in proptest::collection::vec(prop_oneof!["[a-zé ]{1,6}", "[a-zé|\\t\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f-\\x9f]{1,6}"], 3),
+            format in prop_oneof![Just(Format::Tsv), Just(Format::Pipe)],
+        ) {
+            let sep = if format == Format::Tsv { "\t" } else { "|" };
+            prop_assume!(fields.iter().all(|f| !f.contains(sep) && !f.trim_ascii().is_empty()));
+            prop_assume!(!fields[1].starts_with('~'));
+            let line = fields.join(sep);
+            let cfg = ParseConfig { format, reverse_prefix: "~".into(), lang: "en".into(), blank_prefix: "_:1.1/".into() };
+            let p = parse_chunk(Chunk { data: format!("{line}\n").into_bytes(), first_line: 1, errors: vec![] }, &cfg);
+            // The first control character of the line; separators are no part of a field.
+            let first = line.char_indices().find(|&(_, c)| c.is_control() && c.to_string() != sep);
+            match first {
+                None => {
+                    prop_assert!(p.errors.is_empty(), "{:?}", p.errors);
+                    prop_assert_eq!(p.records.len(), 1);
+                }
+                Some((at, c)) => {
+                    prop_assert_eq!(p.records.len(), 0);
+                    prop_assert_eq!(p.errors.len(), 1);
+                    prop_assert_eq!(p.errors[0].kind, LineErrorKind::ControlCharacter);
+                    let expected = format!("contains U+{:04X} at byte {} of the line", c as u32, at + 1);
+                    prop_assert!(p.errors[0].detail.ends_with(&expected), "{} / {}", p.errors[0].detail, expected);
+                }
+            }
         }
     }
 }

@@ -10,7 +10,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub type Triple = [u32; 3];
 
@@ -38,6 +38,8 @@ pub struct TripleSorter {
     runs: Vec<(PathBuf, PathBuf)>,
     /// Triples pushed (with duplicates).
     pushed: u64,
+    /// The most triples the buffer holds, whatever the budget leaves it.
+    max_buffer: usize,
 }
 
 const RUN_BUFFER_BYTES: usize = 1 << 20;
@@ -49,13 +51,21 @@ impl TripleSorter {
     /// `budget_bytes`: memory for the buffer (12 bytes a triple) and for whatever the
     /// caller reports as `other` on each push (its dictionaries).
     pub fn new(budget_bytes: usize, dir: PathBuf) -> TripleSorter {
-        TripleSorter { buf: Vec::new(), budget: budget_bytes, dir, runs: Vec::new(), pushed: 0 }
+        TripleSorter { buf: Vec::new(), budget: budget_bytes, dir, runs: Vec::new(), pushed: 0, max_buffer: usize::MAX }
+    }
+
+    /// Caps the buffer at `triples` (at least 1), below the budget's share and below
+    /// `MIN_BUFFER_TRIPLES`: a run is spilled every `triples` pushes, so tests and
+    /// measurements can exercise the merge of many runs on small inputs.
+    pub fn with_max_buffer(mut self, triples: usize) -> TripleSorter {
+        self.max_buffer = triples.max(1);
+        self
     }
 
     /// Adds a triple. `other`: bytes the caller holds under the same budget; the buffer
     /// spills to a run once it and `other` together pass the budget.
     pub fn push(&mut self, t: Triple, other: usize) -> Result<(), IngestError> {
-        let limit = (self.budget.saturating_sub(other) / std::mem::size_of::<Triple>()).max(MIN_BUFFER_TRIPLES);
+        let limit = (self.budget.saturating_sub(other) / std::mem::size_of::<Triple>()).max(MIN_BUFFER_TRIPLES).min(self.max_buffer);
         if self.buf.len() >= limit {
             self.spill()?;
             // The caller's share grew: give the memory back rather than refill it.
@@ -64,7 +74,7 @@ impl TripleSorter {
         if self.buf.len() == self.buf.capacity() {
             // Grow by doubling, never past the limit, so the buffer stays inside the budget.
             let room = limit.saturating_sub(self.buf.len()).max(1);
-            self.buf.reserve_exact(self.buf.len().max(MIN_BUFFER_TRIPLES).min(room));
+            self.buf.reserve_exact(self.buf.len().max(MIN_BUFFER_TRIPLES.min(limit)).min(room));
         }
         self.buf.push(t);
         self.pushed += 1;
@@ -163,7 +173,7 @@ impl TripleSorter {
     }
 }
 
-fn read_triple(r: &mut BufReader<File>, path: &PathBuf) -> Result<Option<Triple>, IngestError> {
+fn read_triple(r: &mut BufReader<File>, path: &Path) -> Result<Option<Triple>, IngestError> {
     let mut b = [0u8; 12];
     match r.read_exact(&mut b) {
         Ok(()) => Ok(Some([
@@ -214,6 +224,26 @@ mod tests {
             if tiny_budget && triples.len() > 1024 {
                 prop_assert!(s.runs() >= 2);
             }
+        }
+
+        #[test]
+        fn a_capped_buffer_spills_a_run_every_cap_triples(
+            triples in proptest::collection::vec((0u32..30, 0u32..3, 0u32..30), 1..600),
+            cap in 1usize..50,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut s = TripleSorter::new(1 << 30, dir.path().to_path_buf()).with_max_buffer(cap);
+            for &(a, b, c) in &triples {
+                s.push([a, b, c], 0).unwrap();
+            }
+            s.finish().unwrap();
+            // A buffer that never fills is never spilled; otherwise the last, partial one is too.
+            let expected_runs = if triples.len() > cap { triples.len().div_ceil(cap) } else { 0 };
+            prop_assert_eq!(s.runs(), expected_runs);
+            let spo: Vec<Triple> = triples.iter().map(|&(a, b, c)| [a, b, c]).collect::<BTreeSet<_>>().into_iter().collect();
+            let ops: Vec<Triple> = triples.iter().map(|&(a, b, c)| [c, b, a]).collect::<BTreeSet<_>>().into_iter().collect();
+            prop_assert_eq!(collect(&mut s, Order::Spo), spo);
+            prop_assert_eq!(collect(&mut s, Order::Ops), ops);
         }
     }
 }

@@ -5,7 +5,6 @@ use crate::common::*;
 use predicates::prelude::*;
 use std::io::Write;
 
-
 const GOOD: &str = "Alice\tknows\tBob\nBob\tknows\tCarol\n";
 
 /// Loads `good` first, then expects `bad` to fail with `message`, and the store unchanged.
@@ -16,14 +15,7 @@ fn expect_rejected(name: &str, bad: &[u8], message: &str) {
     ingest(&store, &[], &[&good]);
     let before = stats(&store);
     let bad = write(dir.path(), name, bad);
-    trellis()
-        .arg("ingest")
-        .arg("--store")
-        .arg(&store)
-        .arg(&bad)
-        .assert()
-        .code(65)
-        .stderr(predicate::str::contains(message));
+    trellis().arg("ingest").arg("--store").arg(&store).arg(&bad).assert().code(65).stderr(predicate::str::contains(message));
     let after = stats(&store);
     assert_eq!(before["facts"], after["facts"]);
     assert_eq!(before["entities"], after["entities"]);
@@ -33,11 +25,7 @@ fn expect_rejected(name: &str, bad: &[u8], message: &str) {
 
 #[test]
 fn wrong_column_count() {
-    expect_rejected(
-        "bad.tsv",
-        b"a\tb\tc\nd\te\n",
-        "bad.tsv:2: wrong column count: expected 3 tab-separated columns, found 2\n  | d\u{2409}e",
-    );
+    expect_rejected("bad.tsv", b"a\tb\tc\nd\te\n", "bad.tsv:2: wrong column count: expected 3 tab-separated columns, found 2\n  | d\u{2409}e");
 }
 
 #[test]
@@ -52,11 +40,7 @@ fn invalid_utf8() {
 
 #[test]
 fn invalid_ntriples() {
-    expect_rejected(
-        "bad.nt",
-        b"<http://x/a> <http://x/r> <http://x/b> .\n<http://x/a> <http://x/r> .\n",
-        "bad.nt:2: invalid N-Triples:",
-    );
+    expect_rejected("bad.nt", b"<http://x/a> <http://x/r> <http://x/b> .\n<http://x/a> <http://x/r> .\n", "bad.nt:2: invalid N-Triples:");
 }
 
 #[test]
@@ -77,11 +61,7 @@ fn very_long_line_is_never_buffered_whole() {
 
 #[test]
 fn unknown_format() {
-    expect_rejected(
-        "triples.xyz",
-        b"a\tb\tc\n",
-        "triples.xyz: cannot tell the input format from the file name; pass --format tsv|pipe|ntriples",
-    );
+    expect_rejected("triples.xyz", b"a\tb\tc\n", "triples.xyz: cannot tell the input format from the file name; pass --format tsv|pipe|ntriples");
 }
 
 #[test]
@@ -169,12 +149,147 @@ fn stdin_needs_a_format_and_then_works() {
 #[test]
 fn not_a_store() {
     let dir = tempfile::tempdir().unwrap();
-    trellis()
-        .arg("stats")
-        .arg("--store")
-        .arg(dir.path())
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains("not a Trellis store (no CURRENT file)"));
+    trellis().arg("stats").arg("--store").arg(dir.path()).assert().code(1).stderr(predicate::str::contains("not a Trellis store (no CURRENT file)"));
 }
 
+/// Entity keys of a store, in id order.
+fn entity_keys(store: &std::path::Path) -> Vec<String> {
+    let s = trellis::Store::open_read_only(store).unwrap();
+    (0..s.entity_count() as u32).map(|i| s.entity(trellis::EntityId(i)).unwrap().unwrap().key).collect()
+}
+
+#[test]
+fn byte_order_marks_are_stripped_in_every_format_and_compression() {
+    let bom = |text: &[u8]| [&b"\xef\xbb\xbf"[..], text].concat();
+    let tsv = bom(b"Alice\tknows\tBob\n");
+    let nt = bom(b"<http://x/Alice> <http://x/knows> <http://x/Bob> .\n");
+    let gzip = {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(&tsv).unwrap();
+        enc.finish().unwrap()
+    };
+    let bzip = {
+        let mut enc = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::default());
+        enc.write_all(&nt).unwrap();
+        enc.finish().unwrap()
+    };
+    let plain = ["Alice", "Bob"];
+    let iris = ["http://x/Alice", "http://x/Bob"];
+    let cases: Vec<(&str, Vec<u8>, [&str; 2])> = vec![
+        ("a.tsv", tsv.clone(), plain),
+        ("a.psv", bom(b"Alice|knows|Bob\n"), plain),
+        ("a.nt", nt.clone(), iris),
+        // `.txt` is sniffed from the first line: the mark must not hide what follows it.
+        ("tsv.txt", tsv.clone(), plain),
+        ("nt.txt", nt.clone(), iris),
+        ("a.tsv.gz", gzip, plain),
+        ("a.nt.bz2", bzip, iris),
+        ("a.tsv.zst", zstd::encode_all(&tsv[..], 3).unwrap(), plain),
+    ];
+    for (name, bytes, expected) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("store");
+        let input = write(dir.path(), name, &bytes);
+        ingest(&store, &[], &[&input]);
+        assert_eq!(entity_keys(&store), expected, "{name}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    trellis().arg("ingest").arg("--store").arg(&store).arg("--format").arg("tsv").arg("-").write_stdin(tsv).assert().success();
+    assert_eq!(entity_keys(&store), plain, "<stdin>");
+}
+
+#[test]
+fn control_characters_in_names_are_rejected() {
+    expect_rejected(
+        "nul.tsv",
+        b"a\tb\tc\nAl\0ice\tknows\tBob\n",
+        "nul.tsv:2: control character: the subject contains U+0000 at byte 3 of the line\n  | Al\u{2400}ice\u{2409}knows\u{2409}Bob",
+    );
+    expect_rejected("cr.tsv", b"a\tb\tc\nAlice\tkn\rows\tBob\n", "cr.tsv:2: control character: the relation contains U+000D at byte 9 of the line");
+    // C1 controls are control characters too (U+0085 is two bytes in UTF-8).
+    expect_rejected(
+        "c1.tsv",
+        "a\tb\tc\nAlice\tknows\tBo\u{85}b\n".as_bytes(),
+        "c1.tsv:2: control character: the object contains U+0085 at byte 15 of the line",
+    );
+    expect_rejected("del.tsv", b"a\tb\tc\nAlice\tknows\tBob\x7f\n", "del.tsv:2: control character: the object contains U+007F at byte 16 of the line");
+    // A tab separates TSV fields, but inside a pipe-separated field it is a control character.
+    expect_rejected("tab.psv", b"a|b|c\nAl\tice|knows|Bob\n", "tab.psv:2: control character: the subject contains U+0009 at byte 3 of the line");
+    // N-Triples: an escaped or a raw control character in a literal.
+    expect_rejected(
+        "esc.nt",
+        b"<http://x/a> <http://x/r> <http://x/b> .\n<http://x/a> <http://x/r> \"x\\u0000y\" .\n",
+        "esc.nt:2: control character: the object contains U+0000",
+    );
+    expect_rejected(
+        "raw.nt",
+        b"<http://x/a> <http://x/r> <http://x/b> .\n<http://x/a> <http://x/r> \"x\x01y\" .\n",
+        "raw.nt:2: control character: the object contains U+0001",
+    );
+    expect_rejected(
+        "label.nt",
+        b"<http://x/a> <http://x/r> <http://x/b> .\n<http://x/a> <http://www.w3.org/2000/01/rdf-schema#label> \"x\\ny\"@en .\n",
+        "label.nt:2: control character: the label contains U+000A",
+    );
+}
+
+/// Reverses the rejects file's escaping: `\\`, `\t`, `\n`, `\r` and `\xHH` (one byte).
+fn unescape(field: &str) -> Vec<u8> {
+    let b = field.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            out.push(b[i]);
+            i += 1;
+            continue;
+        }
+        match b[i + 1] {
+            b'\\' => out.push(b'\\'),
+            b't' => out.push(b'\t'),
+            b'n' => out.push(b'\n'),
+            b'r' => out.push(b'\r'),
+            b'x' => {
+                out.push(u8::from_str_radix(&field[i + 2..i + 4], 16).unwrap());
+                i += 2;
+            }
+            other => panic!("unknown escape \\{} in {field:?}", other as char),
+        }
+        i += 2;
+    }
+    out
+}
+
+#[test]
+fn rejects_file_is_tsv_with_each_line_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let lines: [&[u8]; 8] =
+        [b"a\tr\tb", b"x\ty\tz\tw", b"n\0ul\tr\tb", b"back\\slash\tr", b"\xff\tr\tz", b"c\tr\x01\td", b"e\tr\tf\rg", "c\tr\t\u{9f}d".as_bytes()];
+    let mut data = Vec::new();
+    for l in lines {
+        data.extend_from_slice(l);
+        data.push(b'\n');
+    }
+    let input = write(dir.path(), "mixed\tname.tsv", &data);
+    let out = stdout_of(trellis().arg("ingest").arg("--store").arg(&store).arg("--on-error").arg("skip").arg(&input));
+    assert!(out.contains("rejected 7 lines:"), "{out}");
+    assert!(out.contains("control character: 4"), "{out}");
+    assert!(out.contains("wrong column count: 2"), "{out}");
+    assert!(out.contains("invalid UTF-8: 1"), "{out}");
+    let rejects = std::fs::read(store.join("rejected-gen-000001.tsv")).unwrap();
+    let text = String::from_utf8(rejects).expect("the rejects file is UTF-8");
+    let rows: Vec<&str> = text.strip_suffix('\n').unwrap().split('\n').collect();
+    assert_eq!(rows[0], "file\tline\tkind\tdetail\ttext");
+    assert_eq!(rows.len(), 8, "{rows:?}");
+    for (row, line) in rows[1..].iter().zip(2u64..) {
+        let fields: Vec<&str> = row.split('\t').collect();
+        assert_eq!(fields.len(), 5, "row {row:?}");
+        assert_eq!(unescape(fields[0]), input.display().to_string().into_bytes());
+        assert_eq!(fields[1], line.to_string());
+        assert_eq!(unescape(fields[4]), lines[line as usize - 1], "row {row:?}");
+    }
+    assert_eq!(rows[2].split('\t').nth(4), Some("n\\x00ul\\tr\\tb"));
+    assert_eq!(rows[7].split('\t').nth(4), Some("c\\tr\\t\\xc2\\x9fd"));
+}

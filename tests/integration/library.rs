@@ -66,8 +66,9 @@ fn random_graphs_match_a_brute_force_model() {
         let (text, model) = random_tsv(seed, 3_000, 300, 7);
         let input = write(dir.path(), "g.tsv", text.as_bytes());
         let store_dir = dir.path().join("s");
-        // A tiny budget forces the external sort to spill several runs.
-        let report = BulkLoader::new(&store_dir).with_memory_mb(16).load(&[InputSpec::new(&input)]).unwrap();
+        // A run every 500 fact lines: the adjacency is merged from 6 sorted runs.
+        let report = BulkLoader::new(&store_dir).with_sort_run_triples(500).load(&[InputSpec::new(&input)]).unwrap();
+        assert_eq!(report.sort_runs, 6);
         assert_eq!(report.facts, model.len() as u64);
         let store = Store::open_read_only(&store_dir).unwrap();
         assert!(store.validate().unwrap().is_ok());
@@ -88,22 +89,53 @@ fn random_graphs_match_a_brute_force_model() {
     }
 }
 
-#[test]
-fn tiny_budget_and_large_budget_build_identical_stores() {
-    let dir = tempfile::tempdir().unwrap();
-    let (text, _) = random_tsv(9, 20_000, 2_000, 11);
-    let input = write(dir.path(), "g.tsv", text.as_bytes());
-    let a = dir.path().join("a");
-    let b = dir.path().join("b");
-    let ra = BulkLoader::new(&a).with_memory_mb(16).load(&[InputSpec::new(&input)]).unwrap();
-    let rb = BulkLoader::new(&b).with_memory_mb(512).load(&[InputSpec::new(&input)]).unwrap();
-    assert!(ra.sort_runs >= 1 || rb.sort_runs == 0);
-    let (sa, sb) = (Store::open_read_only(&a).unwrap(), Store::open_read_only(&b).unwrap());
-    assert_eq!(store_facts(&sa), store_facts(&sb));
-    // Ids are assigned in input order, whatever the budget: the same key has the same id.
-    for id in 0..sa.entity_count() as u32 {
-        assert_eq!(sa.entity(EntityId(id)).unwrap(), sb.entity(EntityId(id)).unwrap());
+/// Everything a store says about its entities and relations, id by id: records, degrees,
+/// and per-relation counts in both directions.
+fn store_dump(store: &Store) -> Vec<String> {
+    let mut out = Vec::new();
+    for id in 0..store.entity_count() as u32 {
+        let e = EntityId(id);
+        let rec = store.entity(e).unwrap().unwrap();
+        for dir in [Direction::Out, Direction::In] {
+            let rels = store.relations_at(e, dir).unwrap();
+            out.push(format!("e{id} {:?} {:?} {dir:?} degree {} by relation {rels:?}", rec.key, rec.name, store.degree(e, dir).unwrap()));
+        }
     }
+    for id in 0..store.relation_count() as u32 {
+        out.push(format!("r{id} {:?}", store.relation(trellis::RelationId(id)).unwrap().unwrap()));
+    }
+    out
+}
+
+#[test]
+fn spilled_and_in_memory_loads_build_identical_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let (text, model) = random_tsv(9, 20_000, 2_000, 11);
+    let (more, more_model) = random_tsv(10, 5_000, 2_500, 13);
+    let input = write(dir.path(), "g.tsv", text.as_bytes());
+    let second = write(dir.path(), "h.tsv", more.as_bytes());
+    let spilled = dir.path().join("spilled");
+    let in_memory = dir.path().join("in-memory");
+    let rs = BulkLoader::new(&spilled).with_sort_run_triples(1_000).load(&[InputSpec::new(&input)]).unwrap();
+    let rm = BulkLoader::new(&in_memory).load(&[InputSpec::new(&input)]).unwrap();
+    // 20,000 fact lines, a run every 1,000: 20 runs merged; the default budget holds them all.
+    assert_eq!((rs.sort_runs, rm.sort_runs), (20, 0));
+    assert_eq!((rs.facts, rm.facts), (model.len() as u64, model.len() as u64));
+    // A second load merges its runs with the lists the store holds.
+    let rs2 = BulkLoader::new(&spilled).with_sort_run_triples(300).load(&[InputSpec::new(&second)]).unwrap();
+    let rm2 = BulkLoader::new(&in_memory).load(&[InputSpec::new(&second)]).unwrap();
+    assert_eq!((rs2.sort_runs, rm2.sort_runs), (17, 0));
+    assert_eq!(rs2.new_facts, rm2.new_facts);
+    let (ss, sm) = (Store::open_read_only(&spilled).unwrap(), Store::open_read_only(&in_memory).unwrap());
+    assert!(ss.validate().unwrap().is_ok(), "{:?}", ss.validate().unwrap().problems);
+    let union: BTreeSet<Fact> = model.union(&more_model).cloned().collect();
+    let facts = store_facts(&ss);
+    assert_eq!(facts, (union.clone(), union), "the spilled store holds exactly the model's facts");
+    assert_eq!(facts, store_facts(&sm), "fact for fact");
+    // Ids are assigned in input order, whatever the sort does: the same key has the same id,
+    // the same degrees and the same lists.
+    assert_eq!(store_dump(&ss), store_dump(&sm));
+    assert_eq!((ss.meta().facts, ss.meta().entities, ss.meta().names), (sm.meta().facts, sm.meta().entities, sm.meta().names));
 }
 
 #[test]
@@ -153,22 +185,18 @@ fn rdf_labels_aliases_literals_across_loads() {
 <http://ex.org/m.9> <http://www.w3.org/2000/01/rdf-schema#label> "Nobody"@en .
 "#,
     );
-    let names = write(
-        dir.path(),
-        "names.nt.gz",
-        &{
-            use std::io::Write;
-            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-            enc.write_all(
-                br#"<http://ex.org/m.1> <http://rdf.freebase.com/ns/type.object.name> "Barack Obama"@en .
+    let names = write(dir.path(), "names.nt.gz", &{
+        use std::io::Write;
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(
+            br#"<http://ex.org/m.1> <http://rdf.freebase.com/ns/type.object.name> "Barack Obama"@en .
 <http://ex.org/m.1> <http://www.w3.org/2004/02/skos/core#altLabel> "Barack Hussein Obama II"@en .
 <http://ex.org/m.2> <http://www.w3.org/2000/01/rdf-schema#label> "Not the first label"@en .
 "#,
-            )
-            .unwrap();
-            enc.finish().unwrap()
-        },
-    );
+        )
+        .unwrap();
+        enc.finish().unwrap()
+    });
     let s = dir.path().join("s");
     let r1 = BulkLoader::new(&s).load(&[InputSpec::new(&facts)]).unwrap();
     assert_eq!((r1.facts, r1.entities, r1.unused_labels), (2, 3, 1));
@@ -200,10 +228,7 @@ fn shared_names_return_every_entity() {
     BulkLoader::new(&s).load(&[InputSpec::new(&input)]).unwrap();
     let st = Store::open_read_only(&s).unwrap();
     let found = st.lookup_name("Paris").unwrap();
-    assert_eq!(
-        found,
-        vec![(NameTarget::Entity(EntityId(0)), false), (NameTarget::Entity(EntityId(2)), false), (NameTarget::Entity(EntityId(4)), false)]
-    );
+    assert_eq!(found, vec![(NameTarget::Entity(EntityId(0)), false), (NameTarget::Entity(EntityId(2)), false), (NameTarget::Entity(EntityId(4)), false)]);
     assert_eq!(st.entity(EntityId(4)).unwrap().unwrap().key, "PARIS ", "keys keep their exact form");
 }
 
@@ -296,12 +321,12 @@ fn newer_and_unsupported_formats_are_refused() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("written by a newer Trellis"));
     // A load refuses to write into it, and leaves it as it was.
-    let err = BulkLoader::new(&s).load(&[InputSpec::new(&input)]).err().expect("refused").to_string();
+    let err = BulkLoader::new(&s).load(&[InputSpec::new(&input)]).expect_err("refused").to_string();
     assert!(err.contains("newer Trellis"), "{err}");
     set_format_version(&s, 0);
     let err = Store::open_read_only(&s).err().expect("refused").to_string();
     assert!(err.contains("run `trellis migrate"), "{err}");
-    let err = trellis::store::migrate(&s).err().expect("refused").to_string();
+    let err = trellis::store::migrate(&s).expect_err("refused").to_string();
     assert!(err.contains("older than the oldest this build migrates (1)"), "{err}");
 }
 
@@ -312,7 +337,7 @@ fn one_writer_at_a_time() {
     let s = dir.path().join("s");
     BulkLoader::new(&s).load(&[InputSpec::new(&input)]).unwrap();
     let _writer = Store::open(&s).unwrap();
-    let err = BulkLoader::new(&s).load(&[InputSpec::new(&input)]).err().expect("locked").to_string();
+    let err = BulkLoader::new(&s).load(&[InputSpec::new(&input)]).expect_err("locked").to_string();
     assert!(err.contains("store is locked by another loader or migration"), "{err}");
     // Readers are never locked out.
     assert!(Store::open_read_only(&s).is_ok());
@@ -381,4 +406,35 @@ fn validate_reports_each_kind_of_damage() {
         db.delete_cf(db.cf_handle("entity_keys").unwrap(), b"c").unwrap();
     });
     assert!(report.contains("entity_keys: no entry for \"c\" (id 2)"), "{report}");
+}
+
+#[test]
+fn blank_nodes_are_scoped_to_their_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let label = "<http://www.w3.org/2000/01/rdf-schema#label>";
+    let a = write(dir.path(), "a.nt", format!("_:b1 <http://x/r> <http://x/o> .\n<http://x/s> <http://x/r> _:b1 .\n_:b1 {label} \"first\" .\n").as_bytes());
+    let b = write(dir.path(), "b.nt", b"_:b1 <http://x/r> <http://x/o> .\n_:b2 <http://x/r> _:b1 .\n");
+    let s = dir.path().join("s");
+    // The same label in two files of one load: two nodes.
+    let r1 = BulkLoader::new(&s).load(&[InputSpec::new(&a), InputSpec::new(&b)]).unwrap();
+    assert_eq!((r1.new_entities, r1.new_facts), (5, 4));
+    // And a third file's `_:b1` in a later load is a third node, labelled on its own.
+    let c = write(dir.path(), "c.nt", format!("_:b1 <http://x/r> <http://x/o> .\n_:b1 {label} \"third\" .\n").as_bytes());
+    let r2 = BulkLoader::new(&s).load(&[InputSpec::new(&c)]).unwrap();
+    assert_eq!((r2.new_entities, r2.new_facts, r2.unused_labels), (1, 1, 0));
+    let st = Store::open_read_only(&s).unwrap();
+    assert!(st.validate().unwrap().is_ok(), "{:?}", st.validate().unwrap().problems);
+    // Key `_:LOAD.INPUT/label`: load and input numbered from 1, as in the store's load records.
+    let node = |key: &str| st.entity(st.entity_by_key(key).unwrap().unwrap_or_else(|| panic!("no {key}"))).unwrap().unwrap();
+    assert_eq!(node("_:1.1/b1").name, "first");
+    assert_eq!(node("_:1.2/b1").name, "_:b1");
+    assert_eq!(node("_:1.2/b2").name, "_:b2");
+    assert_eq!(node("_:2.1/b1").name, "third");
+    assert!(st.entity_by_key("_:b1").unwrap().is_none());
+    let o = st.entity_by_key("http://x/o").unwrap().unwrap();
+    assert_eq!(st.degree(o, Direction::In).unwrap(), 3, "three distinct blank subjects point at o");
+    let b1_of_b = st.entity_by_key("_:1.2/b1").unwrap().unwrap();
+    let b2_of_b = st.entity_by_key("_:1.2/b2").unwrap().unwrap();
+    let r = st.relation_by_key("http://x/r").unwrap().unwrap();
+    assert_eq!(st.neighbors_via(b2_of_b, Direction::Out, r).unwrap(), vec![b1_of_b], "within a file, one label is one node");
 }
