@@ -32,6 +32,9 @@ pub struct RetrieverOptions {
     /// random: the seed.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// How the history is linked (as `trellis link`); unused by requests that give their entities.
+    #[command(flatten)]
+    pub link: super::link::LinkOptions,
 }
 
 impl RetrieverOptions {
@@ -41,6 +44,7 @@ impl RetrieverOptions {
         cfg.pcst.pruning = self.pruning;
         cfg.bm25_turns = self.bm25_turns;
         cfg.seed = self.seed;
+        cfg.link = self.link.config();
         cfg
     }
 }
