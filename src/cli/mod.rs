@@ -112,13 +112,9 @@ pub fn main() -> ExitCode {
                 e.downcast_ref::<BadInputLine>().is_some()
                     || matches!(e.downcast_ref::<trellis::eval::DatasetError>(), Some(trellis::eval::DatasetError::Bad { .. }))
                     || matches!(
-                    e.downcast_ref::<trellis::IngestError>(),
-                    Some(
-                        trellis::IngestError::BadLine { .. }
-                            | trellis::IngestError::UnknownFormat { .. }
-                            | trellis::IngestError::Truncated { .. }
+                        e.downcast_ref::<trellis::IngestError>(),
+                        Some(trellis::IngestError::BadLine { .. } | trellis::IngestError::UnknownFormat { .. } | trellis::IngestError::Truncated { .. })
                     )
-                )
             });
             ExitCode::from(if data_error { EXIT_DATA_ERROR } else { EXIT_FAILURE })
         }
