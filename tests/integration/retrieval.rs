@@ -86,14 +86,35 @@ fn retrieve_jsonl_in_order_with_bad_lines() {
     let out = dir.path().join("out.jsonl");
     // Stop mode: the bad line is named, exit 65.
     trellis()
-        .arg("retrieve").arg("--store").arg(&s).arg("--retriever").arg("bm25").arg("--input").arg(&path).arg("--output").arg(&out)
+        .arg("retrieve")
+        .arg("--store")
+        .arg(&s)
+        .arg("--retriever")
+        .arg("bm25")
+        .arg("--input")
+        .arg(&path)
+        .arg("--output")
+        .arg(&out)
         .assert()
         .code(65)
         .stderr(predicates::str::contains("in.jsonl:301: history[0] needs a \"text\" (or \"message\") string"));
     // Skip mode: every good line answered, in input order.
     trellis()
-        .arg("retrieve").arg("--store").arg(&s).arg("--retriever").arg("katz").arg("--input").arg(&path).arg("--output").arg(&out)
-        .arg("--on-error").arg("skip").arg("--threads").arg("2").arg("--top").arg("3")
+        .arg("retrieve")
+        .arg("--store")
+        .arg(&s)
+        .arg("--retriever")
+        .arg("katz")
+        .arg("--input")
+        .arg(&path)
+        .arg("--output")
+        .arg(&out)
+        .arg("--on-error")
+        .arg("skip")
+        .arg("--threads")
+        .arg("2")
+        .arg("--top")
+        .arg("3")
         .assert()
         .success()
         .stderr(predicates::str::contains("answered 300 requests, skipped 1 bad lines"));
@@ -180,7 +201,16 @@ fn retrieve_cli_takes_the_pcst_options() {
     for extra in [&["--retriever", "all"][..], &["--retriever", "pcst"], &["--retriever", "pcst", "--pcst-variant", "g-retriever", "--pruning", "strong"]] {
         let out = dir.path().join("out.jsonl");
         trellis()
-            .arg("retrieve").arg("--store").arg(&s).args(extra).arg("--input").arg(&path).arg("--output").arg(&out).arg("--top").arg("1000")
+            .arg("retrieve")
+            .arg("--store")
+            .arg(&s)
+            .args(extra)
+            .arg("--input")
+            .arg(&path)
+            .arg("--output")
+            .arg(&out)
+            .arg("--top")
+            .arg("1000")
             .assert()
             .success();
         let line: serde_json::Value = serde_json::from_str(std::fs::read_to_string(&out).unwrap().trim()).unwrap();
@@ -194,7 +224,14 @@ fn retrieve_cli_takes_the_pcst_options() {
     // another seed for random.
     let run = |extra: &[&str]| -> String {
         trellis()
-            .arg("retrieve").arg("--store").arg(&s).args(extra).arg("--input").arg(&path).arg("--output").arg(dir.path().join("o.jsonl"))
+            .arg("retrieve")
+            .arg("--store")
+            .arg(&s)
+            .args(extra)
+            .arg("--input")
+            .arg(&path)
+            .arg("--output")
+            .arg(dir.path().join("o.jsonl"))
             .assert()
             .success();
         std::fs::read_to_string(dir.path().join("o.jsonl")).unwrap()
@@ -203,8 +240,17 @@ fn retrieve_cli_takes_the_pcst_options() {
     assert!(run(&["--retriever", "bm25", "--bm25-turns", "1"]).contains("mean over the last 1 messages"));
     assert_ne!(run(&["--retriever", "random"]), run(&["--retriever", "random", "--seed", "7"]));
     trellis()
-        .arg("retrieve").arg("--store").arg(&s).arg("--retriever").arg("pcst").arg("--pruning").arg("best")
-        .arg("--input").arg(&path).arg("--output").arg(dir.path().join("x.jsonl"))
+        .arg("retrieve")
+        .arg("--store")
+        .arg(&s)
+        .arg("--retriever")
+        .arg("pcst")
+        .arg("--pruning")
+        .arg("best")
+        .arg("--input")
+        .arg(&path)
+        .arg("--output")
+        .arg(dir.path().join("x.jsonl"))
         .assert()
         .code(2)
         .stderr(predicates::str::contains("invalid value 'best' for '--pruning"));
@@ -224,13 +270,30 @@ fn retrieve_takes_entities_instead_of_linking() {
     );
     let out = dir.path().join("out.jsonl");
     trellis()
-        .arg("retrieve").arg("--store").arg(&s).arg("--retriever").arg("all").arg("--input").arg(&path).arg("--output").arg(&out)
+        .arg("retrieve")
+        .arg("--store")
+        .arg(&s)
+        .arg("--retriever")
+        .arg("all")
+        .arg("--input")
+        .arg(&path)
+        .arg("--output")
+        .arg(&out)
         .assert()
         .code(65)
         .stderr(predicates::str::contains("in.jsonl:2: entities[0]: no entity with key \"No Such Thing\" in the store"));
     trellis()
-        .arg("retrieve").arg("--store").arg(&s).arg("--retriever").arg("all").arg("--input").arg(&path).arg("--output").arg(&out)
-        .arg("--on-error").arg("skip")
+        .arg("retrieve")
+        .arg("--store")
+        .arg(&s)
+        .arg("--retriever")
+        .arg("all")
+        .arg("--input")
+        .arg(&path)
+        .arg("--output")
+        .arg(&out)
+        .arg("--on-error")
+        .arg("skip")
         .assert()
         .success();
     let line: serde_json::Value = serde_json::from_str(std::fs::read_to_string(&out).unwrap().lines().next().unwrap()).unwrap();
@@ -290,7 +353,18 @@ fn gold_paths_the_store_lacks_are_counted_by_cause() {
 "#,
     );
     let out = json_of(
-        trellis().arg("eval").arg("retrieval").arg("--store").arg(&s).arg("--retriever").arg("all").arg("--dataset").arg("metaqa").arg("--input").arg(&qa).arg("--json"),
+        trellis()
+            .arg("eval")
+            .arg("retrieval")
+            .arg("--store")
+            .arg(&s)
+            .arg("--retriever")
+            .arg("all")
+            .arg("--dataset")
+            .arg("metaqa")
+            .arg("--input")
+            .arg(&qa)
+            .arg("--json"),
     );
     assert_eq!(out["turns"], 4);
     assert_eq!(out["gold_not_in_store"], 3);
