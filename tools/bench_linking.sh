@@ -25,7 +25,7 @@ echo "| store | messages linked | p50 per message | p99 per message | peak RSS |
 echo "|---|---|---|---|---|---|"
 for store in "$work/kg" "$synthetic"; do
     /usr/bin/time -o "$work/time.txt" -f "%M" "$bin/trellis" eval linking --store "$store" \
-        --dialogs "$data/opendialkg/dialogs_dev.csv" --no-substring --json >"$work/link.json"
+        --input "$data/opendialkg/dialogs_dev.csv" --no-substring --json >"$work/link.json"
     kb=$(cat "$work/time.txt")
     python3 - "$store" "$kb" "$empty" "$work/link.json" <<'PY'
 import json, sys

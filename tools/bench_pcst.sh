@@ -15,9 +15,9 @@ fi
 real=()
 for variant in seed003 g-retriever; do
     "$bin/trellis-pcst" instances --store "$work/kg" --dataset opendialkg --input "$data/opendialkg/dialogs_dev.csv" \
-        --variant "$variant" --output "$work/odkg-$variant.jsonl"
+        --pcst-variant "$variant" --output "$work/odkg-$variant.jsonl"
     "$bin/trellis-pcst" instances --store "$work/metaqa" --dataset metaqa --input "$data/metaqa/qa_1hop_dev.json" \
-        --variant "$variant" --limit 2000 --output "$work/metaqa-$variant.jsonl"
+        --pcst-variant "$variant" --limit 2000 --output "$work/metaqa-$variant.jsonl"
     real+=("$work/odkg-$variant.jsonl" "$work/metaqa-$variant.jsonl")
 done
 "$py" tools/check_pcst.py --trellis-pcst "$bin/trellis-pcst" --random 250 --repeat 5 --real "${real[@]}" --json "$work/check_pcst.json"

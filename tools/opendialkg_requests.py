@@ -10,7 +10,10 @@ Each output line is {"id": "DIALOG:SAMPLE", "upto": N, "history": [text, ...],
 within the dialog (two actions may follow the same message, so `upto` alone is not a
 key). `trellis retrieve` ignores the fields it does not know.
 
-Usage: python3 tools/opendialkg_requests.py dialogs_dev.csv > requests.jsonl
+`--actions assistant|user` keeps only that side's actions, as `trellis eval --actions`
+does (the ids keep counting every sample, so they match across settings).
+
+Usage: python3 tools/opendialkg_requests.py dialogs_dev.csv [--actions all] > requests.jsonl
 """
 
 import argparse
@@ -38,7 +41,7 @@ def gold_path(metadata):
 
 
 def samples(csv_path):
-    """Yields (dialog index, sample index, upto, history texts, gold triples)."""
+    """Yields (dialog index, sample index, upto, history texts, gold triples, sender)."""
     # Messages fields run to tens of kB; the default limit (128 kB) is close enough to bite.
     csv.field_size_limit(sys.maxsize)
     with open(csv_path, newline="", encoding="utf-8") as f:
@@ -66,7 +69,8 @@ def samples(csv_path):
                 elif kind == "action":
                     gold = gold_path(ev.get("metadata"))
                     if gold:
-                        yield d, k, len(messages), list(messages), gold
+                        sender = ev.get("sender")
+                        yield d, k, len(messages), list(messages), gold, sender if isinstance(sender, str) else ""
                         k += 1
 
 
@@ -74,10 +78,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dialogs", help="dialogs_*.csv of the OpenDialKG release")
     ap.add_argument("-o", "--output", help="output file (default: standard output)")
+    ap.add_argument("--actions", choices=["all", "assistant", "user"], default="all", help="whose path actions (default: all)")
     args = ap.parse_args()
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     n = 0
-    for d, k, upto, history, gold in samples(args.dialogs):
+    for d, k, upto, history, gold, sender in samples(args.dialogs):
+        if args.actions != "all" and sender != args.actions:
+            continue
         out.write(json.dumps({"id": f"{d}:{k}", "upto": upto, "history": history, "gold": gold}, ensure_ascii=False) + "\n")
         n += 1
     if out is not sys.stdout:

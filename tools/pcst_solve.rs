@@ -4,7 +4,7 @@
 //! ```text
 //! trellis-pcst solve --input instances.jsonl --output solutions.jsonl [--repeat 5]
 //! trellis-pcst instances --store DIR --dataset opendialkg|metaqa --input FILE
-//!     --variant seed003|g-retriever [--pruning gw] [--limit N] --output instances.jsonl
+//!     --pcst-variant seed003|g-retriever [--pruning gw] [--limit N] --output instances.jsonl
 //! ```
 //!
 //! An instance line: `{"id", "prizes": [..], "edges": [[u, v], ..], "costs": [..],
@@ -56,7 +56,8 @@ enum Command {
         dataset: Dataset,
         #[arg(long)]
         input: PathBuf,
-        #[arg(long, value_enum, default_value_t = PcstVariant::Seed003)]
+        /// The same flag name as `trellis retrieve`'s (`--variant` still accepted).
+        #[arg(long = "pcst-variant", alias = "variant", value_enum, default_value_t = PcstVariant::Seed003)]
         variant: PcstVariant,
         #[arg(long, value_enum, default_value_t = Pruning::Gw)]
         pruning: Pruning,

@@ -1,11 +1,10 @@
-//! `trellis link` and `trellis eval linking`.
+//! `trellis link`, and the linking options every command that links shares.
 
-use anyhow::{bail, Context, Result};
-use clap::{Args, Subcommand};
-use std::path::PathBuf;
+use anyhow::{Context, Result};
+use clap::Args;
+use serde::de::{Deserializer, SeqAccess, Visitor};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use trellis::eval::{linking, opendialkg, retrieval};
-use trellis::retrieve::Retriever;
 use trellis::link::{LinkConfig, Linker, Message};
 use trellis::Store;
 
@@ -13,7 +12,7 @@ use trellis::Store;
 pub struct LinkOptions {
     /// Messages of history whose mentions form a turn's entity set.
     #[arg(long, default_value_t = LinkConfig::default().window)]
-    window: usize,
+    pub window: usize,
     /// Longest mention tried, in words.
     #[arg(long, default_value_t = LinkConfig::default().max_ngram)]
     max_ngram: usize,
@@ -26,7 +25,7 @@ pub struct LinkOptions {
 }
 
 impl LinkOptions {
-    fn config(&self) -> LinkConfig {
+    pub fn config(&self) -> LinkConfig {
         LinkConfig {
             window: self.window,
             max_ngram: self.max_ngram,
@@ -38,12 +37,13 @@ impl LinkOptions {
 }
 
 #[derive(Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["text", "input"])))]
 pub struct LinkArgs {
     #[arg(long)]
     store: PathBuf,
     /// A JSON dialog: a list of messages, each a string or {"speaker"|"sender", "text"|"message"}.
-    #[arg(long, conflicts_with = "text")]
-    dialog: Option<PathBuf>,
+    #[arg(long, alias = "dialog", conflicts_with = "text")]
+    input: Option<PathBuf>,
     /// Text to link.
     text: Option<String>,
     /// JSON lines: one per mention, then {"turn_entities": [...]} for the next turn.
@@ -53,75 +53,102 @@ pub struct LinkArgs {
     options: LinkOptions,
 }
 
-#[derive(Subcommand)]
-pub enum EvalCommand {
-    /// Path@k, triple recall@k, MRR, Hits@k, P/R/F1 of a retriever on OpenDialKG dialogs.
-    Retrieval {
-        #[arg(long)]
-        store: PathBuf,
-        /// The data set's format.
-        #[arg(long, value_enum, default_value_t = Dataset::Opendialkg)]
-        dataset: Dataset,
-        /// The data set file.
-        #[arg(long)]
-        input: PathBuf,
-        #[command(flatten)]
-        retriever: super::retrieve::RetrieverOptions,
-        /// Cut-offs for path@k and triple recall@k.
-        #[arg(long, value_delimiter = ',', default_values_t = [1, 3, 5, 10])]
-        k: Vec<usize>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Recall of the gold start entity among a turn's linked entities (OpenDialKG csv).
-    Linking {
-        #[arg(long)]
-        store: PathBuf,
-        /// OpenDialKG dialogs csv.
-        #[arg(long)]
-        dialogs: PathBuf,
-        /// Skip the substring baseline (it holds every name in memory).
-        #[arg(long)]
-        no_substring: bool,
-        /// Write the turns Trellis misses to this file (JSON lines), for error analysis.
-        #[arg(long)]
-        misses: Option<PathBuf>,
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        options: LinkOptions,
-    },
+/// Reads a `--input` dialog. Malformed contents are bad input naming the file and the
+/// line (exit 65); a file that cannot be read is not.
+fn read_dialog(path: &Path) -> Result<Vec<Message>> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let file = path.display().to_string();
+    let text = std::str::from_utf8(&bytes).map_err(|e| {
+        let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+        super::BadInputLine { file: file.clone(), line, what: "invalid UTF-8".into() }
+    })?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let items = (&mut de).deserialize_seq(DialogVisitor).and_then(|items| de.end().map(|()| items)).map_err(|e| json_error(&file, &e))?;
+    let mut messages = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        messages.push(match item {
+            serde_json::Value::String(s) => Message { speaker: String::new(), text: s },
+            other => serde_json::from_value(other).map_err(|_| super::BadInputLine {
+                file: file.clone(),
+                line: element_line(text, i),
+                what: format!("message {} needs a \"text\" (or \"message\") string", i + 1),
+            })?,
+        });
+    }
+    Ok(messages)
 }
 
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum Dataset {
-    /// OpenDialKG dialogs csv.
-    Opendialkg,
-    /// MetaQA one-hop questions, JSON lines.
-    Metaqa,
+/// serde_json's error as `FILE:LINE: what (column C)`.
+fn json_error(file: &str, e: &serde_json::Error) -> super::BadInputLine {
+    let text = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    let what = text.strip_suffix(&suffix).unwrap_or(&text);
+    super::BadInputLine { file: file.to_owned(), line: e.line() as u64, what: format!("{what} (column {})", e.column()) }
 }
 
-fn read_dialog(path: &PathBuf) -> Result<Vec<Message>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let value: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
-    let Some(items) = value.as_array() else { bail!("{}: expected a JSON list of messages", path.display()) };
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| match item {
-            serde_json::Value::String(s) => Ok(Message { speaker: String::new(), text: s.clone() }),
-            other => serde_json::from_value(other.clone())
-                .with_context(|| format!("{}: message {} needs a \"text\" (or \"message\") string", path.display(), i + 1)),
-        })
-        .collect()
+/// The line on which element `index` of the top-level JSON list in `text` starts (text
+/// that serde_json has already accepted): serde_json's values carry no positions.
+fn element_line(text: &str, index: usize) -> u64 {
+    let (mut depth, mut in_string, mut escaped, mut line, mut seen, mut expecting) = (0u32, false, false, 1u64, 0usize, false);
+    for c in text.chars() {
+        if c == '\n' {
+            line += 1;
+        }
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        if depth == 1 && expecting && !c.is_whitespace() && c != ']' {
+            if seen == index {
+                return line;
+            }
+            seen += 1;
+            expecting = false;
+        }
+        match c {
+            '"' => in_string = true,
+            '[' | '{' => {
+                depth += 1;
+                expecting = depth == 1;
+            }
+            ']' | '}' => depth = depth.saturating_sub(1),
+            ',' if depth == 1 => expecting = true,
+            _ => {}
+        }
+    }
+    line
+}
+
+/// A JSON list (of messages, checked one by one afterwards).
+struct DialogVisitor;
+
+impl<'de> Visitor<'de> for DialogVisitor {
+    type Value = Vec<serde_json::Value>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON list of messages")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            out.push(item);
+        }
+        Ok(out)
+    }
 }
 
 pub fn link(args: LinkArgs) -> Result<ExitCode> {
     let store = std::sync::Arc::new(Store::open_read_only(&args.store).with_context(|| format!("opening store {}", args.store.display()))?);
-    let messages = match (&args.dialog, &args.text) {
+    // clap requires one of the two (a usage error otherwise).
+    let messages = match (&args.input, &args.text) {
         (Some(path), _) => read_dialog(path)?,
-        (None, Some(text)) => vec![Message { speaker: String::new(), text: text.clone() }],
-        (None, None) => bail!("give a TEXT to link, or --dialog FILE.json"),
+        (None, text) => vec![Message { speaker: String::new(), text: text.clone().unwrap_or_default() }],
     };
     let linker = Linker::new(store.clone(), args.options.config());
     let mentions = linker.link_dialog(&messages)?;
@@ -130,10 +157,11 @@ pub fn link(args: LinkArgs) -> Result<ExitCode> {
         for m in &mentions {
             println!("{}", serde_json::to_string(m)?);
         }
+        // A read that fails is the store's error, not a missing name.
         let set: Vec<serde_json::Value> = turn
             .iter()
-            .map(|&(e, w)| serde_json::json!({"id": e.0, "name": store.entity(e).ok().flatten().map(|r| r.name), "weight": w}))
-            .collect();
+            .map(|&(e, w)| Ok(serde_json::json!({"id": e.0, "name": store.entity(e)?.map(|r| r.name), "weight": w})))
+            .collect::<Result<_, trellis::StoreError>>()?;
         println!("{}", serde_json::json!({ "turn_entities": set }));
         return Ok(ExitCode::SUCCESS);
     }
@@ -141,66 +169,19 @@ pub fn link(args: LinkArgs) -> Result<ExitCode> {
         let names: Vec<String> = m.entities.iter().map(|e| format!("{} (#{}, degree {})", e.name, e.id, e.degree)).collect();
         println!("message {} [{}..{}] {:?} -> {}", m.message, m.start, m.end, m.text, names.join(" | "));
     }
-    let set: Vec<String> = turn.iter().map(|&(e, w)| format!("{} ({w:.2})", store.entity(e).ok().flatten().map_or(String::new(), |r| r.name))).collect();
+    let set: Vec<String> = turn
+        .iter()
+        .map(|&(e, w)| Ok(format!("{} ({w:.2})", store.entity(e)?.map_or(String::new(), |r| r.name))))
+        .collect::<Result<_, trellis::StoreError>>()?;
     println!("entities for the next turn: {}", set.join(", "));
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn eval(cmd: EvalCommand) -> Result<ExitCode> {
-    match cmd {
-        EvalCommand::Retrieval { store, dataset, input, retriever, k, json } => {
-            let store = std::sync::Arc::new(Store::open_read_only(&store).with_context(|| format!("opening store {}", store.display()))?);
-            let dialogs = match dataset {
-                Dataset::Opendialkg => opendialkg::read(&input)?,
-                Dataset::Metaqa => trellis::eval::metaqa::read(&input)?,
-            };
-            let r = Retriever::new(store.clone(), retriever.config());
-            let report = retrieval::evaluate(&store, &r, &dialogs, &k)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                let pairs = |v: &[(usize, f64)]| v.iter().map(|(k, x)| format!("@{k} {x:.4}")).collect::<Vec<_>>().join("  ");
-                println!("retriever {:?} on {} turns ({} gold paths not in the store)", retriever.retriever, report.turns, report.gold_unresolved);
-                println!("path       {}", pairs(&report.path_at));
-                println!("triple rec {}", pairs(&report.triple_recall_at));
-                println!("hits       {}", pairs(&report.hits_at));
-                println!("MRR {:.4}  P {:.4}  R {:.4}  F1 {:.4}  mean size {:.1}", report.mrr, report.precision, report.recall, report.f1, report.mean_size);
-                println!("latency p50 {:.2} ms, p99 {:.2} ms, {:.0} turns/s", report.latency_ms_p50, report.latency_ms_p99, report.turns_per_s);
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        EvalCommand::Linking { store, dialogs, no_substring, misses, json, options } => {
-            let store = std::sync::Arc::new(Store::open_read_only(&store).with_context(|| format!("opening store {}", store.display()))?);
-            let dialogs = opendialkg::read(&dialogs)?;
-            let linker = Linker::new(store.clone(), options.config());
-            let substring = if no_substring { None } else { Some(linking::SubstringMatcher::new(&store)?) };
-            let started = std::time::Instant::now();
-            let r = linking::evaluate(&store, &linker, &dialogs, substring.as_ref())?;
-            if let Some(path) = misses {
-                let lines: Vec<String> = r
-                    .misses
-                    .iter()
-                    .map(|(gold, named, last, linked)| serde_json::json!({"gold": gold, "named": named, "last_message": last, "linked": linked}).to_string())
-                    .collect();
-                std::fs::write(&path, lines.join("\n") + "\n").with_context(|| format!("writing {}", path.display()))?;
-            }
-            if json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
-                return Ok(ExitCode::SUCCESS);
-            }
-            println!("turns with a gold path: {} (start entity named in the history: {})", r.turns, r.turns_named);
-            println!("| linker | recall (named) | recall (all) | entities/turn |");
-            println!("|---|---|---|---|");
-            let row = |name: &str, s: &linking::Scores| {
-                println!("| {name} | {:.4} | {:.4} | {:.2} |", s.recall_named, s.recall_all, s.mean_entities_per_turn)
-            };
-            row(&format!("trellis (window {})", options.window), &r.trellis);
-            if substring.is_some() {
-                row("case-insensitive substring", &r.substring);
-            }
-            println!("linked {} messages: p50 {:.0} µs, p99 {:.0} µs per message", r.messages, r.latency_us_p50, r.latency_us_p99);
-            eprintln!("evaluated in {:.1} s", started.elapsed().as_secs_f64());
-            Ok(ExitCode::SUCCESS)
-        }
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn element_lines() {
+        let text = "[\"a\",\n {\"t\": \"[x, \\\"y]\"}, \n\n  [1,\n2], \"z\"\n]";
+        assert_eq!((0..4).map(|i| super::element_line(text, i)).collect::<Vec<_>>(), vec![1, 2, 4, 5]);
     }
 }

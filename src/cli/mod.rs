@@ -1,7 +1,9 @@
 //! Argument parsing and dispatch.
 
+mod eval;
 mod ingest;
 mod link;
+mod migrate;
 mod progress;
 mod query;
 mod retrieve;
@@ -11,7 +13,8 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// A bad line of a JSON-lines input (`retrieve`): a data error like a bad triple line.
+/// A bad line of an input file read by the command line (`retrieve`'s requests, `link`'s
+/// dialog): a data error like a bad triple line.
 #[derive(Debug, thiserror::Error)]
 #[error("{file}:{line}: {what}")]
 pub struct BadInputLine {
@@ -20,9 +23,11 @@ pub struct BadInputLine {
     pub what: String,
 }
 
-/// Exit code for malformed input data (a bad line, an unknown format, a truncated file).
+/// Exit codes, the same for every command: usage errors are 2 (clap's own), malformed
+/// input data 65 (a bad line of any input file, an unknown format, a truncated file),
+/// everything else 1 (a store that cannot be opened or read, IO, `validate` finding damage).
 pub const EXIT_DATA_ERROR: u8 = 65;
-/// Exit code of `validate` when the store is inconsistent, and of other failures.
+/// See [`EXIT_DATA_ERROR`].
 pub const EXIT_FAILURE: u8 = 1;
 
 #[derive(Parser)]
@@ -69,6 +74,9 @@ enum Command {
     Migrate {
         #[arg(long)]
         store: PathBuf,
+        /// Print the report (versions and steps) as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Encode every entity and relation name with a tokenizer and store the token trie.
     IndexTokens(tokens::IndexTokensArgs),
@@ -78,7 +86,7 @@ enum Command {
     Retrieve(retrieve::RetrieveArgs),
     /// Evaluations on the shared data sets.
     #[command(subcommand)]
-    Eval(link::EvalCommand),
+    Eval(eval::EvalCommand),
 }
 
 pub fn main() -> ExitCode {
@@ -90,11 +98,11 @@ pub fn main() -> ExitCode {
         Command::Entity { store, entity, json } => query::entity(&store, &entity, json),
         Command::Neighbors(args) => query::neighbors(args),
         Command::Validate { store, json } => query::validate(&store, json),
-        Command::Migrate { store } => query::migrate(&store),
+        Command::Migrate { store, json } => migrate::run(&store, json),
         Command::IndexTokens(args) => tokens::run(args),
         Command::Link(args) => link::link(args),
         Command::Retrieve(args) => retrieve::run(args),
-        Command::Eval(cmd) => link::eval(cmd),
+        Command::Eval(cmd) => eval::run(cmd),
     };
     match result {
         Ok(code) => code,
@@ -102,14 +110,11 @@ pub fn main() -> ExitCode {
             eprintln!("error: {err:#}");
             let data_error = err.chain().any(|e| {
                 e.downcast_ref::<BadInputLine>().is_some()
+                    || matches!(e.downcast_ref::<trellis::eval::DatasetError>(), Some(trellis::eval::DatasetError::Bad { .. }))
                     || matches!(
-                    e.downcast_ref::<trellis::IngestError>(),
-                    Some(
-                        trellis::IngestError::BadLine { .. }
-                            | trellis::IngestError::UnknownFormat { .. }
-                            | trellis::IngestError::Truncated { .. }
+                        e.downcast_ref::<trellis::IngestError>(),
+                        Some(trellis::IngestError::BadLine { .. } | trellis::IngestError::UnknownFormat { .. } | trellis::IngestError::Truncated { .. })
                     )
-                )
             });
             ExitCode::from(if data_error { EXIT_DATA_ERROR } else { EXIT_FAILURE })
         }

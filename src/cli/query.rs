@@ -1,4 +1,4 @@
-//! Read-only commands: `stats`, `entity`, `neighbors`, `validate`, and `migrate`.
+//! Read-only commands: `stats`, `entity`, `neighbors` and `validate`.
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -15,8 +15,11 @@ fn open(store: &Path) -> Result<Store> {
 pub fn stats(store: &Path, as_json: bool) -> Result<ExitCode> {
     let opened = open(store)?;
     let s = opened.stats();
+    let tokenizers = opened.tokenizers()?;
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        let mut v = serde_json::to_value(&s)?;
+        v["token_indexes"] = serde_json::to_value(&tokenizers)?;
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!("entities        {}", s.entities);
         println!("relations       {}", s.relations);
@@ -30,7 +33,7 @@ pub fn stats(store: &Path, as_json: bool) -> Result<ExitCode> {
         for (cf, bytes) in &s.column_family_bytes {
             println!("  {cf:<14}{bytes} bytes");
         }
-        for t in opened.tokenizers()? {
+        for t in &tokenizers {
             println!("token index     {} ({}, vocabulary {})", t.fingerprint, t.name, t.vocab_size);
         }
     }
@@ -169,17 +172,3 @@ pub fn validate(store_dir: &Path, as_json: bool) -> Result<ExitCode> {
     }
     Ok(if report.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_FAILURE) })
 }
-
-pub fn migrate(store_dir: &Path) -> Result<ExitCode> {
-    let report = trellis::store::migrate(store_dir).with_context(|| format!("migrating {}", store_dir.display()))?;
-    if report.steps.is_empty() {
-        println!("store is at format version {}: nothing to migrate", report.to_version);
-    } else {
-        for s in &report.steps {
-            println!("{s}");
-        }
-        println!("migrated from format version {} to {}", report.from_version, report.to_version);
-    }
-    Ok(ExitCode::SUCCESS)
-}
-

@@ -24,13 +24,22 @@ pub fn read(path: &std::path::Path) -> Result<Vec<Dialog>, DatasetError> {
     let name = path.display().to_string();
     let file = std::fs::File::open(path).map_err(|e| DatasetError::Io { path: name.clone(), source: e })?;
     let mut out = Vec::new();
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+    for (i, line) in std::io::BufReader::new(file).split(b'\n').enumerate() {
         let line = line.map_err(|e| DatasetError::Io { path: name.clone(), source: e })?;
+        // Invalid UTF-8 is a fault of the line, not a failure to read the file.
+        let line = String::from_utf8(line).map_err(|e| DatasetError::Bad {
+            path: name.clone(),
+            line: i as u64 + 1,
+            what: format!("invalid UTF-8 at byte {} of the line", e.utf8_error().valid_up_to()),
+        })?;
         if line.trim().is_empty() {
             continue;
         }
-        let q: Question = serde_json::from_str(&line)
-            .map_err(|e| DatasetError::Bad { path: name.clone(), line: i as u64 + 1, what: format!("not a MetaQA question: {e}") })?;
+        let q: Question = serde_json::from_str(&line).map_err(|e| DatasetError::Bad {
+            path: name.clone(),
+            line: i as u64 + 1,
+            what: format!("not a MetaQA question: {e}"),
+        })?;
         let gold: Vec<Triple> = q
             .triples
             .into_iter()
@@ -45,7 +54,7 @@ pub fn read(path: &std::path::Path) -> Result<Vec<Dialog>, DatasetError> {
         let paths = gold.iter().map(|t| vec![t.clone()]).collect();
         // The question marks its entity with brackets; linking reads the text as it is.
         let text = q.question.replace(['[', ']'], "");
-        out.push(Dialog { messages: vec![Message { speaker: "user".into(), text }], samples: vec![Sample { upto: 1, gold, paths }] });
+        out.push(Dialog { messages: vec![Message { speaker: "user".into(), text }], samples: vec![Sample { upto: 1, speaker: "user".into(), gold, paths }] });
     }
     Ok(out)
 }

@@ -1,5 +1,8 @@
-//! OpenDialKG dialogs (the released csv): one sample per assistant action that walks a KG
-//! path. The history is every chat message before the action; the gold is the path.
+//! OpenDialKG dialogs (the released csv): one sample per action that walks a KG path,
+//! whoever took it. In the dev set about a third of those actions are the user's (the
+//! user, too, picks facts from the graph), the rest the assistant's; each sample records
+//! whose it is, and [`keep_samples_of`] narrows an evaluation to one side. The history is
+//! every chat message before the action; the gold is the path.
 
 use super::DatasetError;
 use crate::link::Message;
@@ -17,6 +20,8 @@ pub struct Dialog {
 #[derive(Clone, Debug)]
 pub struct Sample {
     pub upto: usize,
+    /// Who took the action (`assistant` or `user` in OpenDialKG; `user` for MetaQA).
+    pub speaker: String,
     /// Every gold triple, the first one starting at the entity the turn is about. A
     /// relation written with the store's reverse prefix (`~r`) is walked backwards.
     pub gold: Vec<Triple>,
@@ -51,8 +56,7 @@ pub fn read(path: &std::path::Path) -> Result<Vec<Dialog>, DatasetError> {
         })?;
         let line = record.position().map_or(0, |p| p.line());
         let json = record.get(col).ok_or_else(|| bad(&name, line, "row has no Messages field".into()))?;
-        let actions: Vec<Action> =
-            serde_json::from_str(json).map_err(|e| bad(&name, line, format!("Messages is not the expected JSON: {e}")))?;
+        let actions: Vec<Action> = serde_json::from_str(json).map_err(|e| bad(&name, line, format!("Messages is not the expected JSON: {e}")))?;
         let mut dialog = Dialog { messages: Vec::new(), samples: Vec::new() };
         for a in actions {
             match a.kind.as_str() {
@@ -60,7 +64,7 @@ pub fn read(path: &std::path::Path) -> Result<Vec<Dialog>, DatasetError> {
                 "action" => {
                     if let Some(gold) = a.metadata.as_ref().and_then(path_of) {
                         if !gold.is_empty() {
-                            dialog.samples.push(Sample { upto: dialog.messages.len(), paths: vec![gold.clone()], gold });
+                            dialog.samples.push(Sample { upto: dialog.messages.len(), speaker: a.sender.clone(), paths: vec![gold.clone()], gold });
                         }
                     }
                 }
@@ -70,6 +74,14 @@ pub fn read(path: &std::path::Path) -> Result<Vec<Dialog>, DatasetError> {
         dialogs.push(dialog);
     }
     Ok(dialogs)
+}
+
+/// Keeps only the samples whose action `speaker` took (`assistant`, `user`); dialogs keep
+/// their messages, so histories are unchanged.
+pub fn keep_samples_of(dialogs: &mut [Dialog], speaker: &str) {
+    for d in dialogs {
+        d.samples.retain(|s| s.speaker == speaker);
+    }
 }
 
 /// `metadata.path = [score, [[s, r, o], ...], rendering]`.

@@ -4,22 +4,32 @@
 use super::opendialkg::{Dialog, Triple};
 use crate::error::StoreError;
 use crate::graph::candidates::Fact;
+use crate::ids::Direction;
 use crate::retrieve::Retriever;
 use crate::store::Store;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
+/// Scores of one retriever. The `..._at` maps go from k to the score, so JSON reads
+/// `"path_at": {"1": 0.08, "3": 0.17}`.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct RetrievalReport {
     pub turns: u64,
-    /// Turns whose gold path could not be resolved in the store (they count as misses).
-    pub gold_unresolved: u64,
-    /// (k, share of turns whose exact gold path is among the top k).
-    pub path_at: Vec<(usize, f64)>,
-    /// (k, mean share of gold triples among the triples of the top k paths).
-    pub triple_recall_at: Vec<(usize, f64)>,
+    /// Turns with a gold triple that is not a fact of the store, for any reason (an unknown
+    /// or empty name, or a fact the graph lacks). No retriever can return their gold path.
+    pub gold_not_in_store: u64,
+    /// Of those, turns whose gold path names an entity or relation the store does not have.
+    /// Such gold triples are left out of the triple-recall denominator.
+    pub gold_unknown_name: u64,
+    /// Of those, turns whose gold path has an empty entity or relation name (loads reject
+    /// empty names, so such a triple can never be in a store).
+    pub gold_empty_name: u64,
+    /// k -> share of turns whose exact gold path is among the top k.
+    pub path_at: BTreeMap<usize, f64>,
+    /// k -> mean share of gold triples among the triples of the top k paths.
+    pub triple_recall_at: BTreeMap<usize, f64>,
     pub mrr: f64,
-    /// (k, share of turns with a gold triple in the top k paths), k = 1, 3, 10.
-    pub hits_at: Vec<(usize, f64)>,
+    /// k -> share of turns with a gold triple in the top k paths, k = 1, 3, 10.
+    pub hits_at: BTreeMap<usize, f64>,
     /// Of the triples of the top max(k) paths against the gold triples, per turn, averaged.
     pub precision: f64,
     pub recall: f64,
@@ -59,16 +69,20 @@ pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[
         for sample in &dialog.samples {
             r.turns += 1;
             let mut gold: Vec<Fact> = Vec::new();
-            let mut unresolved = false;
+            let (mut unknown, mut absent) = (false, false);
             for t in &sample.gold {
                 match resolve(store, t, &prefix)? {
-                    Some(f) => gold.push(f),
-                    None => unresolved = true,
+                    Some(f) => {
+                        // Known names do not make a fact: check the store holds it.
+                        absent |= !store.neighbors_via(f.0, Direction::Out, f.1)?.contains(&f.2);
+                        gold.push(f);
+                    }
+                    None => unknown = true,
                 }
             }
-            if unresolved {
-                r.gold_unresolved += 1;
-            }
+            r.gold_not_in_store += u64::from(unknown || absent);
+            r.gold_unknown_name += u64::from(unknown);
+            r.gold_empty_name += u64::from(sample.gold.iter().any(|(s, rel, o)| s.is_empty() || rel.is_empty() || o.is_empty()));
             let mut right_paths: Vec<Vec<Fact>> = Vec::new();
             for p in &sample.paths {
                 if let Some(facts) = p.iter().map(|t| resolve(store, t, &prefix)).collect::<Result<Option<Vec<Fact>>, _>>()? {

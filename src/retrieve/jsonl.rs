@@ -8,8 +8,8 @@
 //! [{"score", "explanation", "triples": [{"head", "relation", "tail", "reverse"}]}]}`.
 
 use super::Retriever;
-use crate::graph::candidates::distinct_terms;
 use crate::error::StoreError;
+use crate::graph::candidates::distinct_terms;
 use crate::ids::{Direction, EntityId};
 use crate::link::Message;
 use crate::store::Store;
@@ -22,17 +22,55 @@ pub struct Request {
     pub entities: Option<Vec<String>>,
 }
 
+/// What is wrong with one request line: the line's own fault, so a caller may skip it
+/// and go on (`--on-error skip`).
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("invalid UTF-8 at byte {byte} of the line")]
+    InvalidUtf8 { byte: usize },
+    #[error("invalid JSON: {0}")]
+    InvalidJson(#[source] serde_json::Error),
+    #[error("expected a JSON object with a \"history\" list")]
+    NotAnObject,
+    #[error("no \"history\" list")]
+    NoHistory,
+    #[error("history[{index}] needs a \"text\" (or \"message\") string")]
+    BadMessage { index: usize },
+    #[error("\"entities\" must be a list of entity keys")]
+    EntitiesNotAList,
+    #[error("entities[{index}] must be a string (an entity key)")]
+    EntityNotAString { index: usize },
+    #[error("entities[{index}]: no entity with key {key:?} in the store")]
+    UnknownEntity { index: usize, key: String },
+}
+
+/// Why a request got no answer: its own fault, or the store's. Only the first is bad
+/// input; a store that cannot be read stops the whole run, whatever the request.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Parses one input line as read from a file (any bytes; the newline removed).
+pub fn parse_request_bytes(line: &[u8]) -> Result<Request, RequestError> {
+    let line = std::str::from_utf8(line).map_err(|e| RequestError::InvalidUtf8 { byte: e.valid_up_to() })?;
+    parse_request(line)
+}
+
 /// Parses one input line; the error says what is wrong with it.
-pub fn parse_request(line: &str) -> Result<Request, String> {
-    let v: Value = serde_json::from_str(line).map_err(|e| format!("invalid JSON: {e}"))?;
-    let obj = v.as_object().ok_or("expected a JSON object with a \"history\" list")?;
-    let history = obj.get("history").and_then(Value::as_array).ok_or("no \"history\" list")?;
+pub fn parse_request(line: &str) -> Result<Request, RequestError> {
+    let v: Value = serde_json::from_str(line).map_err(RequestError::InvalidJson)?;
+    let obj = v.as_object().ok_or(RequestError::NotAnObject)?;
+    let history = obj.get("history").and_then(Value::as_array).ok_or(RequestError::NoHistory)?;
     let history = history
         .iter()
         .enumerate()
-        .map(|(i, m)| match m {
+        .map(|(index, m)| match m {
             Value::String(s) => Ok(Message { speaker: String::new(), text: s.clone() }),
-            other => serde_json::from_value(other.clone()).map_err(|_| format!("history[{i}] needs a \"text\" (or \"message\") string")),
+            other => serde_json::from_value(other.clone()).map_err(|_| RequestError::BadMessage { index }),
         })
         .collect::<Result<Vec<_>, _>>()?;
     let entities = match obj.get("entities") {
@@ -41,34 +79,34 @@ pub fn parse_request(line: &str) -> Result<Request, String> {
             items
                 .iter()
                 .enumerate()
-                .map(|(i, v)| v.as_str().map(str::to_owned).ok_or_else(|| format!("entities[{i}] must be a string (an entity key)")))
+                .map(|(index, v)| v.as_str().map(str::to_owned).ok_or(RequestError::EntityNotAString { index }))
                 .collect::<Result<Vec<_>, _>>()?,
         ),
-        Some(_) => return Err("\"entities\" must be a list of entity keys".into()),
+        Some(_) => return Err(RequestError::EntitiesNotAList),
     };
     Ok(Request { id: obj.get("id").cloned().unwrap_or(Value::Null), history, entities })
 }
 
-/// Retrieves for one request and renders the output line. The error says what is wrong
-/// with the request (an unknown entity key) or the store.
-pub fn answer(store: &Store, retriever: &Retriever, request: &Request, top: usize) -> Result<Value, String> {
+/// Retrieves for one request and renders the output line. An unknown entity key is the
+/// request's fault ([`AnswerError::Request`]); a failed read is the store's.
+pub fn answer(store: &Store, retriever: &Retriever, request: &Request, top: usize) -> Result<Value, AnswerError> {
     let ids = match &request.entities {
         Some(keys) => {
             let mut ids = Vec::with_capacity(keys.len());
-            for (i, key) in keys.iter().enumerate() {
-                match store.entity_by_key(key).map_err(|e| e.to_string())? {
+            for (index, key) in keys.iter().enumerate() {
+                match store.entity_by_key(key)? {
                     Some(e) => ids.push(e),
-                    None => return Err(format!("entities[{i}]: no entity with key {key:?} in the store")),
+                    None => return Err(RequestError::UnknownEntity { index, key: key.clone() }.into()),
                 }
             }
             ids
         }
         None => {
-            let mentions = retriever.linker().link_dialog(&request.history).map_err(|e| e.to_string())?;
+            let mentions = retriever.linker().link_dialog(&request.history)?;
             retriever.linker().turn_entities(&mentions, request.history.len()).into_iter().map(|(e, _)| e).collect()
         }
     };
-    render(store, retriever, request, ids, top).map_err(|e| e.to_string())
+    Ok(render(store, retriever, request, ids, top)?)
 }
 
 fn render(store: &Store, retriever: &Retriever, request: &Request, ids: Vec<EntityId>, top: usize) -> Result<Value, StoreError> {
@@ -111,13 +149,16 @@ mod tests {
         assert_eq!(r.id, json!(7));
         assert_eq!(r.history.len(), 2);
         assert_eq!(r.history[1].speaker, "user");
-        assert_eq!(parse_request(r#"{"history": 3}"#).err().unwrap(), "no \"history\" list");
-        assert_eq!(parse_request(r#"[1]"#).err().unwrap(), "expected a JSON object with a \"history\" list");
-        assert_eq!(parse_request(r#"{"history": [{"speaker": "x"}]}"#).err().unwrap(), "history[0] needs a \"text\" (or \"message\") string");
-        assert!(parse_request("{oops").err().unwrap().starts_with("invalid JSON: "));
+        let err = |line: &str| parse_request(line).err().unwrap().to_string();
+        assert_eq!(err(r#"{"history": 3}"#), "no \"history\" list");
+        assert_eq!(err(r#"[1]"#), "expected a JSON object with a \"history\" list");
+        assert_eq!(err(r#"{"history": [{"speaker": "x"}]}"#), "history[0] needs a \"text\" (or \"message\") string");
+        assert!(err("{oops").starts_with("invalid JSON: "));
+        let bytes_err = parse_request_bytes(b"{\"history\": [\"caf\xc3\"]}").err().unwrap();
+        assert_eq!(bytes_err.to_string(), "invalid UTF-8 at byte 17 of the line");
         let r = parse_request(r#"{"history": [], "entities": ["Golf", "Jordan Spieth"]}"#).unwrap();
         assert_eq!(r.entities, Some(vec!["Golf".to_string(), "Jordan Spieth".to_string()]));
-        assert_eq!(parse_request(r#"{"history": [], "entities": "Golf"}"#).err().unwrap(), "\"entities\" must be a list of entity keys");
-        assert_eq!(parse_request(r#"{"history": [], "entities": [3]}"#).err().unwrap(), "entities[0] must be a string (an entity key)");
+        assert_eq!(err(r#"{"history": [], "entities": "Golf"}"#), "\"entities\" must be a list of entity keys");
+        assert_eq!(err(r#"{"history": [], "entities": [3]}"#), "entities[0] must be a string (an entity key)");
     }
 }

@@ -125,11 +125,11 @@ fn cli_link_text_and_dialog() {
         .arg("link")
         .arg("--store")
         .arg(&s)
-        .arg("--dialog")
+        .arg("--input")
         .arg(&bad)
         .assert()
-        .code(1)
-        .stderr(predicates::str::contains("bad.json: message 1 needs a \"text\" (or \"message\") string"));
+        .code(65)
+        .stderr(predicates::str::contains("bad.json:1: message 1 needs a \"text\" (or \"message\") string"));
 }
 
 #[test]
@@ -144,7 +144,7 @@ fn opendialkg_dev_linking_recall() {
             .arg("linking")
             .arg("--store")
             .arg(&s)
-            .arg("--dialogs")
+            .arg("--input")
             .arg(shared_data("opendialkg/dialogs_dev.csv"))
             .arg("--misses")
             .arg(&misses)

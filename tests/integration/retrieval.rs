@@ -5,6 +5,10 @@ use trellis::eval::{opendialkg, retrieval};
 use trellis::retrieve::{Retriever, RetrieverConfig, RetrieverKind};
 use trellis::Store;
 
+fn at(pairs: &[(usize, f64)]) -> std::collections::BTreeMap<usize, f64> {
+    pairs.iter().copied().collect()
+}
+
 #[test]
 fn metrics_on_a_hand_worked_example() {
     let dir = tempfile::tempdir().unwrap();
@@ -26,10 +30,10 @@ fn metrics_on_a_hand_worked_example() {
     assert_eq!(names, vec!["Alpha r Bravo", "Alpha s Charlie", "Alpha r Bravo Bravo t Delta"]);
     let report = retrieval::evaluate(&store, &r, &dialogs, &[1, 3]).unwrap();
     assert_eq!(report.turns, 1);
-    assert_eq!(report.path_at, vec![(1, 1.0), (3, 1.0)]);
-    assert_eq!(report.triple_recall_at, vec![(1, 1.0), (3, 1.0)]);
+    assert_eq!(report.path_at, at(&[(1, 1.0), (3, 1.0)]));
+    assert_eq!(report.triple_recall_at, at(&[(1, 1.0), (3, 1.0)]));
     assert_eq!(report.mrr, 1.0);
-    assert_eq!(report.hits_at, vec![(1, 1.0), (3, 1.0), (10, 1.0)]);
+    assert_eq!(report.hits_at, at(&[(1, 1.0), (3, 1.0), (10, 1.0)]));
     // Top-10 triples {r(A,B), s(A,C), t(B,D)} against {r(A,B)}: P 1/3, R 1, F1 1/2.
     assert_eq!(report.precision, 1.0 / 3.0);
     assert_eq!(report.recall, 1.0);
@@ -54,7 +58,7 @@ fn retrievers_on_the_opendialkg_dev_dialogs() {
     for kind in [RetrieverKind::All, RetrieverKind::Random, RetrieverKind::Bm25, RetrieverKind::Katz, RetrieverKind::Pcst] {
         let r = Retriever::new(store.clone(), RetrieverConfig::new(kind));
         let report = retrieval::evaluate(&store, &r, dialogs, &[1, 10]).unwrap();
-        at10.push((kind, report.triple_recall_at[1].1, report.mean_size));
+        at10.push((kind, report.triple_recall_at[&10], report.mean_size));
     }
     // The rankers order the same candidates; PCST keeps a small tree of them.
     let sizes: Vec<f64> = at10[..4].iter().map(|x| x.2).collect();
@@ -82,14 +86,35 @@ fn retrieve_jsonl_in_order_with_bad_lines() {
     let out = dir.path().join("out.jsonl");
     // Stop mode: the bad line is named, exit 65.
     trellis()
-        .arg("retrieve").arg("--store").arg(&s).arg("--retriever").arg("bm25").arg("--input").arg(&path).arg("--output").arg(&out)
+        .arg("retrieve")
+        .arg("--store")
+        .arg(&s)
+        .arg("--retriever")
+        .arg("bm25")
+        .arg("--input")
+        .arg(&path)
+        .arg("--output")
+        .arg(&out)
         .assert()
         .code(65)
         .stderr(predicates::str::contains("in.jsonl:301: history[0] needs a \"text\" (or \"message\") string"));
     // Skip mode: every good line answered, in input order.
     trellis()
-        .arg("retrieve").arg("--store").arg(&s).arg("--retriever").arg("katz").arg("--input").arg(&path).arg("--output").arg(&out)
-        .arg("--on-error").arg("skip").arg("--threads").arg("2").arg("--top").arg("3")
+        .arg("retrieve")
+        .arg("--store")
+        .arg(&s)
+        .arg("--retriever")
+        .arg("katz")
+        .arg("--input")
+        .arg(&path)
+        .arg("--output")
+        .arg(&out)
+        .arg("--on-error")
+        .arg("skip")
+        .arg("--threads")
+        .arg("2")
+        .arg("--top")
+        .arg("3")
         .assert()
         .success()
         .stderr(predicates::str::contains("answered 300 requests, skipped 1 bad lines"));
@@ -125,12 +150,12 @@ fn metaqa_questions_walk_inverse_relations_backwards() {
     let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
     let r = Retriever::new(store.clone(), RetrieverConfig::new(RetrieverKind::All));
     let report = retrieval::evaluate(&store, &r, &dialogs, &[1, 2]).unwrap();
-    assert_eq!(report.gold_unresolved, 0);
+    assert_eq!((report.gold_not_in_store, report.gold_unknown_name, report.gold_empty_name), (0, 0, 0));
     // William Dieterle's candidates, in store order: directed_by(Kismet, WD), then
     // directed_by(Juarez, WD) (ids in load order), then the 2-hop paths. Each answer triple
     // is a right path; the top 1 holds one of the two gold triples, the top 2 both.
-    assert_eq!(report.path_at, vec![(1, 1.0), (2, 1.0)]);
-    assert_eq!(report.triple_recall_at, vec![(1, 0.5), (2, 1.0)]);
+    assert_eq!(report.path_at, at(&[(1, 1.0), (2, 1.0)]));
+    assert_eq!(report.triple_recall_at, at(&[(1, 0.5), (2, 1.0)]));
 }
 
 /// Worked by hand (see the comments): the history names Alpha; the candidates are
@@ -176,7 +201,16 @@ fn retrieve_cli_takes_the_pcst_options() {
     for extra in [&["--retriever", "all"][..], &["--retriever", "pcst"], &["--retriever", "pcst", "--pcst-variant", "g-retriever", "--pruning", "strong"]] {
         let out = dir.path().join("out.jsonl");
         trellis()
-            .arg("retrieve").arg("--store").arg(&s).args(extra).arg("--input").arg(&path).arg("--output").arg(&out).arg("--top").arg("1000")
+            .arg("retrieve")
+            .arg("--store")
+            .arg(&s)
+            .args(extra)
+            .arg("--input")
+            .arg(&path)
+            .arg("--output")
+            .arg(&out)
+            .arg("--top")
+            .arg("1000")
             .assert()
             .success();
         let line: serde_json::Value = serde_json::from_str(std::fs::read_to_string(&out).unwrap().trim()).unwrap();
@@ -190,7 +224,14 @@ fn retrieve_cli_takes_the_pcst_options() {
     // another seed for random.
     let run = |extra: &[&str]| -> String {
         trellis()
-            .arg("retrieve").arg("--store").arg(&s).args(extra).arg("--input").arg(&path).arg("--output").arg(dir.path().join("o.jsonl"))
+            .arg("retrieve")
+            .arg("--store")
+            .arg(&s)
+            .args(extra)
+            .arg("--input")
+            .arg(&path)
+            .arg("--output")
+            .arg(dir.path().join("o.jsonl"))
             .assert()
             .success();
         std::fs::read_to_string(dir.path().join("o.jsonl")).unwrap()
@@ -199,8 +240,17 @@ fn retrieve_cli_takes_the_pcst_options() {
     assert!(run(&["--retriever", "bm25", "--bm25-turns", "1"]).contains("mean over the last 1 messages"));
     assert_ne!(run(&["--retriever", "random"]), run(&["--retriever", "random", "--seed", "7"]));
     trellis()
-        .arg("retrieve").arg("--store").arg(&s).arg("--retriever").arg("pcst").arg("--pruning").arg("best")
-        .arg("--input").arg(&path).arg("--output").arg(dir.path().join("x.jsonl"))
+        .arg("retrieve")
+        .arg("--store")
+        .arg(&s)
+        .arg("--retriever")
+        .arg("pcst")
+        .arg("--pruning")
+        .arg("best")
+        .arg("--input")
+        .arg(&path)
+        .arg("--output")
+        .arg(dir.path().join("x.jsonl"))
         .assert()
         .code(2)
         .stderr(predicates::str::contains("invalid value 'best' for '--pruning"));
@@ -220,13 +270,30 @@ fn retrieve_takes_entities_instead_of_linking() {
     );
     let out = dir.path().join("out.jsonl");
     trellis()
-        .arg("retrieve").arg("--store").arg(&s).arg("--retriever").arg("all").arg("--input").arg(&path).arg("--output").arg(&out)
+        .arg("retrieve")
+        .arg("--store")
+        .arg(&s)
+        .arg("--retriever")
+        .arg("all")
+        .arg("--input")
+        .arg(&path)
+        .arg("--output")
+        .arg(&out)
         .assert()
         .code(65)
         .stderr(predicates::str::contains("in.jsonl:2: entities[0]: no entity with key \"No Such Thing\" in the store"));
     trellis()
-        .arg("retrieve").arg("--store").arg(&s).arg("--retriever").arg("all").arg("--input").arg(&path).arg("--output").arg(&out)
-        .arg("--on-error").arg("skip")
+        .arg("retrieve")
+        .arg("--store")
+        .arg(&s)
+        .arg("--retriever")
+        .arg("all")
+        .arg("--input")
+        .arg(&path)
+        .arg("--output")
+        .arg(&out)
+        .arg("--on-error")
+        .arg("skip")
         .assert()
         .success();
     let line: serde_json::Value = serde_json::from_str(std::fs::read_to_string(&out).unwrap().lines().next().unwrap()).unwrap();
@@ -264,4 +331,73 @@ fn batched_names_and_the_name_cache() {
         assert_eq!(view(&warm), first, "{kind:?}: second call, cached names");
         assert_eq!(view(&Retriever::new(store.clone(), RetrieverConfig::new(kind))), first, "{kind:?}: fresh retriever");
     }
+}
+
+/// Why a gold path cannot be retrieved, counted three ways: a fact the graph lacks though
+/// its names are known, a name the store lacks, an empty name.
+#[test]
+fn gold_paths_the_store_lacks_are_counted_by_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let kb = write(dir.path(), "kb.txt", b"Kismet|directed_by|William Dieterle\nJuarez|written_by|Edward Knoblock\n");
+    let s = dir.path().join("s");
+    ingest(&s, &[], &[&kb]);
+    // 1: in the store. 2: Juarez and directed_by are known, the fact is not. 3: an unknown
+    // entity. 4: an empty name (and so unknown too).
+    let qa = write(
+        dir.path(),
+        "qa.json",
+        br#"{"question": "who directed [Kismet]", "triples": [{"h": "Kismet", "r": "directed_by", "t": "William Dieterle"}]}
+{"question": "who directed [Juarez]", "triples": [{"h": "Juarez", "r": "directed_by", "t": "William Dieterle"}]}
+{"question": "who directed [Casablanca]", "triples": [{"h": "Casablanca", "r": "directed_by", "t": "Michael Curtiz"}]}
+{"question": "who wrote [Kismet]", "triples": [{"h": "Kismet", "r": "written_by", "t": ""}]}
+"#,
+    );
+    let out = json_of(
+        trellis()
+            .arg("eval")
+            .arg("retrieval")
+            .arg("--store")
+            .arg(&s)
+            .arg("--retriever")
+            .arg("all")
+            .arg("--dataset")
+            .arg("metaqa")
+            .arg("--input")
+            .arg(&qa)
+            .arg("--json"),
+    );
+    assert_eq!(out["turns"], 4);
+    assert_eq!(out["gold_not_in_store"], 3);
+    assert_eq!(out["gold_unknown_name"], 2);
+    assert_eq!(out["gold_empty_name"], 1);
+}
+
+/// The README's counts on the shared dev sets, computed independently with Python over the
+/// files (json/csv readers, the KB as a set of triples): OpenDialKG has 4,214 path actions,
+/// 2,753 the assistant's and 1,461 the user's, and 2 gold paths with an empty entity name
+/// (every other gold triple is in kg.tsv); MetaQA has 9,990 questions, 903 with a gold
+/// triple missing from kb.txt, 81 of them naming an entity or relation kb.txt lacks.
+#[test]
+fn gold_counts_on_the_shared_dev_sets() {
+    let dir = tempfile::tempdir().unwrap();
+    let kg = dir.path().join("kg");
+    ingest(&kg, &["--on-error", "skip"], &[&shared_data("opendialkg/kg.tsv")]);
+    let eval = |store: &std::path::Path, extra: &[&str]| {
+        json_of(trellis().arg("eval").arg("retrieval").arg("--store").arg(store).arg("--retriever").arg("all").args(extra).arg("--json"))
+    };
+    let dev = shared_data("opendialkg/dialogs_dev.csv");
+    let dev = dev.to_str().unwrap();
+    let all = eval(&kg, &["--input", dev]);
+    assert_eq!((all["turns"].as_u64(), all["gold_not_in_store"].as_u64(), all["gold_empty_name"].as_u64()), (Some(4214), Some(2), Some(2)));
+    assert_eq!(all["gold_unknown_name"], 2);
+    assert_eq!(eval(&kg, &["--input", dev, "--actions", "assistant"])["turns"], 2753);
+    assert_eq!(eval(&kg, &["--input", dev, "--actions", "user"])["turns"], 1461);
+    let kb = dir.path().join("kb");
+    ingest(&kb, &[], &[&shared_data("metaqa/kb.txt")]);
+    let qa = shared_data("metaqa/qa_1hop_dev.json");
+    let m = eval(&kb, &["--dataset", "metaqa", "--input", qa.to_str().unwrap()]);
+    assert_eq!(m["turns"], 9990);
+    assert_eq!(m["gold_not_in_store"], 903);
+    assert_eq!(m["gold_unknown_name"], 81);
+    assert_eq!(m["gold_empty_name"], 0);
 }

@@ -1,0 +1,160 @@
+//! `trellis eval retrieval` and `trellis eval linking`.
+
+use super::link::LinkOptions;
+use super::retrieve::RetrieverOptions;
+use anyhow::{Context, Result};
+use clap::Subcommand;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use trellis::eval::opendialkg::{self, Dialog};
+use trellis::eval::{linking, metaqa, retrieval};
+use trellis::link::Linker;
+use trellis::retrieve::Retriever;
+use trellis::Store;
+
+#[derive(Subcommand)]
+pub enum EvalCommand {
+    /// Path@k, triple recall@k, MRR, Hits@k, P/R/F1 of a retriever on dialog turns with a gold path.
+    Retrieval {
+        #[arg(long)]
+        store: PathBuf,
+        /// The data set's format.
+        #[arg(long, value_enum, default_value_t = Dataset::Opendialkg)]
+        dataset: Dataset,
+        /// The data set file.
+        #[arg(long)]
+        input: PathBuf,
+        #[command(flatten)]
+        actions: ActionsOption,
+        #[command(flatten)]
+        retriever: RetrieverOptions,
+        /// Cut-offs for path@k and triple recall@k.
+        #[arg(long, value_delimiter = ',', default_values_t = [1, 3, 5, 10])]
+        k: Vec<usize>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Recall of the gold start entity among a turn's linked entities (OpenDialKG csv).
+    Linking {
+        #[arg(long)]
+        store: PathBuf,
+        /// OpenDialKG dialogs csv.
+        #[arg(long, alias = "dialogs")]
+        input: PathBuf,
+        #[command(flatten)]
+        actions: ActionsOption,
+        /// Skip the substring baseline (it holds every name in memory).
+        #[arg(long)]
+        no_substring: bool,
+        /// Write the turns Trellis misses to this file (JSON lines), for error analysis.
+        #[arg(long)]
+        misses: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        options: LinkOptions,
+    },
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Dataset {
+    /// OpenDialKG dialogs csv.
+    Opendialkg,
+    /// MetaQA one-hop questions, JSON lines.
+    Metaqa,
+}
+
+/// Whose path actions are evaluated (OpenDialKG: both the user and the assistant pick
+/// facts from the graph; about a third of the dev actions are the user's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Actions {
+    /// Every action with a gold path, whoever took it.
+    All,
+    /// The assistant's actions only.
+    Assistant,
+    /// The user's actions only.
+    User,
+}
+
+#[derive(clap::Args, Clone, Copy)]
+pub struct ActionsOption {
+    /// Whose path actions are the samples.
+    #[arg(long, value_enum, default_value_t = Actions::All)]
+    actions: Actions,
+}
+
+impl ActionsOption {
+    fn apply(self, dialogs: &mut [Dialog]) {
+        match self.actions {
+            Actions::All => {}
+            Actions::Assistant => opendialkg::keep_samples_of(dialogs, "assistant"),
+            Actions::User => opendialkg::keep_samples_of(dialogs, "user"),
+        }
+    }
+}
+
+fn open(store: &Path) -> Result<std::sync::Arc<Store>> {
+    Ok(std::sync::Arc::new(Store::open_read_only(store).with_context(|| format!("opening store {}", store.display()))?))
+}
+
+pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
+    match cmd {
+        EvalCommand::Retrieval { store, dataset, input, actions, retriever, k, json } => {
+            let store = open(&store)?;
+            let mut dialogs = match dataset {
+                Dataset::Opendialkg => opendialkg::read(&input)?,
+                Dataset::Metaqa => metaqa::read(&input)?,
+            };
+            actions.apply(&mut dialogs);
+            let r = Retriever::new(store.clone(), retriever.config());
+            let report = retrieval::evaluate(&store, &r, &dialogs, &k)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                let at = |v: &std::collections::BTreeMap<usize, f64>| v.iter().map(|(k, x)| format!("@{k} {x:.4}")).collect::<Vec<_>>().join("  ");
+                println!(
+                    "retriever {:?} on {} turns ({} with a gold triple not in the store: {} naming an entity or relation it lacks, {} with an empty name)",
+                    retriever.retriever, report.turns, report.gold_not_in_store, report.gold_unknown_name, report.gold_empty_name
+                );
+                println!("path       {}", at(&report.path_at));
+                println!("triple rec {}", at(&report.triple_recall_at));
+                println!("hits       {}", at(&report.hits_at));
+                println!("MRR {:.4}  P {:.4}  R {:.4}  F1 {:.4}  mean size {:.1}", report.mrr, report.precision, report.recall, report.f1, report.mean_size);
+                println!("latency p50 {:.2} ms, p99 {:.2} ms, {:.0} turns/s", report.latency_ms_p50, report.latency_ms_p99, report.turns_per_s);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        EvalCommand::Linking { store, input, actions, no_substring, misses, json, options } => {
+            let store = open(&store)?;
+            let mut dialogs = opendialkg::read(&input)?;
+            actions.apply(&mut dialogs);
+            let linker = Linker::new(store.clone(), options.config());
+            let substring = if no_substring { None } else { Some(linking::SubstringMatcher::new(&store)?) };
+            let started = std::time::Instant::now();
+            let r = linking::evaluate(&store, &linker, &dialogs, substring.as_ref())?;
+            if let Some(path) = misses {
+                let lines: Vec<String> = r
+                    .misses
+                    .iter()
+                    .map(|(gold, named, last, linked)| serde_json::json!({"gold": gold, "named": named, "last_message": last, "linked": linked}).to_string())
+                    .collect();
+                std::fs::write(&path, lines.join("\n") + "\n").with_context(|| format!("writing {}", path.display()))?;
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!("turns with a gold path: {} (start entity named in the history: {})", r.turns, r.turns_named);
+            println!("| linker | recall (named) | recall (all) | entities/turn |");
+            println!("|---|---|---|---|");
+            let row = |name: &str, s: &linking::Scores| println!("| {name} | {:.4} | {:.4} | {:.2} |", s.recall_named, s.recall_all, s.mean_entities_per_turn);
+            row(&format!("trellis (window {})", options.window), &r.trellis);
+            if substring.is_some() {
+                row("case-insensitive substring", &r.substring);
+            }
+            println!("linked {} messages: p50 {:.0} µs, p99 {:.0} µs per message", r.messages, r.latency_us_p50, r.latency_us_p99);
+            eprintln!("evaluated in {:.1} s", started.elapsed().as_secs_f64());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Retrieval over the 50M-fact synthetic store: `trellis retrieve` of 1,000 requests naming
+# two power-law-drawn entities each (tools/powerlaw_requests.py), every retriever, 2
+# threads; wall time and peak RSS by /usr/bin/time. Needs the store of
+# tools/bench_ingest.sh (made here if missing: about 2.5 GB of disk and a few minutes).
+#
+#   BENCH_DIR=/tmp/bench bash tools/bench_retrieve_50m.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source tools/setup.sh
+cargo build --release --locked --bins >&2
+bin="$CARGO_TARGET_DIR/release"
+work="${BENCH_DIR:-/tmp/trellis-bench}"
+store="$work/s50"
+mkdir -p "$work"
+if [ ! -f "$store/CURRENT" ]; then
+    [ -s "$work/pl50m.tsv" ] || "$bin/trellis-gen-powerlaw" --facts 50000000 --entities 5000000 --relations 1000 >"$work/pl50m.tsv"
+    "$bin/trellis" ingest --store "$store" --memory-mb 256 "$work/pl50m.tsv" >&2
+fi
+python3 tools/powerlaw_requests.py --entities 5000000 --requests 1000 >"$work/req50.jsonl"
+echo "| retriever | seconds | peak RSS MB | requests with candidates |"
+echo "|---|---|---|---|"
+for flags in "--retriever all" "--retriever bm25" "--retriever katz" "--retriever pcst --pcst-variant seed003" \
+    "--retriever pcst --pcst-variant g-retriever"; do
+    # shellcheck disable=SC2086
+    /usr/bin/time -o "$work/time.txt" -f "%e %M" "$bin/trellis" retrieve --store "$store" $flags --threads 2 \
+        --input "$work/req50.jsonl" --output "$work/out50.jsonl" >/dev/null
+    read -r secs kb <"$work/time.txt"
+    with=$(python3 -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if json.loads(l)["paths"]))' "$work/out50.jsonl")
+    echo "| $flags | $secs | $((kb / 1024)) | $with |"
+done
+if [ "${VALIDATE:-0}" = 1 ]; then
+    /usr/bin/time -o "$work/time.txt" -f "%e %M" "$bin/trellis" validate --store "$store" >&2
+    read -r secs kb <"$work/time.txt"
+    echo
+    echo "validate: $secs s, peak RSS $((kb / 1024)) MB"
+fi
