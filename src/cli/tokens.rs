@@ -24,6 +24,9 @@ pub struct IndexTokensArgs {
     /// JSON file of the same shape (see `schema/v3.md`).
     #[arg(long, default_value = "trellis", value_name = "trellis|dialoggsr|FILE.json")]
     linearization: String,
+    /// Print the token index's record (what it was built from) as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(args: IndexTokensArgs) -> Result<ExitCode> {
@@ -44,6 +47,10 @@ pub fn run(args: IndexTokensArgs) -> Result<ExitCode> {
     let info = trellis::ingest::tokens::index_tokens(&args.store, &tokenizer, &name, &mut progress)
         .with_context(|| format!("indexing {} with {}", args.store.display(), args.tokenizer.display()))?;
     bar.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&info)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     println!(
         "indexed {} entity and {} relation names with tokenizer {} ({}, vocabulary {}), linearization {} ({})",
         info.entities, info.relations, info.fingerprint, info.name, info.vocab_size, info.linearization.name, info.linearization_fingerprint

@@ -193,6 +193,13 @@ fn an_index_built_with_another_linearization_is_refused() {
     let out =
         stdout_of(trellis().arg("index-tokens").arg("--store").arg(&s).arg("--tokenizer").arg(fixture("tokenizer.json")).arg("--linearization").arg(&file));
     assert!(out.contains(&format!("linearization cased ({})", lin.fingerprint_hex())), "{out}");
+    // --json: the record, with what the index was built from.
+    let record = json_of(
+        trellis().arg("index-tokens").arg("--store").arg(&s).arg("--tokenizer").arg(fixture("tokenizer.json")).arg("--linearization").arg(&file).arg("--json"),
+    );
+    assert_eq!(record["linearization_fingerprint"], lin.fingerprint_hex());
+    assert_eq!(record["linearization"]["lowercase"], false);
+    assert_eq!((record["entities"].as_u64(), record["relations"].as_u64(), record["dictionary_epoch"].as_u64()), (Some(1255), Some(66), Some(1)));
     let store = Arc::new(Store::open_read_only(&s).unwrap());
     let err = open_err(&store, &tokenizer());
     assert!(err.contains("not trellis") && err.contains("--linearization trellis`"), "{err}");
