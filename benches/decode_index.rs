@@ -2,7 +2,7 @@
 //! T5-style tokenizer of 32k pieces (SentencePiece Unigram, Metaspace, the `trellis`
 //! linearization's boundary tokens added).
 //!
-//! `cargo bench --bench decode_index` (`TRELLIS_DATA=/path/to/shared/data` when the data is
+//! `cargo bench --bench decode_index` (`TRELLIS_SHARED_DATA=/path/to/shared/data` when the data is
 //! not at `../shared/data`). The tokenizer is trained here, in Rust, on the KG's
 //! names (as the linearization writes them) the first time and kept in
 //! `~/.cache/trellis/bench/`, with the indexed store; both are rebuilt when missing or stale.
@@ -25,9 +25,9 @@ use trellis::{Direction, EntityId, Store};
 
 const VOCAB: u32 = 32_000;
 
-/// `$TRELLIS_DATA/opendialkg/kg.tsv`, by default `../shared/data` next to the checkout.
+/// `$TRELLIS_SHARED_DATA/opendialkg/kg.tsv`, by default `../shared/data` next to the checkout.
 fn kg() -> PathBuf {
-    let data = std::env::var_os("TRELLIS_DATA").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
+    let data = std::env::var_os("TRELLIS_SHARED_DATA").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
     let p = data.join("opendialkg/kg.tsv");
     assert!(p.exists(), "{} is missing", p.display());
     p

@@ -117,7 +117,7 @@ impl Linearization {
     }
 
     /// The DialogGSR authors' 18 added tokens: `[HEAD]`, `[Int1_1][Int1_2]` .. `[Rev4_2]`,
-    /// `[TAIL]`. Their code has no separator token; `[SEP]` is kept for several paths.
+    /// `[TAIL]`. None of the 18 is a separator: `[SEP]` separates paths as in `trellis`.
     pub fn dialoggsr() -> Linearization {
         let two = |kind: &str, n: u32| vec![format!("[{kind}{n}_1]"), format!("[{kind}{n}_2]")];
         Linearization {

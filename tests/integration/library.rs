@@ -291,7 +291,7 @@ fn newer_and_unsupported_formats_are_refused() {
     BulkLoader::new(&s).load(&[InputSpec::new(&input)]).unwrap();
     set_format_version(&s, 7);
     let err = Store::open_read_only(&s).err().expect("refused").to_string();
-    assert!(err.contains("format version 7, written by a newer Trellis; this build reads versions up to 2"), "{err}");
+    assert!(err.contains("format version 7, written by a newer Trellis; this build reads versions up to 3"), "{err}");
     assert!(Store::open(&s).is_err());
     let out = trellis().arg("stats").arg("--store").arg(&s).output().unwrap();
     assert_eq!(out.status.code(), Some(1));

@@ -265,6 +265,12 @@ fn a_load_of_facts_between_known_entities_keeps_the_index() {
     open_index(&store, &tokenizer());
 }
 
+#[test]
+fn token_index_is_shared_by_threads() {
+    fn shared<T: Send + Sync + 'static>() {}
+    shared::<TokenIndex>();
+}
+
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
@@ -376,6 +382,10 @@ proptest! {
         prop_assert_eq!(&within, &want);
         let sub: Model = model.iter().filter(|(_, id)| known.contains(id)).cloned().collect();
         prop_assert_eq!(within.next_tokens(), model_children(&sub, prefix));
+        for t in within.next_tokens() {
+            let with: Vec<u32> = sub.iter().filter(|(s, _)| s.len() > prefix.len() && s.starts_with(prefix) && s[prefix.len()] == t).map(|&(_, id)| id).collect::<BTreeSet<_>>().into_iter().collect();
+            prop_assert_eq!(within.ids_with(t), with);
+        }
         // tokens_many: input order, None past the dictionary.
         let many = index.tokens_many(Side::Entity, &ids).unwrap();
         for (id, got) in ids.iter().zip(&many) {
