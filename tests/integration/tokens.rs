@@ -397,3 +397,27 @@ proptest! {
         }
     }
 }
+
+/// A record whose linearization does not match its recorded fingerprint is reported by
+/// `validate` (and the index is refused, since the caller's linearization cannot match both).
+#[test]
+fn validate_reports_a_record_whose_linearization_was_edited() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = indexed_sample(dir.path());
+    {
+        let gen = std::fs::read_to_string(s.join("CURRENT")).unwrap();
+        let path = s.join(gen.trim());
+        let cfs = rocksdb::DB::list_cf(&rocksdb::Options::default(), &path).unwrap();
+        let db = rocksdb::DB::open_cf(&rocksdb::Options::default(), &path, cfs).unwrap();
+        let cf = db.cf_handle("tokenizers").unwrap();
+        let key = tokenizer().fingerprint().to_be_bytes();
+        let mut record: serde_json::Value = serde_json::from_slice(&db.get_cf(cf, key).unwrap().unwrap()).unwrap();
+        record["linearization"]["lowercase"] = serde_json::json!(false);
+        db.put_cf(cf, key, serde_json::to_vec(&record).unwrap()).unwrap();
+    }
+    let store = Arc::new(Store::open_read_only(&s).unwrap());
+    let report = store.validate().unwrap();
+    assert!(!report.is_ok());
+    let fp = Linearization::trellis().fingerprint_hex();
+    assert!(report.problems.iter().any(|p| p.contains(&format!("says linearization fingerprint {fp}, its linearization has"))), "{:?}", report.problems);
+}
