@@ -115,33 +115,6 @@ fn linking(c: &mut Criterion) {
     g.finish();
 }
 
-fn token_trie(c: &mut Criterion) {
-    use trellis::model::{NameTokenizer, Side, TokenContext};
-    use trellis::store::tokens::TokenIndex;
-    let (_dir, store_dir) = load_kg();
-    let tok_path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokenizer.json");
-    let tok = NameTokenizer::from_file(&tok_path, TokenContext::default()).unwrap();
-    trellis::ingest::tokens::index_tokens(&store_dir, &tok, "fixture", &mut |_, _, _| {}).unwrap();
-    let store = std::sync::Arc::new(Store::open_read_only(&store_dir).unwrap());
-    let index = TokenIndex::open(store.clone(), tok.fingerprint()).unwrap();
-    let (e, _) = entity_with_degree(&store, 100);
-    let tokens = index.tokens(Side::Entity, e.0).unwrap().unwrap();
-    let mut neighbours: Vec<u32> = Vec::new();
-    store
-        .for_each_neighbor(e, None, None, |edge| {
-            neighbours.push(edge.other.0);
-            ControlFlow::Continue(())
-        })
-        .unwrap();
-    let mut g = c.benchmark_group("token_trie");
-    g.bench_function("children_after_first_token", |b| b.iter(|| index.children(Side::Entity, black_box(&tokens[..1])).unwrap()));
-    g.bench_function(format!("children_within_{}_neighbours_at_start", neighbours.len()), |b| {
-        b.iter(|| index.children_within(Side::Entity, black_box(&[]), &neighbours).unwrap())
-    });
-    g.bench_function("complete_whole_name", |b| b.iter(|| index.complete(Side::Entity, black_box(&tokens)).unwrap()));
-    g.finish();
-}
-
 fn retrieval(c: &mut Criterion) {
     use trellis::retrieve::{Retriever, RetrieverConfig, RetrieverKind};
     let (_dir, store_dir) = load_kg();
@@ -166,5 +139,5 @@ fn retrieval(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, neighbors, ingest, linking, token_trie, retrieval);
+criterion_group!(benches, neighbors, ingest, linking, retrieval);
 criterion_main!(benches);

@@ -20,8 +20,12 @@ pub enum StoreError {
     Layout { path: PathBuf, what: String },
     #[error("{path}: no token index for the tokenizer with fingerprint {fingerprint} (indexed: {indexed}); run `trellis index-tokens --store {path} --tokenizer FILE`")]
     TokenizerNotIndexed { path: PathBuf, fingerprint: String, indexed: String },
-    #[error("{path}: the token index of tokenizer {fingerprint} covers {indexed} entities, the store now has {entities}; run `trellis index-tokens` again")]
-    TokenIndexStale { path: PathBuf, fingerprint: String, indexed: u64, entities: u64 },
+    #[error("{path}: the token index of tokenizer {tokenizer} is stale: {why}; run `trellis index-tokens --store {path} --tokenizer FILE --linearization {linearization}` again")]
+    TokenIndexStale { path: PathBuf, tokenizer: String, why: String, linearization: String },
+    #[error(
+        "{path}: the token index of tokenizer {fingerprint} was built with linearization {indexed}, not {wanted}; run `trellis index-tokens --store {path} --tokenizer FILE --linearization {wanted}`"
+    )]
+    TokenIndexLinearization { path: PathBuf, fingerprint: String, indexed: String, wanted: String },
     #[error("rocksdb: {0}")]
     Rocks(#[from] rocksdb::Error),
     #[error("{path}: {source}")]

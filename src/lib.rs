@@ -5,6 +5,7 @@
 //!   (`schema/`), validation and migrations.
 //! - [`ingest`]: bulk loading of TSV, pipe and N-Triples dumps.
 //! - [`graph`]: neighbourhood walks over the store.
+//! - [`linearize`]: how a path is written as text and tokens (one definition for all).
 //!
 //! The library never prints and never installs a tracing subscriber; long work reports
 //! progress through callbacks.
@@ -14,6 +15,7 @@ pub mod eval;
 pub mod graph;
 pub mod ids;
 pub mod ingest;
+pub mod linearize;
 pub mod link;
 pub mod model;
 pub mod normalize;

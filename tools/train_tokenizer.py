@@ -15,8 +15,15 @@ import sys
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-# The linearization's boundary tokens (method-notes.md): [Head] e1 [Int1] r1 [Int2] e2 ...
-LINEARIZATION_TOKENS = ["[Head]", "[Int1]", "[Int2]", "[Int3]", "[Int4]", "[Rev1]", "[Rev2]", "[Tail]", "[SEP]"]
+# The boundary tokens of both linearization presets (src/linearize.rs): `trellis`
+# ([Head] e1 [Int1] r1 [Int2] e2 ... [Tail], [RevN] for reversed edges, [SEP]) and `dialoggsr`
+# (the DialogGSR authors' 18: [HEAD], [Int1_1][Int1_2] ... [Rev4_2], [TAIL]). Appended in this
+# order, so the ids of the earlier ones never move (ids 1200-1228 on the fixture).
+LINEARIZATION_TOKENS = (
+    ["[Head]", "[Int1]", "[Int2]", "[Int3]", "[Int4]", "[Rev1]", "[Rev2]", "[Tail]", "[SEP]", "[Rev3]", "[Rev4]", "[HEAD]"]
+    + [f"[{kind}{n}_{j}]" for kind in ("Int", "Rev") for n in range(1, 5) for j in (1, 2)]
+    + ["[TAIL]"]
+)
 
 
 def corpus(path):

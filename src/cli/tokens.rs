@@ -6,7 +6,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use trellis::model::{NameTokenizer, Side, TokenContext};
+use trellis::linearize::{Linearization, Side};
+use trellis::model::NameTokenizer;
 
 #[derive(Args)]
 pub struct IndexTokensArgs {
@@ -18,30 +19,19 @@ pub struct IndexTokensArgs {
     /// A name for this tokenizer in `stats` (default: the file name).
     #[arg(long)]
     name: Option<String>,
-    /// Boundary tokens around an entity name in a linearized path.
-    #[arg(long, num_args = 2, value_names = ["OPEN", "CLOSE"], default_values_t = [TokenContext::default().entity_open, TokenContext::default().entity_close])]
-    entity_context: Vec<String>,
-    /// Boundary tokens around a relation name in a linearized path.
-    #[arg(long, num_args = 2, value_names = ["OPEN", "CLOSE"], default_values_t = [TokenContext::default().relation_open, TokenContext::default().relation_close])]
-    relation_context: Vec<String>,
-    /// Keep the case of names (the linearization lowercases them by default).
+    /// How paths are written: `trellis` (one token per boundary, `[Head]` `[Int1]` ...),
+    /// `dialoggsr` (the DialogGSR authors' 18 tokens, `[HEAD]` `[Int1_1][Int1_2]` ...), or a
+    /// JSON file of the same shape (see `schema/v3.md`).
+    #[arg(long, default_value = "trellis", value_name = "trellis|dialoggsr|FILE.json")]
+    linearization: String,
+    /// Print the token index's record (what it was built from) as JSON.
     #[arg(long)]
-    keep_case: bool,
-    /// Characters of relation names that the linearization writes as spaces.
-    #[arg(long, default_value = "_-")]
-    relation_spaces: String,
+    json: bool,
 }
 
 pub fn run(args: IndexTokensArgs) -> Result<ExitCode> {
-    let context = TokenContext {
-        entity_open: args.entity_context[0].clone(),
-        entity_close: args.entity_context[1].clone(),
-        relation_open: args.relation_context[0].clone(),
-        relation_close: args.relation_context[1].clone(),
-        lowercase: !args.keep_case,
-        relation_spaces: args.relation_spaces,
-    };
-    let tokenizer = NameTokenizer::from_file(&args.tokenizer, context)?;
+    let linearization = Linearization::from_arg(&args.linearization)?;
+    let tokenizer = NameTokenizer::from_file(&args.tokenizer, linearization)?;
     let name = args.name.unwrap_or_else(|| args.tokenizer.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()));
     let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
     let bar = ProgressBar::with_draw_target(None, target);
@@ -57,9 +47,13 @@ pub fn run(args: IndexTokensArgs) -> Result<ExitCode> {
     let info = trellis::ingest::tokens::index_tokens(&args.store, &tokenizer, &name, &mut progress)
         .with_context(|| format!("indexing {} with {}", args.store.display(), args.tokenizer.display()))?;
     bar.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&info)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     println!(
-        "indexed {} entity and {} relation names with tokenizer {} ({}, vocabulary {})",
-        info.entities, info.relations, info.fingerprint, info.name, info.vocab_size
+        "indexed {} entity and {} relation names with tokenizer {} ({}, vocabulary {}), linearization {} ({})",
+        info.entities, info.relations, info.fingerprint, info.name, info.vocab_size, info.linearization.name, info.linearization_fingerprint
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -147,6 +147,8 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
         db.ingest_external_file_cf_opts(handle, &io, paths.clone())?;
     }
     tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "ingested SST files");
+    // Any new or possibly renamed term makes token indexes built before this load stale.
+    let dictionaries_changed = state.report.new_entities + state.report.new_relations > 0 || !files.label_updates.is_empty();
     let label_names = state.apply_label_updates(db, files.label_updates)?;
     let mut meta = old_meta.unwrap_or_else(|| Meta {
         format_version: FORMAT_VERSION,
@@ -161,6 +163,7 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
     meta.facts += state.report.new_facts;
     meta.names = (meta.names + files.new_names).saturating_add_signed(label_names);
     meta.aliases += state.report.new_aliases;
+    meta.dictionary_epoch += u64::from(dictionaries_changed);
     meta.loads.push(LoadRecord {
         committed_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         inputs: state.report.inputs.clone(),

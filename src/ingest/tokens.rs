@@ -1,15 +1,17 @@
 //! `trellis index-tokens`: encode every entity and relation name with a tokenizer, in
 //! linearization context, and store the token lists and the entity-token trie, as a new
 //! generation of the store (crash-safe like a load). Indexing a tokenizer again replaces
-//! its index; other tokenizers' indexes are kept.
+//! its index; other tokenizers' indexes are kept. The record says what the index was built
+//! from (dictionary sizes and epoch, linearization), so a reader can refuse a stale one.
 
 use super::IngestError;
 use crate::error::StoreError;
-use crate::model::{NameTokenizer, Side};
+use crate::linearize::Side;
+use crate::model::NameTokenizer;
 use crate::store::codec::{decode_term, id_key};
 use crate::store::generation::NextGeneration;
 use crate::store::schema::{self, CF_ENTITIES, CF_RELATIONS, CF_TERM_TOKENS, CF_TOKENIZERS, CF_TOKEN_TRIE, FORMAT_VERSION};
-use crate::store::tokens::{encode_tokens, term_key, tokenizer_key, trie_key, TokenizerInfo, END};
+use crate::store::tokens::{encode_tokens, fingerprint_range, term_key, tokenizer_key, trie_key, TokenizerInfo, END};
 use crate::store::{layout, open_options, read_meta, read_version};
 use rocksdb::{Cache, WriteBatch, DB};
 use std::path::Path;
@@ -46,11 +48,9 @@ pub fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, progress:
     let fp = tokenizer.fingerprint();
     let cf = |n: &str| db.cf_handle(n).expect("column family exists");
     // Replace an earlier index of the same tokenizer.
-    let (from, to) = (fp.to_be_bytes(), fp.wrapping_add(1).to_be_bytes());
-    if fp != u64::MAX {
-        db.delete_range_cf(cf(CF_TERM_TOKENS), from, to)?;
-        db.delete_range_cf(cf(CF_TOKEN_TRIE), from, to)?;
-    }
+    let (from, to) = fingerprint_range(fp);
+    db.delete_range_cf(cf(CF_TERM_TOKENS), &from[..], &to[..])?;
+    db.delete_range_cf(cf(CF_TOKEN_TRIE), &from[..], &to[..])?;
     let mut buf = Vec::new();
     for (side, total, names_cf) in [(Side::Entity, meta.entities, CF_ENTITIES), (Side::Relation, meta.relations, CF_RELATIONS)] {
         let total = u32::try_from(total).unwrap_or(u32::MAX);
@@ -64,6 +64,11 @@ pub fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, progress:
                 names.push(decode_term(&v).ok_or_else(|| StoreError::corrupt(names_cf, &key, "undecodable record"))?.name);
             }
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            if start == 0 {
+                // The index keeps one token list per name, taken at the first position of its
+                // side: check on the first batch that every other position writes the same ids.
+                tokenizer.check_position_independent(side, &refs)?;
+            }
             let encoded = tokenizer.encode(side, &refs)?;
             let mut batch = WriteBatch::default();
             for (i, tokens) in encoded.iter().enumerate() {
@@ -84,9 +89,11 @@ pub fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, progress:
         fingerprint: format!("{fp:016x}"),
         name: name.to_owned(),
         vocab_size: tokenizer.vocab_size() as u64,
-        context: tokenizer.context().clone(),
+        linearization: tokenizer.linearization().clone(),
+        linearization_fingerprint: tokenizer.linearization().fingerprint_hex(),
         entities: meta.entities,
         relations: meta.relations,
+        dictionary_epoch: meta.dictionary_epoch,
         indexed_by: crate::build_name(),
         indexed_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
     };

@@ -3,4 +3,5 @@
 
 pub mod tokenizer;
 
-pub use tokenizer::{ModelError, NameTokenizer, Side, TokenContext};
+pub use crate::linearize::Side;
+pub use tokenizer::{ModelError, NameTokenizer};

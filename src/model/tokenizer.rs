@@ -4,99 +4,81 @@
 //! A name inside a linearized path sits between boundary tokens (`[Head] name [Int1]`).
 //! With T5's Metaspace pre-tokenizer and added special tokens, the ids of a name depend on
 //! that context (the special tokens split the text; the spaces around the name become `▁`
-//! pieces), so names are encoded *in context* and the ids between the two boundary tokens
-//! are kept: exactly what the model emits for the name inside a path.
+//! pieces), so names are encoded *in context* and the ids between the two boundaries are
+//! kept: exactly what the model emits for the name inside a path. The index encodes every
+//! name in the first slot of its side ([`Linearization::slots`]) and checks, on a sample,
+//! that the other slots give the same ids.
 
+use crate::linearize::{Linearization, Side, Slot};
 use tokenizers::Tokenizer;
+
+pub use crate::linearize::fnv1a64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     #[error("{path}: cannot load the tokenizer: {what}")]
     Load { path: String, what: String },
-    #[error("the tokenizer has no token {token:?}; it is needed as the {role} boundary (see --entity-context / --relation-context)")]
-    MissingBoundary { token: String, role: &'static str },
+    #[error("the tokenizer has no token {token:?}; it is needed for the {role} boundary of linearization {linearization:?} (see --linearization)")]
+    MissingBoundary { token: String, role: String, linearization: String },
     #[error("tokenizing {text:?}: {what}")]
     Encode { text: String, what: String },
+    #[error("{0}")]
+    PositionDependent(Box<PositionDependence>),
 }
 
-/// Which dictionary a name belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Side {
-    Entity = 0,
-    Relation = 1,
-}
-
-/// How names appear in a linearized path (method-notes.md): between which boundary tokens,
-/// lowercased or not, which relation characters become spaces.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq)]
-pub struct TokenContext {
-    pub entity_open: String,
-    pub entity_close: String,
-    pub relation_open: String,
-    pub relation_close: String,
-    pub lowercase: bool,
-    /// Characters of relation names written as spaces (`_`, `-`).
-    pub relation_spaces: String,
-}
-
-impl Default for TokenContext {
-    fn default() -> Self {
-        TokenContext {
-            entity_open: "[Head]".into(),
-            entity_close: "[Int1]".into(),
-            relation_open: "[Int1]".into(),
-            relation_close: "[Int2]".into(),
-            lowercase: true,
-            relation_spaces: "_-".into(),
-        }
-    }
+/// A name whose ids differ between two positions of its side (boxed: errors stay small).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the tokenizer writes the {side:?} name {name:?} as {first:?} after {first_open:?} but {other:?} after {other_open:?}; \
+     the token index needs the same ids at every position of a side"
+)]
+pub struct PositionDependence {
+    pub side: Side,
+    pub name: String,
+    pub first_open: String,
+    pub first: Vec<u32>,
+    pub other_open: String,
+    pub other: Vec<u32>,
 }
 
 pub struct NameTokenizer {
     tokenizer: Tokenizer,
     fingerprint: u64,
-    context: TokenContext,
-    /// (open, close) ids per side.
-    bounds: [(u32, u32); 2],
-}
-
-/// FNV-1a, 64 bits: a stable fingerprint that needs no extra dependency.
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
+    linearization: Linearization,
 }
 
 impl NameTokenizer {
     /// Loads a Hugging Face `tokenizer.json`. The fingerprint is taken over its canonical
-    /// JSON (keys sorted), so formatting does not change it.
-    pub fn from_file(path: &std::path::Path, context: TokenContext) -> Result<NameTokenizer, ModelError> {
+    /// JSON (keys sorted), so formatting does not change it. Every boundary token of the
+    /// linearization must be one token of the vocabulary.
+    pub fn from_file(path: &std::path::Path, linearization: Linearization) -> Result<NameTokenizer, ModelError> {
         let display = path.display().to_string();
         let bytes = std::fs::read(path).map_err(|e| ModelError::Load { path: display.clone(), what: e.to_string() })?;
         let value: serde_json::Value =
             serde_json::from_slice(&bytes).map_err(|e| ModelError::Load { path: display.clone(), what: format!("not JSON: {e}") })?;
         let fingerprint = fnv1a64(value.to_string().as_bytes());
         let tokenizer = Tokenizer::from_bytes(&bytes).map_err(|e| ModelError::Load { path: display, what: e.to_string() })?;
-        let id = |token: &str, role: &'static str| {
-            tokenizer.token_to_id(token).ok_or_else(|| ModelError::MissingBoundary { token: token.to_owned(), role })
-        };
-        let bounds = [
-            (id(&context.entity_open, "entity opening")?, id(&context.entity_close, "entity closing")?),
-            (id(&context.relation_open, "relation opening")?, id(&context.relation_close, "relation closing")?),
-        ];
-        Ok(NameTokenizer { tokenizer, fingerprint, context, bounds })
+        Self::new(tokenizer, fingerprint, linearization)
+    }
+
+    /// A tokenizer built in memory (benches, tools); `fingerprint` names it in the store.
+    pub fn new(tokenizer: Tokenizer, fingerprint: u64, linearization: Linearization) -> Result<NameTokenizer, ModelError> {
+        for (role, tokens) in linearization.boundaries() {
+            for t in tokens {
+                if tokenizer.token_to_id(t).is_none() {
+                    return Err(ModelError::MissingBoundary { token: t.clone(), role, linearization: linearization.name.clone() });
+                }
+            }
+        }
+        Ok(NameTokenizer { tokenizer, fingerprint, linearization })
     }
 
     pub fn fingerprint(&self) -> u64 {
         self.fingerprint
     }
 
-    pub fn context(&self) -> &TokenContext {
-        &self.context
+    pub fn linearization(&self) -> &Linearization {
+        &self.linearization
     }
 
     pub fn vocab_size(&self) -> usize {
@@ -107,44 +89,71 @@ impl NameTokenizer {
         &self.tokenizer
     }
 
-    /// The name as the linearization writes it (lowercased, relation separators as spaces).
-    pub fn linearized(&self, side: Side, name: &str) -> String {
-        let mut s = if self.context.lowercase { name.to_lowercase() } else { name.to_owned() };
-        if side == Side::Relation {
-            s = s.chars().map(|c| if self.context.relation_spaces.contains(c) { ' ' } else { c }).collect();
-        }
-        s
+    fn ids_of(&self, tokens: &[String]) -> Vec<u32> {
+        tokens.iter().map(|t| self.tokenizer.token_to_id(t).expect("checked in new")).collect()
     }
 
-    /// The text of a name in its context: `open name close`.
-    pub fn in_context(&self, side: Side, name: &str) -> String {
-        let (open, close) = match side {
-            Side::Entity => (&self.context.entity_open, &self.context.entity_close),
-            Side::Relation => (&self.context.relation_open, &self.context.relation_close),
-        };
-        format!("{open} {} {close}", self.linearized(side, name))
-    }
-
-    /// Token ids of each name as written inside a path (parallel over the batch).
+    /// Token ids of each name as written inside a path, at the index's slot (parallel
+    /// over the batch).
     pub fn encode(&self, side: Side, names: &[&str]) -> Result<Vec<Vec<u32>>, ModelError> {
-        let texts: Vec<String> = names.iter().map(|n| self.in_context(side, n)).collect();
+        self.encode_in(side, self.linearization.slots(side)[0], names)
+    }
+
+    /// Token ids of each name between the boundaries of `slot`.
+    pub fn encode_in(&self, side: Side, slot: Slot<'_>, names: &[&str]) -> Result<Vec<Vec<u32>>, ModelError> {
+        let texts: Vec<String> = names.iter().map(|n| self.linearization.in_slot(side, slot, n)).collect();
         let encodings = self
             .tokenizer
             .encode_batch(texts.clone(), false)
             .map_err(|e| ModelError::Encode { text: texts.first().cloned().unwrap_or_default(), what: e.to_string() })?;
-        let (open, close) = self.bounds[side as usize];
+        let (open, close) = (self.ids_of(slot.open), self.ids_of(slot.close));
         encodings
             .iter()
             .zip(&texts)
             .map(|(enc, text)| {
-                let ids = enc.get_ids();
-                let start = ids.iter().position(|&t| t == open);
-                let end = start.and_then(|s| ids[s + 1..].iter().position(|&t| t == close).map(|p| s + 1 + p));
-                match (start, end) {
-                    (Some(s), Some(e)) => Ok(ids[s + 1..e].to_vec()),
-                    _ => Err(ModelError::Encode { text: text.clone(), what: "the boundary tokens did not survive tokenization".into() }),
-                }
+                between(enc.get_ids(), &open, &close)
+                    .map(<[u32]>::to_vec)
+                    .ok_or_else(|| ModelError::Encode { text: text.clone(), what: "the boundary tokens did not survive tokenization".into() })
             })
             .collect()
+    }
+
+    /// Encodes `names` at every slot of `side` and fails on the first name whose ids differ
+    /// from those of the index's slot.
+    pub fn check_position_independent(&self, side: Side, names: &[&str]) -> Result<(), ModelError> {
+        let slots = self.linearization.slots(side);
+        let first = self.encode_in(side, slots[0], names)?;
+        for slot in &slots[1..] {
+            let other = self.encode_in(side, *slot, names)?;
+            if let Some(i) = (0..names.len()).find(|&i| first[i] != other[i]) {
+                return Err(ModelError::PositionDependent(Box::new(PositionDependence {
+                    side,
+                    name: names[i].to_owned(),
+                    first_open: slots[0].open.concat(),
+                    first: first[i].clone(),
+                    other_open: slot.open.concat(),
+                    other: other[i].clone(),
+                })));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The ids strictly between the first occurrence of `open` and the next of `close`.
+fn between<'a>(ids: &'a [u32], open: &[u32], close: &[u32]) -> Option<&'a [u32]> {
+    let start = ids.windows(open.len()).position(|w| w == open)? + open.len();
+    let len = ids[start..].windows(close.len()).position(|w| w == close)?;
+    Some(&ids[start..start + len])
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn between_finds_multi_token_boundaries() {
+        assert_eq!(super::between(&[9, 1, 2, 5, 6, 7, 3, 4, 8], &[1, 2], &[3, 4]), Some(&[5, 6, 7][..]));
+        assert_eq!(super::between(&[1, 2, 3, 4], &[1, 2], &[3, 4]), Some(&[][..]));
+        assert_eq!(super::between(&[1, 3, 4], &[1, 2], &[3, 4]), None);
+        assert_eq!(super::between(&[1, 2, 5], &[1, 2], &[3, 4]), None);
     }
 }

@@ -247,9 +247,11 @@ impl Retriever {
     }
 }
 
-/// A relation name as words: lowercased, `_` and `-` as spaces.
+/// A relation name as words, as the default linearization writes it (lowercased, `_` and
+/// `-` as spaces).
 fn relation_phrase(name: &str) -> String {
-    name.to_lowercase().replace(['_', '-'], " ")
+    static TRELLIS: std::sync::LazyLock<crate::linearize::Linearization> = std::sync::LazyLock::new(crate::linearize::Linearization::trellis);
+    TRELLIS.relation_text(name)
 }
 
 /// Entities whose name tokens a retriever keeps between calls (some 100-200 bytes each,

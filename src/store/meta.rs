@@ -26,6 +26,10 @@ pub struct Meta {
     pub reverse_prefix: String,
     /// Every load committed into this store, oldest first.
     pub loads: Vec<LoadRecord>,
+    /// Raised by every write that adds or renames an entity or relation (new in format 3):
+    /// a token index records the value it was built at, and is stale when it differs.
+    #[serde(default)]
+    pub dictionary_epoch: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

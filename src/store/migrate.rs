@@ -21,11 +21,14 @@ pub struct Migration {
 }
 
 /// Every step, in order. Append a step (and a `migrations/vN_to_vN+1.md`) with each format change.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    from: 1,
-    description: "add folded names to the name index; add the token index column families, empty",
-    run: v1_to_v2,
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration { from: 1, description: "add folded names to the name index; add the token index column families, empty", run: v1_to_v2 },
+    Migration {
+        from: 2,
+        description: "add the dictionary epoch to meta; remove format-2 token indexes (they do not say which names they were built from: run `trellis index-tokens` again)",
+        run: v2_to_v3,
+    },
+];
 
 /// `migrations/v1_to_v2.md`. The new column families are created by opening the new
 /// generation with this build's schema; the folded names are added here.
@@ -68,6 +71,36 @@ fn v1_to_v2(db: &DB) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// `migrations/v2_to_v3.md`. A format-2 token index cannot tell whether a later load renamed
+/// the entities it encodes (defect: such an index was accepted), so it is removed rather than
+/// trusted; the dictionary epoch starts at 0.
+fn v2_to_v3(db: &DB) -> Result<(), StoreError> {
+    use super::schema::{CF_TERM_TOKENS, CF_TOKENIZERS, CF_TOKEN_TRIE};
+    let cf = |n: &str| db.cf_handle(n).expect("column family exists");
+    let mut fps = Vec::new();
+    let mut it = db.raw_iterator_cf(cf(CF_TOKENIZERS));
+    it.seek_to_first();
+    while let Some(k) = it.key() {
+        let fp: [u8; 8] = k.try_into().map_err(|_| StoreError::corrupt(CF_TOKENIZERS, k, "key is not 8 bytes"))?;
+        fps.push(u64::from_be_bytes(fp));
+        it.next();
+    }
+    it.status()?;
+    drop(it);
+    let mut batch = rocksdb::WriteBatch::default();
+    for fp in fps {
+        let (from, to) = super::tokens::fingerprint_range(fp);
+        for name in [CF_TERM_TOKENS, CF_TOKEN_TRIE] {
+            batch.delete_range_cf(cf(name), &from[..], &to[..]);
+        }
+        batch.delete_cf(cf(CF_TOKENIZERS), fp.to_be_bytes());
+    }
+    db.write(batch)?;
+    let mut meta = read_meta(db)?;
+    meta.dictionary_epoch = 0;
+    write_meta(db, &meta)?;
+    Ok(())
+}
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MigrationReport {

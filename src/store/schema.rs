@@ -1,9 +1,9 @@
-//! Column families as data, and the format version (see `schema/v2.md`).
+//! Column families as data, and the format version (see `schema/v3.md`).
 
 use rocksdb::{BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, Options, SliceTransform};
 
 /// The on-disk format this build writes.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest format this build can migrate from.
 pub const OLDEST_SUPPORTED_VERSION: u32 = 1;
 

@@ -4,14 +4,17 @@
 //!
 //! The trie is the sorted set of keys `fingerprint ++ side ++ t1 … tn ++ END ++ id`: the
 //! children of a prefix are found by skip-scanning (one seek per distinct child), the
-//! terms that end at a prefix by one seek to `prefix ++ END`. Nothing is held in memory.
+//! terms that end at a prefix by one seek to `prefix ++ END`. A node is its key prefix, so a
+//! [`TrieCursor`] moves down by appending a token and one seek on an iterator it keeps; it
+//! never walks from the root. Only the root's children (the largest fan-out, read at every
+//! first decoding step) are held in memory.
 
 use super::codec::{be_u32, get_varint, put_varint};
 use super::schema::{CF_TERM_TOKENS, CF_TOKENIZERS, CF_TOKEN_TRIE};
 use super::Store;
-use std::sync::Arc;
 use crate::error::StoreError;
-use crate::model::{Side, TokenContext};
+use crate::linearize::{Linearization, Side};
+use std::sync::{Arc, OnceLock};
 
 /// Sorts after every token id: marks the end of a name in trie keys.
 pub const END: u32 = u32::MAX;
@@ -24,15 +27,29 @@ pub struct TokenizerInfo {
     /// A name for humans (the file it was indexed from, or `--name`).
     pub name: String,
     pub vocab_size: u64,
-    pub context: TokenContext,
+    /// How names were written around (format 3; `context` in format 2).
+    pub linearization: Linearization,
+    /// `linearization.fingerprint()` as 16 hex digits.
+    pub linearization_fingerprint: String,
     pub entities: u64,
     pub relations: u64,
+    /// `meta.dictionary_epoch` when indexed: the names it was built from.
+    pub dictionary_epoch: u64,
     pub indexed_by: String,
     pub indexed_at: u64,
 }
 
 pub fn tokenizer_key(fp: u64) -> [u8; 8] {
     fp.to_be_bytes()
+}
+
+/// The key range `[from, to)` of one tokenizer in `term_tokens` and `token_trie`: every key
+/// is `fingerprint ++ side ++ ...` with side 0 or 1, so `fingerprint ++ 0xff` bounds them
+/// (also for the fingerprint u64::MAX, which has no successor).
+pub fn fingerprint_range(fp: u64) -> ([u8; 8], [u8; 9]) {
+    let mut to = [0xff; 9];
+    to[..8].copy_from_slice(&fp.to_be_bytes());
+    (fp.to_be_bytes(), to)
 }
 
 /// `term_tokens` key: fingerprint ++ side ++ id.
@@ -90,33 +107,81 @@ pub struct TokenIndex {
     store: Arc<Store>,
     fp: u64,
     info: TokenizerInfo,
+    /// The root's children per side, read once.
+    roots: [OnceLock<Vec<u32>>; 2],
+}
+
+/// Which of some ids continue a prefix, and with which token, and which end there.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Within {
+    /// (id, its next token), ascending by id.
+    pub continuing: Vec<(u32, u32)>,
+    /// The ids whose whole name is the prefix, ascending.
+    pub ending: Vec<u32>,
+}
+
+impl Within {
+    /// The distinct next tokens, ascending.
+    pub fn next_tokens(&self) -> Vec<u32> {
+        let mut t: Vec<u32> = self.continuing.iter().map(|&(_, t)| t).collect();
+        t.sort_unstable();
+        t.dedup();
+        t
+    }
+
+    /// The ids that continue with `token`, ascending.
+    pub fn ids_with(&self, token: u32) -> Vec<u32> {
+        self.continuing.iter().filter(|&&(_, t)| t == token).map(|&(id, _)| id).collect()
+    }
 }
 
 impl TokenIndex {
-    /// The index of the tokenizer with this fingerprint; a clear error when the store was
-    /// indexed with other tokenizers only.
-    pub fn open(store: Arc<Store>, fp: u64) -> Result<TokenIndex, StoreError> {
-        match store.tokenizer_info(fp)? {
-            Some(info) if info.entities != store.meta().entities || info.relations != store.meta().relations => Err(StoreError::TokenIndexStale {
+    /// The index of the tokenizer with this fingerprint, built with `linearization` from
+    /// the store's current dictionaries. Refused, naming the command to run, when the store
+    /// was indexed with other tokenizers only, with another linearization, or when a load
+    /// added or renamed entities or relations since.
+    pub fn open(store: Arc<Store>, fp: u64, linearization: &Linearization) -> Result<TokenIndex, StoreError> {
+        let Some(info) = store.tokenizer_info(fp)? else {
+            let known: Vec<String> = store.tokenizers()?.into_iter().map(|i| format!("{} ({})", i.fingerprint, i.name)).collect();
+            return Err(StoreError::TokenizerNotIndexed {
+                path: store.dir().to_path_buf(),
+                fingerprint: format!("{fp:016x}"),
+                indexed: if known.is_empty() { "none".into() } else { known.join(", ") },
+            });
+        };
+        let meta = store.meta();
+        let why = if info.entities != meta.entities || info.relations != meta.relations {
+            Some(format!("it covers {} entities and {} relations, the store now has {} and {}", info.entities, info.relations, meta.entities, meta.relations))
+        } else if info.dictionary_epoch != meta.dictionary_epoch {
+            Some(format!("names were changed by a load since it was built (dictionary epoch {}, now {})", info.dictionary_epoch, meta.dictionary_epoch))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(StoreError::TokenIndexStale {
+                path: store.dir().to_path_buf(),
+                tokenizer: format!("{} ({})", info.fingerprint, info.name),
+                why,
+                linearization: linearization_arg(&info.linearization),
+            });
+        }
+        if info.linearization_fingerprint != linearization.fingerprint_hex() {
+            return Err(StoreError::TokenIndexLinearization {
                 path: store.dir().to_path_buf(),
                 fingerprint: info.fingerprint,
-                indexed: info.entities,
-                entities: store.meta().entities,
-            }),
-            Some(info) => Ok(TokenIndex { store, fp, info }),
-            None => {
-                let known: Vec<String> = store.tokenizers()?.into_iter().map(|i| format!("{} ({})", i.fingerprint, i.name)).collect();
-                Err(StoreError::TokenizerNotIndexed {
-                    path: store.dir().to_path_buf(),
-                    fingerprint: format!("{fp:016x}"),
-                    indexed: if known.is_empty() { "none".into() } else { known.join(", ") },
-                })
-            }
+                indexed: format!("{} ({})", info.linearization.name, info.linearization_fingerprint),
+                wanted: linearization_arg(linearization),
+            });
         }
+        Ok(TokenIndex { store, fp, info, roots: Default::default() })
     }
 
     pub fn info(&self) -> &TokenizerInfo {
         &self.info
+    }
+
+    pub fn linearization(&self) -> &Linearization {
+        &self.info.linearization
     }
 
     /// The token ids of a term's name, as written inside a path.
@@ -128,72 +193,206 @@ impl TokenIndex {
         }
     }
 
-    /// The tokens that continue `prefix` towards some name, ascending.
-    pub fn children(&self, side: Side, prefix: &[u32]) -> Result<Vec<u32>, StoreError> {
-        let base = trie_prefix(self.fp, side, prefix);
-        let mut out = Vec::new();
-        let mut it = self.store.db().raw_iterator_cf(self.store.cf(CF_TOKEN_TRIE));
-        it.seek(&base);
-        while let Some(k) = it.key() {
-            if !k.starts_with(&base) {
-                break;
+    /// The token lists of many terms in one batched read, in the order of `ids` (`None` for
+    /// an id the index does not hold).
+    pub fn tokens_many(&self, side: Side, ids: &[u32]) -> Result<Vec<Option<Vec<u32>>>, StoreError> {
+        // Sorted keys share index and data blocks; the answers go back to input order.
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_unstable_by_key(|&i| ids[i]);
+        let keys: Vec<[u8; 13]> = order.iter().map(|&i| term_key(self.fp, side, ids[i])).collect();
+        let values = self.store.db().batched_multi_get_cf(self.store.cf(CF_TERM_TOKENS), &keys, true);
+        let mut out = vec![None; ids.len()];
+        for ((&i, key), value) in order.iter().zip(&keys).zip(values) {
+            if let Some(v) = value? {
+                out[i] = Some(decode_tokens(&v).ok_or_else(|| StoreError::corrupt(CF_TERM_TOKENS, key, "malformed token list"))?);
             }
-            let next = k.get(base.len()..base.len() + 4).and_then(be_u32).ok_or_else(|| StoreError::corrupt(CF_TOKEN_TRIE, k, "short trie key"))?;
-            if next == END {
-                break; // END sorts last: no child after it
-            }
-            out.push(next);
-            // Skip the rest of this child's subtree.
-            let mut skip = base.clone();
-            skip.extend_from_slice(&(next + 1).to_be_bytes());
-            it.seek(&skip);
         }
-        it.status()?;
         Ok(out)
+    }
+
+    /// The tokens that continue `prefix` towards some name, ascending (the root's from the
+    /// cache).
+    pub fn children(&self, side: Side, prefix: &[u32]) -> Result<Vec<u32>, StoreError> {
+        if prefix.is_empty() {
+            return Ok(self.root_children(side)?.to_vec());
+        }
+        let mut it = self.store.db().raw_iterator_cf(self.store.cf(CF_TOKEN_TRIE));
+        scan_children(&mut it, &trie_prefix(self.fp, side, prefix))
+    }
+
+    /// The root's children of a side, read on first use and kept.
+    pub fn root_children(&self, side: Side) -> Result<&[u32], StoreError> {
+        let cell = &self.roots[side as usize];
+        if let Some(v) = cell.get() {
+            return Ok(v);
+        }
+        let mut it = self.store.db().raw_iterator_cf(self.store.cf(CF_TOKEN_TRIE));
+        let v = scan_children(&mut it, &trie_prefix(self.fp, side, &[]))?;
+        Ok(cell.get_or_init(|| v))
     }
 
     /// The terms whose whole name is `tokens`, ascending.
     pub fn complete(&self, side: Side, tokens: &[u32]) -> Result<Vec<u32>, StoreError> {
-        let mut base = trie_prefix(self.fp, side, tokens);
-        base.extend_from_slice(&END.to_be_bytes());
-        let mut out = Vec::new();
         let mut it = self.store.db().raw_iterator_cf(self.store.cf(CF_TOKEN_TRIE));
-        it.seek(&base);
-        while let Some(k) = it.key() {
-            if !k.starts_with(&base) {
-                break;
-            }
-            let id = k.get(base.len()..).and_then(be_u32).ok_or_else(|| StoreError::corrupt(CF_TOKEN_TRIE, k, "bad trie key end"))?;
-            out.push(id);
-            it.next();
-        }
-        it.status()?;
-        Ok(out)
+        scan_ending(&mut it, &trie_prefix(self.fp, side, tokens))
     }
 
-    /// `children` restricted to the names of `ids` (the neighbours reachable from the
-    /// current path): one point read per id, no trie scan. Also says whether one of them
-    /// ends exactly at `prefix`.
-    pub fn children_within(&self, side: Side, prefix: &[u32], ids: &[u32]) -> Result<(Vec<u32>, bool), StoreError> {
-        let mut next = Vec::new();
-        let mut ends = false;
-        // One batched read (sorted keys share index and data blocks) instead of a get each.
-        let mut keys: Vec<[u8; 13]> = ids.iter().map(|&id| term_key(self.fp, side, id)).collect();
-        keys.sort_unstable();
-        let values = self.store.db().batched_multi_get_cf(self.store.cf(CF_TERM_TOKENS), &keys, true);
-        for (key, value) in keys.iter().zip(values) {
-            let Some(v) = value? else { continue };
-            let tokens = decode_tokens(&v).ok_or_else(|| StoreError::corrupt(CF_TERM_TOKENS, key, "malformed token list"))?;
+    /// A cursor at the root of a side's trie.
+    pub fn cursor(&self, side: Side) -> TrieCursor<'_> {
+        TrieCursor {
+            index: self,
+            side,
+            it: self.store.db().raw_iterator_cf(self.store.cf(CF_TOKEN_TRIE)),
+            key: trie_prefix(self.fp, side, &[]),
+            children: None,
+        }
+    }
+
+    /// Among `ids` (the neighbours reachable from the current path), those whose name
+    /// continues `prefix` (with their next token) and those whose name is `prefix`: one
+    /// batched read of their token lists, no trie scan. Ids without a token list are left out.
+    pub fn children_within(&self, side: Side, prefix: &[u32], ids: &[u32]) -> Result<Within, StoreError> {
+        let mut sorted = ids.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let lists = self.tokens_many(side, &sorted)?;
+        let mut out = Within::default();
+        for (&id, tokens) in sorted.iter().zip(lists) {
+            let Some(tokens) = tokens else { continue };
             if tokens.starts_with(prefix) {
                 match tokens.get(prefix.len()) {
-                    Some(&t) => next.push(t),
-                    None => ends = true,
+                    Some(&t) => out.continuing.push((id, t)),
+                    None => out.ending.push(id),
                 }
             }
         }
-        next.sort_unstable();
-        next.dedup();
-        Ok((next, ends))
+        Ok(out)
+    }
+}
+
+/// How to name a linearization on the command line: its preset name when it is the preset.
+fn linearization_arg(l: &Linearization) -> String {
+    match l.name.as_str() {
+        "trellis" if *l == Linearization::trellis() => "trellis".into(),
+        "dialoggsr" if *l == Linearization::dialoggsr() => "dialoggsr".into(),
+        _ => "FILE.json".into(),
+    }
+}
+
+type TrieIter<'a> = rocksdb::DBRawIteratorWithThreadMode<'a, rocksdb::DB>;
+
+/// Skip-scan: one seek per distinct child of the node with key prefix `base`.
+fn scan_children(it: &mut TrieIter<'_>, base: &[u8]) -> Result<Vec<u32>, StoreError> {
+    let mut out = Vec::new();
+    let mut skip = base.to_vec();
+    it.seek(base);
+    while let Some(k) = it.key() {
+        if !k.starts_with(base) {
+            break;
+        }
+        let next = k.get(base.len()..base.len() + 4).and_then(be_u32).ok_or_else(|| StoreError::corrupt(CF_TOKEN_TRIE, k, "short trie key"))?;
+        if next == END {
+            break; // END sorts last: no child after it
+        }
+        out.push(next);
+        // Skip the rest of this child's subtree.
+        skip.truncate(base.len());
+        skip.extend_from_slice(&(next + 1).to_be_bytes());
+        it.seek(&skip);
+    }
+    it.status()?;
+    Ok(out)
+}
+
+/// The ids of the names that end at the node with key prefix `base`.
+fn scan_ending(it: &mut TrieIter<'_>, base: &[u8]) -> Result<Vec<u32>, StoreError> {
+    let mut end = base.to_vec();
+    end.extend_from_slice(&END.to_be_bytes());
+    let mut out = Vec::new();
+    it.seek(&end);
+    while let Some(k) = it.key() {
+        if !k.starts_with(&end) {
+            break;
+        }
+        let id = k.get(end.len()..).and_then(be_u32).ok_or_else(|| StoreError::corrupt(CF_TOKEN_TRIE, k, "bad trie key end"))?;
+        out.push(id);
+        it.next();
+    }
+    it.status()?;
+    Ok(out)
+}
+
+/// A position in one side's trie, for decoding one name token by token. Keeps one RocksDB
+/// iterator; moving down is one seek. Not `Send` (RocksDB iterators are not): one cursor per
+/// beam and thread, made from a shared [`TokenIndex`].
+pub struct TrieCursor<'a> {
+    index: &'a TokenIndex,
+    side: Side,
+    it: TrieIter<'a>,
+    /// fingerprint ++ side ++ the tokens so far.
+    key: Vec<u8>,
+    /// The children of this node once asked for.
+    children: Option<Vec<u32>>,
+}
+
+impl TrieCursor<'_> {
+    pub fn side(&self) -> Side {
+        self.side
+    }
+
+    /// The number of tokens taken since the root.
+    pub fn depth(&self) -> usize {
+        (self.key.len() - 9) / 4
+    }
+
+    /// The tokens taken since the root.
+    pub fn tokens(&self) -> Vec<u32> {
+        self.key[9..].chunks_exact(4).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]])).collect()
+    }
+
+    /// Moves down by `token` when some name continues with it (true); otherwise stays (false).
+    pub fn advance(&mut self, token: u32) -> Result<bool, StoreError> {
+        if token == END {
+            return Ok(false);
+        }
+        let ok = match &self.children {
+            Some(c) => c.binary_search(&token).is_ok(),
+            None if self.depth() == 0 => self.index.root_children(self.side)?.binary_search(&token).is_ok(),
+            None => {
+                let len = self.key.len();
+                self.key.extend_from_slice(&token.to_be_bytes());
+                self.it.seek(&self.key);
+                let hit = self.it.key().is_some_and(|k| k.starts_with(&self.key));
+                self.it.status()?;
+                self.key.truncate(len);
+                hit
+            }
+        };
+        if ok {
+            self.key.extend_from_slice(&token.to_be_bytes());
+            self.children = None;
+        }
+        Ok(ok)
+    }
+
+    /// The tokens that continue this node, ascending.
+    pub fn children(&mut self) -> Result<&[u32], StoreError> {
+        if self.children.is_none() {
+            let c = if self.depth() == 0 { self.index.root_children(self.side)?.to_vec() } else { scan_children(&mut self.it, &self.key)? };
+            self.children = Some(c);
+        }
+        Ok(self.children.as_deref().unwrap_or_default())
+    }
+
+    /// The ids whose whole name ends at this node, ascending.
+    pub fn ending(&mut self) -> Result<Vec<u32>, StoreError> {
+        scan_ending(&mut self.it, &self.key)
+    }
+
+    /// Back to the root (keeps the iterator).
+    pub fn reset(&mut self) {
+        self.key.truncate(9);
+        self.children = None;
     }
 }
 
@@ -215,9 +414,7 @@ impl Store {
         let key = tokenizer_key(fp);
         match self.db().get_pinned_cf(self.cf(CF_TOKENIZERS), key)? {
             None => Ok(None),
-            Some(v) => serde_json::from_slice(&v)
-                .map(Some)
-                .map_err(|e| StoreError::corrupt(CF_TOKENIZERS, &key, format!("tokenizer record: {e}"))),
+            Some(v) => serde_json::from_slice(&v).map(Some).map_err(|e| StoreError::corrupt(CF_TOKENIZERS, &key, format!("tokenizer record: {e}"))),
         }
     }
 }

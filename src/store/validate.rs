@@ -201,13 +201,21 @@ fn check_names(store: &Store, report: &mut ValidationReport) -> Result<(), Store
 /// Every token list has its trie key and the other way round, ids in range, per tokenizer.
 fn check_token_index(store: &Store, report: &mut ValidationReport) -> Result<(), StoreError> {
     use super::tokens::{decode_tokens, trie_key, END};
-    use crate::model::Side;
+    use crate::linearize::Side;
     let db = store.db();
     for info in store.tokenizers()? {
         let Ok(fp) = u64::from_str_radix(&info.fingerprint, 16) else {
             report.problem(format!("tokenizers: fingerprint {:?} is not 16 hex digits", info.fingerprint));
             continue;
         };
+        if info.linearization_fingerprint != info.linearization.fingerprint_hex() {
+            report.problem(format!(
+                "tokenizers: record {} says linearization fingerprint {}, its linearization has {}",
+                info.fingerprint,
+                info.linearization_fingerprint,
+                info.linearization.fingerprint_hex()
+            ));
+        }
         let mut lists = 0u64;
         let mut it = db.raw_iterator_cf(store.cf(CF_TERM_TOKENS));
         it.seek(fp.to_be_bytes());

@@ -274,14 +274,15 @@ fn committed_v1_store_is_migrated_and_validates() {
     copy_dir(&fixture("stores/v1-sample"), &copy);
     // Readers do not migrate: they say what to run.
     let err = Store::open_read_only(&copy).err().expect("a v1 store needs migrating").to_string();
-    assert!(err.contains("format version 1, older than this build's 2; run `trellis migrate"), "{err}");
+    assert!(err.contains("format version 1, older than this build's 3; run `trellis migrate"), "{err}");
     let before = std::fs::read_to_string(copy.join("CURRENT")).unwrap();
     let out = stdout_of(trellis().arg("migrate").arg("--store").arg(&copy));
-    assert!(out.contains("step 1 of 1: add folded names to the name index; add the token index column families"), "{out}");
-    assert!(out.contains("migrated from format version 1 to 2"), "{out}");
+    assert!(out.contains("step 1 of 2: add folded names to the name index; add the token index column families"), "{out}");
+    assert!(out.contains("step 2 of 2: add the dictionary epoch to meta"), "{out}");
+    assert!(out.contains("migrated from format version 1 to 3"), "{out}");
     assert_ne!(std::fs::read_to_string(copy.join("CURRENT")).unwrap(), before, "a new generation");
     let st = Store::open_read_only(&copy).unwrap();
-    assert_eq!(st.meta().format_version, 2);
+    assert_eq!(st.meta().format_version, 3);
     assert!(st.validate().unwrap().is_ok(), "{:?}", st.validate().unwrap().problems);
     let spieth = st.entity_by_key("Jordan Spieth").unwrap().expect("fixture holds Jordan Spieth");
     let golf = st.entity_by_key("Golf").unwrap().unwrap();
@@ -295,7 +296,7 @@ fn committed_v1_store_is_migrated_and_validates() {
     drop(st);
     // Migrating again is a no-op; a read-write open works.
     let report = trellis::store::migrate(&copy).unwrap();
-    assert_eq!((report.from_version, report.to_version), (2, 2));
+    assert_eq!((report.from_version, report.to_version), (3, 3));
     assert!(Store::open(&copy).unwrap().validate().unwrap().is_ok());
 }
 
@@ -315,7 +316,7 @@ fn newer_and_unsupported_formats_are_refused() {
     BulkLoader::new(&s).load(&[InputSpec::new(&input)]).unwrap();
     set_format_version(&s, 7);
     let err = Store::open_read_only(&s).err().expect("refused").to_string();
-    assert!(err.contains("format version 7, written by a newer Trellis; this build reads versions up to 2"), "{err}");
+    assert!(err.contains("format version 7, written by a newer Trellis; this build reads versions up to 3"), "{err}");
     assert!(Store::open(&s).is_err());
     let out = trellis().arg("stats").arg("--store").arg(&s).output().unwrap();
     assert_eq!(out.status.code(), Some(1));

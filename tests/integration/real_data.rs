@@ -29,7 +29,7 @@ fn opendialkg_counts_and_neighbours() {
     assert_eq!(s["facts"], 217_574);
     assert_eq!(s["entities"], 71_499);
     assert_eq!(s["relations"], 590);
-    assert_eq!(s["format_version"], 2);
+    assert_eq!(s["format_version"], 3);
     let size = s["size_on_disk_bytes"].as_u64().unwrap();
     assert!(size > 0);
     assert_valid(&store);

@@ -1,0 +1,202 @@
+//! The token index as a constrained decoder uses it, on the shared OpenDialKG graph with a
+//! T5-style tokenizer of 32k pieces (SentencePiece Unigram, Metaspace, the `trellis`
+//! linearization's boundary tokens added).
+//!
+//! `cargo bench --bench decode_index` (`TRELLIS_SHARED_DATA=/path/to/shared/data` when the data is
+//! not at `../shared/data`). The tokenizer is trained here, in Rust, on the KG's
+//! names (as the linearization writes them) the first time and kept in
+//! `~/.cache/trellis/bench/`, with the indexed store; both are rebuilt when missing or stale.
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use std::hint::black_box;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokenizers::models::unigram::{Unigram, UnigramTrainer};
+use tokenizers::models::TrainerWrapper;
+use tokenizers::normalizers::{NormalizerWrapper, Replace, Sequence, NFKC};
+use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
+use tokenizers::{AddedToken, Tokenizer};
+use trellis::ingest::{BulkLoader, InputSpec};
+use trellis::linearize::{Linearization, Side};
+use trellis::model::NameTokenizer;
+use trellis::store::tokens::TokenIndex;
+use trellis::{Direction, EntityId, Store};
+
+const VOCAB: u32 = 32_000;
+
+/// `$TRELLIS_SHARED_DATA/opendialkg/kg.tsv`, by default `../shared/data` next to the checkout.
+fn kg() -> PathBuf {
+    let data = std::env::var_os("TRELLIS_SHARED_DATA").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
+    let p = data.join("opendialkg/kg.tsv");
+    assert!(p.exists(), "{} is missing", p.display());
+    p
+}
+
+fn cache_dir() -> PathBuf {
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    let d = home.join(".cache/trellis/bench");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// T5's recipe (tools/train_tokenizer.py, at 32k): NFKC, runs of spaces as one, Metaspace
+/// with `▁` prepended, Unigram; `<pad>`, `</s>`, `<unk>` first, the boundary tokens added.
+fn train_tokenizer(out: &Path, lin: &Linearization) {
+    let text = std::fs::read_to_string(kg()).unwrap();
+    let lines: Vec<String> = text
+        .lines()
+        .filter_map(|l| {
+            let mut c = l.split('\t');
+            let (s, r, o) = (c.next()?, c.next()?, c.next()?);
+            Some(format!("{} {} {}", lin.entity_text(s), lin.relation_text(r.trim_start_matches('~')), lin.entity_text(o)))
+        })
+        .collect();
+    let mut tok = Tokenizer::new(Unigram::default());
+    let normalizer =
+        Sequence::new(vec![NFKC.into(), Replace::new(tokenizers::normalizers::replace::ReplacePattern::Regex(" {2,}".into()), " ").unwrap().into()]);
+    tok.with_normalizer(Some(NormalizerWrapper::Sequence(normalizer))).unwrap();
+    tok.with_pre_tokenizer(Some(Metaspace::new('▁', PrependScheme::Always, true)));
+    tok.with_decoder(Some(Metaspace::new('▁', PrependScheme::Always, true)));
+    let specials = ["<pad>", "</s>", "<unk>"].map(|t| AddedToken::from(t, true)).to_vec();
+    let trainer = UnigramTrainer::builder().vocab_size(VOCAB).special_tokens(specials).unk_token(Some("<unk>".into())).show_progress(false).build().unwrap();
+    let mut trainer = TrainerWrapper::UnigramTrainer(trainer);
+    tok.train(&mut trainer, lines.into_iter()).unwrap();
+    let boundaries: Vec<AddedToken> = lin.boundaries().into_iter().flat_map(|(_, b)| b.to_vec()).map(|t| AddedToken::from(t, true)).collect();
+    tok.add_special_tokens(boundaries).unwrap();
+    tok.save(out, false).unwrap();
+}
+
+/// The tokenizer, the indexed store and one open index.
+fn setup() -> (NameTokenizer, Arc<Store>, TokenIndex) {
+    let lin = Linearization::trellis();
+    let dir = cache_dir();
+    let tok_path = dir.join(format!("t5-unigram-{}k-opendialkg.json", VOCAB / 1000));
+    if !tok_path.exists() {
+        let t = std::time::Instant::now();
+        train_tokenizer(&tok_path, &lin);
+        eprintln!("trained {} in {:.1} s", tok_path.display(), t.elapsed().as_secs_f64());
+    }
+    let tok = NameTokenizer::from_file(&tok_path, lin.clone()).unwrap();
+    let store_dir = dir.join("opendialkg-store");
+    let ready = Store::open_read_only(&store_dir).ok().map(Arc::new).and_then(|s| TokenIndex::open(s, tok.fingerprint(), &lin).ok());
+    if ready.is_none() {
+        let _ = std::fs::remove_dir_all(&store_dir);
+        BulkLoader::new(&store_dir)
+            .on_error(trellis::ingest::OnError::Skip)
+            .with_rejects_file(dir.join("opendialkg-rejects.tsv"))
+            .load(&[InputSpec::new(kg())])
+            .unwrap();
+        let t = std::time::Instant::now();
+        trellis::ingest::tokens::index_tokens(&store_dir, &tok, "t5-32k", &mut |_, _, _| {}).unwrap();
+        eprintln!("indexed in {:.1} s", t.elapsed().as_secs_f64());
+    }
+    drop(ready);
+    let store = Arc::new(Store::open_read_only(&store_dir).unwrap());
+    let index = TokenIndex::open(store.clone(), tok.fingerprint(), &lin).unwrap();
+    (tok, store, index)
+}
+
+/// Neighbour ids of entities in id order, until `n` distinct ones (the ids a decoder
+/// restricts to after a hop).
+fn neighbour_ids(store: &Store, n: usize) -> Vec<u32> {
+    let mut out = std::collections::BTreeSet::new();
+    for e in 0..store.entity_count() as u32 {
+        store
+            .for_each_neighbor(EntityId(e), None, None, |edge| {
+                out.insert(edge.other.0);
+                if out.len() >= n {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            })
+            .unwrap();
+        if out.len() >= n {
+            break;
+        }
+    }
+    out.into_iter().collect()
+}
+
+fn decode_index(c: &mut Criterion) {
+    let (tok, store, index) = setup();
+    let lin = Linearization::trellis();
+    let entities = store.entity_count() as u32;
+    // A name of 4+ tokens from the entity of degree closest to 100, as in benches/store.rs.
+    let mut best = (0u32, u64::MAX);
+    for e in 0..entities {
+        let d = store.degree(EntityId(e), Direction::Out).unwrap() + store.degree(EntityId(e), Direction::In).unwrap();
+        let tokens = index.tokens(Side::Entity, e).unwrap().unwrap();
+        if tokens.len() >= 4 && d.abs_diff(100) < best.1 {
+            best = (e, d.abs_diff(100));
+        }
+    }
+    let name = index.tokens(Side::Entity, best.0).unwrap().unwrap();
+    let roots = index.root_children(Side::Entity).unwrap().len();
+    eprintln!(
+        "vocabulary {}, {} entities, {} root children, name of {} tokens: {:?}",
+        tok.vocab_size(),
+        entities,
+        roots,
+        name.len(),
+        store.entity(EntityId(best.0)).unwrap().unwrap().name
+    );
+
+    let mut g = c.benchmark_group("decode_index");
+    g.warm_up_time(std::time::Duration::from_secs(1)).measurement_time(std::time::Duration::from_secs(3));
+    // Cursor: one advance (one seek) at depth 1 -> 2, and the whole name token by token.
+    let mut cur = index.cursor(Side::Entity);
+    g.bench_function("cursor_advance_one_token_depth_1", |b| {
+        b.iter(|| {
+            cur.reset();
+            cur.advance(name[0]).unwrap();
+            cur.advance(black_box(name[1])).unwrap()
+        })
+    });
+    g.bench_function(format!("cursor_walk_whole_name_{}_tokens", name.len()), |b| {
+        b.iter(|| {
+            cur.reset();
+            name.iter().all(|&t| cur.advance(t).unwrap())
+        })
+    });
+    g.bench_function(format!("cursor_walk_then_children_and_ending_depth_{}", name.len() - 1), |b| {
+        b.iter(|| {
+            cur.reset();
+            for &t in &name[..name.len() - 1] {
+                cur.advance(t).unwrap();
+            }
+            cur.children().unwrap().len() + cur.ending().unwrap().len()
+        })
+    });
+    // Children at the root: cached, and the skip-scan that fills the cache.
+    g.bench_function(format!("children_root_cached_{roots}"), |b| b.iter(|| index.children(Side::Entity, black_box(&[])).unwrap().len()));
+    g.bench_function(format!("children_root_scan_{roots}"), |b| {
+        b.iter_batched(
+            || TokenIndex::open(store.clone(), tok.fingerprint(), &lin).unwrap(),
+            |fresh| fresh.root_children(Side::Entity).unwrap().len(),
+            BatchSize::PerIteration,
+        )
+    });
+    for depth in [1, 2] {
+        let prefix = &name[..depth];
+        let n = index.children(Side::Entity, prefix).unwrap().len();
+        g.bench_function(format!("children_depth_{depth}_{n}_children"), |b| b.iter(|| index.children(Side::Entity, black_box(prefix)).unwrap().len()));
+    }
+    for n in [10, 100, 1000] {
+        let ids = neighbour_ids(&store, n);
+        g.bench_function(format!("children_within_{n}_ids_at_root"), |b| {
+            b.iter(|| index.children_within(Side::Entity, black_box(&[]), &ids).unwrap().continuing.len())
+        });
+        g.bench_function(format!("tokens_many_{n}_ids"), |b| b.iter(|| index.tokens_many(Side::Entity, black_box(&ids)).unwrap().len()));
+        if n == 1000 {
+            g.bench_function("tokens_one_by_one_1000_ids", |b| {
+                b.iter(|| ids.iter().map(|&id| index.tokens(Side::Entity, id).unwrap().map_or(0, |t| t.len())).sum::<usize>())
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, decode_index);
+criterion_main!(benches);
