@@ -22,6 +22,8 @@ pub enum StoreError {
     TokenizerNotIndexed { path: PathBuf, fingerprint: String, indexed: String },
     #[error("{path}: the token index of tokenizer {fingerprint} covers {indexed} entities, the store now has {entities}; run `trellis index-tokens` again")]
     TokenIndexStale { path: PathBuf, fingerprint: String, indexed: u64, entities: u64 },
+    #[error("{store}: files of generation {generation} were removed while this reader had it open (by hand, or by a Trellis that does not see registered readers); reopen the store to read its current generation ({source})")]
+    GenerationRemoved { store: PathBuf, generation: PathBuf, source: rocksdb::Error },
     #[error("rocksdb: {0}")]
     Rocks(#[from] rocksdb::Error),
     #[error("{path}: {source}")]

@@ -6,10 +6,18 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use trellis::graph::{neighborhood, Step};
+use trellis::store::ReaderPin;
 use trellis::{Direction, EntityId, RelationId, Store};
 
 fn open(store: &Path) -> Result<Store> {
-    Store::open_read_only(store).with_context(|| format!("opening store {}", store.display()))
+    let opened = Store::open_read_only(store).with_context(|| format!("opening store {}", store.display()))?;
+    if let ReaderPin::Unregistered { readers, reason } = opened.reader_pin() {
+        eprintln!(
+            "warning: cannot register as a reader in {} ({reason}); a load committed meanwhile may remove the generation this command reads",
+            readers.display()
+        );
+    }
+    Ok(opened)
 }
 
 pub fn stats(store: &Path, as_json: bool) -> Result<ExitCode> {
