@@ -77,6 +77,41 @@ pub struct EntityInfo {
     pub in_degree: u64,
 }
 
+/// Prefixes a user may type before an IRI's local name (`fb:m.027rn`, `wd:Q42`), with the
+/// namespaces they stand for. A bare local name (`m.027rn`) is looked up under each.
+pub const WELL_KNOWN_PREFIXES: &[(&str, &[&str])] = &[
+    ("fb", &["http://rdf.freebase.com/ns/"]),
+    ("wd", &["http://www.wikidata.org/entity/"]),
+    ("wdt", &["http://www.wikidata.org/prop/direct/"]),
+    ("rdf", &["http://www.w3.org/1999/02/22-rdf-syntax-ns#"]),
+    ("rdfs", &["http://www.w3.org/2000/01/rdf-schema#"]),
+    // Both schemes are in use for schema.org terms.
+    ("schema", &["http://schema.org/", "https://schema.org/"]),
+];
+
+/// How a user-typed reference matched an entity (`Store::resolve_entity`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntityMatch {
+    /// The text is the entity's key (an IRI also when written in angle brackets).
+    Key,
+    /// A prefixed form (`wd:Q42`) that expands to the key.
+    Prefixed,
+    /// A local name (`Q42`) that is the key under a well-known namespace.
+    LocalName,
+    /// The entity's name, after normalization.
+    Name,
+    /// An alias of the entity or a folded (accent-free) form of a name.
+    Alias,
+}
+
+/// One entity a user-typed reference may mean.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntityCandidate {
+    pub id: EntityId,
+    pub matched: EntityMatch,
+}
+
 /// Neighbour scans through one reused iterator (`Store::neighbor_cursor`), for walks that
 /// visit many entities (candidate subgraphs): a seek each, not an iterator each.
 pub struct NeighborCursor<'s> {
@@ -409,6 +444,55 @@ impl Store {
                 NameTarget::Entity(_) => None,
             })
             .collect())
+    }
+
+    /// The entities a user may mean by `text`, best match first; several when it is
+    /// ambiguous (the caller lists them). In order, the first step that finds something
+    /// answers: the exact key (also `<IRI>`); a prefixed form of a well-known namespace
+    /// (`fb:m.027rn`, `wd:Q42`, see `WELL_KNOWN_PREFIXES`); then together the local name
+    /// under each well-known namespace (`m.027rn`) and the name index (names, aliases,
+    /// and the local names that unlabelled IRIs are named by). Point reads and one name
+    /// seek: the dictionary is never scanned.
+    pub fn resolve_entity(&self, text: &str) -> Result<Vec<EntityCandidate>, StoreError> {
+        let only = |id, matched| Ok(vec![EntityCandidate { id, matched }]);
+        if let Some(e) = self.entity_by_key(text)? {
+            return only(e, EntityMatch::Key);
+        }
+        if let Some(e) = text.strip_prefix('<').and_then(|t| t.strip_suffix('>')).map(|iri| self.entity_by_key(iri)).transpose()?.flatten() {
+            return only(e, EntityMatch::Key);
+        }
+        if let Some((prefix, local)) = text.split_once(':') {
+            if let Some((_, namespaces)) = WELL_KNOWN_PREFIXES.iter().find(|(p, _)| *p == prefix) {
+                for ns in *namespaces {
+                    if let Some(e) = self.entity_by_key(&format!("{ns}{local}"))? {
+                        return only(e, EntityMatch::Prefixed);
+                    }
+                }
+            }
+        }
+        let mut out: Vec<EntityCandidate> = Vec::new();
+        let mut add = |id, matched| {
+            if !out.iter().any(|c: &EntityCandidate| c.id == id) {
+                out.push(EntityCandidate { id, matched });
+            }
+        };
+        // What `local_name` of an IRI can be: no separator, no space.
+        let local = !text.is_empty() && !text.contains(|c: char| c.is_whitespace() || matches!(c, '/' | '#' | ':' | '<' | '>'));
+        if local {
+            for (_, namespaces) in WELL_KNOWN_PREFIXES {
+                for ns in *namespaces {
+                    if let Some(e) = self.entity_by_key(&format!("{ns}{text}"))? {
+                        add(e, EntityMatch::LocalName);
+                    }
+                }
+            }
+        }
+        for (target, alias) in self.lookup_name(text)? {
+            if let NameTarget::Entity(e) = target {
+                add(e, if alias { EntityMatch::Alias } else { EntityMatch::Name });
+            }
+        }
+        Ok(out)
     }
 
     pub fn aliases(&self, e: EntityId) -> Result<Vec<String>, StoreError> {

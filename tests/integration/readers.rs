@@ -1,8 +1,9 @@
 //! Readers and generations: a reader keeps the generation it opened while loads commit
-//! new ones, a crashed reader pins nothing, a read of a removed generation says so,
-//! and a store whose registry cannot be written still opens.
+//! new ones, a crashed reader pins nothing, a read of a removed generation says so, and
+//! an IRI's entity is found by its prefixed form or local name.
 
 use crate::common::*;
+use predicates::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
 use std::ops::ControlFlow;
@@ -304,4 +305,65 @@ fn a_store_whose_registry_cannot_be_written_still_opens() {
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("warning: cannot register as a reader in"), "{stderr}");
+}
+
+const IRIS: &str = "\
+<http://rdf.freebase.com/ns/m.027rn> <http://rdf.freebase.com/ns/location.country.capital> <http://rdf.freebase.com/ns/m.0fn8f> .
+<http://rdf.freebase.com/ns/m.027rn> <http://www.w3.org/2000/01/rdf-schema#label> \"Dominican Republic\"@en .
+<http://www.wikidata.org/entity/Q42> <http://www.wikidata.org/prop/direct/P31> <http://www.wikidata.org/entity/Q5> .
+<http://www.wikidata.org/entity/Q42> <http://www.w3.org/2000/01/rdf-schema#label> \"Douglas Adams\"@en .
+<http://example.org/people/Q42> <http://example.org/sameAs> <http://www.wikidata.org/entity/Q42> .
+<http://example.org/people/Q42> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <https://schema.org/Person> .
+";
+
+fn entity_json(store: &Path, text: &str) -> Vec<serde_json::Value> {
+    stdout_of(trellis().arg("entity").arg("--store").arg(store).arg(text).arg("--json")).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn keys_of(found: &[serde_json::Value]) -> Vec<&str> {
+    found.iter().map(|v| v["key"].as_str().unwrap()).collect()
+}
+
+#[test]
+fn an_iri_entity_is_found_by_prefixed_form_and_local_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(dir.path(), "iris.nt", IRIS.as_bytes());
+    let store = dir.path().join("s");
+    ingest(&store, &[], &[&input]);
+    let dr = "http://rdf.freebase.com/ns/m.027rn";
+    let q42 = "http://www.wikidata.org/entity/Q42";
+    // Labelled: the name index knows "Dominican Republic", not the local name.
+    for text in [dr, "<http://rdf.freebase.com/ns/m.027rn>", "fb:m.027rn", "m.027rn", "dominican republic"] {
+        let found = entity_json(&store, text);
+        assert_eq!(keys_of(&found), vec![dr], "{text}");
+        assert_eq!(found[0]["name"], "Dominican Republic", "{text}");
+    }
+    // Unlabelled: named by its local name, found once (by local name and by name).
+    assert_eq!(keys_of(&entity_json(&store, "m.0fn8f")), vec!["http://rdf.freebase.com/ns/m.0fn8f"]);
+    assert_eq!(keys_of(&entity_json(&store, "wd:Q42")), vec![q42]);
+    assert_eq!(keys_of(&entity_json(&store, "wd:Q5")), vec!["http://www.wikidata.org/entity/Q5"]);
+    assert_eq!(keys_of(&entity_json(&store, "schema:Person")), vec!["https://schema.org/Person"]);
+    // A bare Q42 is ambiguous: Wikidata's (by local name) and example.org's (named Q42,
+    // its local name, having no label). Both are listed, the local-name match first.
+    let both = entity_json(&store, "Q42");
+    assert_eq!(keys_of(&both), vec![q42, "http://example.org/people/Q42"]);
+    let text = stdout_of(trellis().arg("entity").arg("--store").arg(&store).arg("Q42"));
+    assert!(text.starts_with("2 entities match \"Q42\":\n"), "{text}");
+    assert!(text.contains("matched    by local name") && text.contains("matched    by name"), "{text}");
+    // The prefixed form works wherever an entity is given.
+    let out = stdout_of(trellis().arg("neighbors").arg("--store").arg(&store).arg("fb:m.027rn").arg("--json"));
+    let facts: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(
+        facts,
+        vec![serde_json::json!({"head": "Dominican Republic", "relation": "location.country.capital", "tail": "m.0fn8f", "reverse": false, "hop": 1})]
+    );
+    // A known prefix with an unknown local name finds nothing and says what was tried.
+    trellis()
+        .arg("entity")
+        .arg("--store")
+        .arg(&store)
+        .arg("wd:Q999")
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains("no entity named \"wd:Q999\"").and(predicates::str::contains("prefixed IRI (fb: wd:")));
 }
