@@ -664,7 +664,7 @@ fn generation_files_missing(generation: &Path, e: &rocksdb::Error) -> bool {
     }
     // Messages read like "IO error: No such file or directory: While open a file for
     // random read: DIR/gen-000003/000012.sst: No such file or directory".
-    e.to_string().split(": ").any(|part| {
+    e.as_ref().split(": ").any(|part| {
         let p = Path::new(part.trim());
         p.starts_with(generation) && p != generation && !p.exists()
     })
