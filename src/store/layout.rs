@@ -370,6 +370,20 @@ mod tests {
         assert_eq!(names(dir.path()), vec!["CURRENT", "gen-000004", "readers"]);
     }
 
+    /// The check a reader makes after locking its new file: a writer may have removed
+    /// the name (taking the file for a dead reader's), or a new file may have taken it.
+    #[test]
+    fn still_linked_sees_a_removed_or_replaced_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gen-000001.1.0");
+        let file = File::create(&path).unwrap();
+        assert!(still_linked(&file, &path).unwrap());
+        fs::remove_file(&path).unwrap();
+        assert!(!still_linked(&file, &path).unwrap());
+        let _other = File::create(&path).unwrap();
+        assert!(!still_linked(&file, &path).unwrap());
+    }
+
     #[test]
     fn a_registry_that_cannot_be_written_leaves_the_reader_unregistered() {
         let dir = store_at_generation_3();
