@@ -26,6 +26,8 @@ pub enum StoreError {
         "{path}: the token index of tokenizer {fingerprint} was built with linearization {indexed}, not {wanted}; run `trellis index-tokens --store {path} --tokenizer FILE --linearization {wanted}`"
     )]
     TokenIndexLinearization { path: PathBuf, fingerprint: String, indexed: String, wanted: String },
+    #[error("{store}: files of generation {generation} were removed while this reader had it open (by hand, or by a Trellis that does not see registered readers); reopen the store to read its current generation ({source})")]
+    GenerationRemoved { store: PathBuf, generation: PathBuf, source: rocksdb::Error },
     #[error("rocksdb: {0}")]
     Rocks(#[from] rocksdb::Error),
     #[error("{path}: {source}")]

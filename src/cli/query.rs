@@ -6,10 +6,18 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use trellis::graph::{neighborhood, Step};
+use trellis::store::{EntityMatch, ReaderPin, WELL_KNOWN_PREFIXES};
 use trellis::{Direction, EntityId, RelationId, Store};
 
 fn open(store: &Path) -> Result<Store> {
-    Store::open_read_only(store).with_context(|| format!("opening store {}", store.display()))
+    let opened = Store::open_read_only(store).with_context(|| format!("opening store {}", store.display()))?;
+    if let ReaderPin::Unregistered { readers, reason } = opened.reader_pin() {
+        eprintln!(
+            "warning: cannot register as a reader in {} ({reason}); a load committed meanwhile may remove the generation this command reads",
+            readers.display()
+        );
+    }
+    Ok(opened)
 }
 
 pub fn stats(store: &Path, as_json: bool) -> Result<ExitCode> {
@@ -40,29 +48,42 @@ pub fn stats(store: &Path, as_json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Entities a user means by `text`: `#ID`, else the exact key, else the normalized name,
-/// else a bare number as an id.
-fn resolve_entities(store: &Store, text: &str) -> Result<Vec<EntityId>> {
+/// Entities a user means by `text`: `#ID`, else what `Store::resolve_entity` finds (key,
+/// prefixed IRI, local name, name), else a bare number as an id.
+/// Each entity comes with how it matched (`None`: as an id).
+fn resolve_entities(store: &Store, text: &str) -> Result<Vec<(EntityId, Option<EntityMatch>)>> {
+    let by_id = |id| (EntityId(id), None);
     if let Some(id) = text.strip_prefix('#').and_then(|n| n.parse::<u32>().ok()) {
         if u64::from(id) >= store.entity_count() {
             bail!("no entity #{id}: the store has {} entities (ids 0..{})", store.entity_count(), store.entity_count());
         }
-        return Ok(vec![EntityId(id)]);
+        return Ok(vec![by_id(id)]);
     }
-    if let Some(e) = store.entity_by_key(text)? {
-        return Ok(vec![e]);
-    }
-    let found = store.entities_named(text)?;
+    let found = store.resolve_entity(text)?;
     if !found.is_empty() {
-        return Ok(found);
+        return Ok(found.into_iter().map(|c| (c.id, Some(c.matched))).collect());
     }
     // A bare number that names nothing is an id (`#ID` always is one).
     if let Ok(id) = text.parse::<u32>() {
         if u64::from(id) < store.entity_count() {
-            return Ok(vec![EntityId(id)]);
+            return Ok(vec![by_id(id)]);
         }
     }
-    bail!("no entity named {text:?} (looked up as exact key, as normalized name, and as an id)")
+    bail!(
+        "no entity named {text:?} (looked up as exact key, as prefixed IRI ({}), as local name, as normalized name, and as an id)",
+        WELL_KNOWN_PREFIXES.iter().map(|(p, _)| format!("{p}:")).collect::<Vec<_>>().join(" ")
+    )
+}
+
+fn match_label(m: Option<EntityMatch>) -> &'static str {
+    match m {
+        None => "id",
+        Some(EntityMatch::Key) => "key",
+        Some(EntityMatch::Prefixed) => "prefixed IRI",
+        Some(EntityMatch::LocalName) => "local name",
+        Some(EntityMatch::Name) => "name",
+        Some(EntityMatch::Alias) => "alias",
+    }
 }
 
 fn resolve_relation(store: &Store, text: &str) -> Result<RelationId> {
@@ -84,8 +105,12 @@ fn relation_name(store: &Store, r: RelationId) -> Result<String> {
 
 pub fn entity(store_dir: &Path, text: &str, as_json: bool) -> Result<ExitCode> {
     let store = open(store_dir)?;
-    for e in resolve_entities(&store, text)? {
-        let info = store.entity_info(e)?.with_context(|| format!("entity #{} has no record", e.0))?;
+    let found = resolve_entities(&store, text)?;
+    if found.len() > 1 && !as_json {
+        println!("{} entities match {text:?}:", found.len());
+    }
+    for (id, matched) in found {
+        let info = store.entity_info(id)?.with_context(|| format!("entity #{} has no record", id.0))?;
         if as_json {
             println!("{}", serde_json::to_string(&info)?);
         } else {
@@ -96,6 +121,7 @@ pub fn entity(store_dir: &Path, text: &str, as_json: bool) -> Result<ExitCode> {
                 println!("  aliases    {}", info.aliases.join(" | "));
             }
             println!("  degree     {} out, {} in", info.out_degree, info.in_degree);
+            println!("  matched    by {}", match_label(matched));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -124,7 +150,7 @@ pub struct NeighborsArgs {
 pub fn neighbors(args: NeighborsArgs) -> Result<ExitCode> {
     let store = open(&args.store)?;
     let relation = args.relation.as_deref().map(|r| resolve_relation(&store, r)).transpose()?;
-    for start in resolve_entities(&store, &args.entity)? {
+    for start in resolve_entities(&store, &args.entity)?.into_iter().map(|(e, _)| e) {
         let mut steps: Vec<Step> = Vec::new();
         neighborhood(&store, start, relation, args.hops, args.limit, |s| steps.push(s))?;
         if !args.json {

@@ -43,7 +43,9 @@ impl NextGeneration {
         std::fs::rename(&staging, &gen).map_err(|e| StoreError::io(&staging, e))?;
         layout::sync_dir(&dir)?;
         layout::commit_generation(&dir, number)?;
-        // The commit is done; what follows only frees space.
+        // The commit is done; what follows only frees space. Generations that live readers
+        // registered stay (their SST files are opened lazily); a later commit or writer
+        // start removes them once those readers are gone.
         layout::remove_stale(&dir, Some(&gen))?;
         Ok(gen)
     }

@@ -1,23 +1,34 @@
-//! The store directory: a `CURRENT` pointer to one RocksDB generation, and a writer lock.
+//! The store directory: a `CURRENT` pointer to one RocksDB generation, a writer lock, and
+//! the registrations of the readers that hold older generations open.
 //!
 //! ```text
 //! DIR/CURRENT        "gen-000002\n": the generation readers open
 //! DIR/gen-000002/    a RocksDB database (schema/v2.md)
 //! DIR/LOCK           held (flock) by the one loader or migration at a time
+//! DIR/readers/       one file per open reader, `gen-000001.PID.N`, held with a shared flock
 //! DIR/staging-*/     a load in progress; removed by the next writer
 //! ```
 //!
 //! A load writes a new generation (a hard-link checkpoint of the current one plus the new
 //! data) and commits by atomically replacing `CURRENT`. A crash at any moment therefore
 //! leaves `CURRENT` naming either the old complete generation or the new complete one.
+//!
+//! RocksDB opens a generation's SST files lazily (`max_open_files`), so a reader needs its
+//! generation's files for as long as it is open. A reader registers before opening (see
+//! `register_reader`); a writer removes an old generation only when no live registration
+//! names it. Liveness is the flock itself, not a pid: the kernel drops the lock when the
+//! reader's process ends, however it ends, so a crashed reader's file is recognisably stale.
 
 use crate::error::StoreError;
+use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const CURRENT_FILE: &str = "CURRENT";
 pub const LOCK_FILE: &str = "LOCK";
+pub const READERS_DIR: &str = "readers";
 const GEN_PREFIX: &str = "gen-";
 const STAGING_PREFIX: &str = "staging-";
 
@@ -72,17 +83,22 @@ pub fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| StoreError::io(dir, e))
 }
 
-/// Removes every generation and staging directory except the current one: leftovers of a
-/// crashed load or of generations replaced by a commit.
+/// Removes the leftovers of crashed loads (staging and scratch directories) and every
+/// generation other than `keep` that no live reader holds, and the registrations of readers
+/// that are gone. Only a writer (holding the writer lock) calls it.
 pub fn remove_stale(dir: &Path, keep: Option<&Path>) -> Result<(), StoreError> {
+    let held = live_reader_generations(dir)?;
     let entries = fs::read_dir(dir).map_err(|e| StoreError::io(dir, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| StoreError::io(dir, e))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
         let path = entry.path();
-        let stale = (name.starts_with(GEN_PREFIX) || name.starts_with(STAGING_PREFIX) || name.starts_with("tmp-"))
-            && Some(path.as_path()) != keep;
+        let stale = if name.starts_with(GEN_PREFIX) {
+            Some(path.as_path()) != keep && !held.contains(name.as_ref())
+        } else {
+            name.starts_with(STAGING_PREFIX) || name.starts_with("tmp-")
+        };
         if stale {
             fs::remove_dir_all(&path).map_err(|e| StoreError::io(&path, e))?;
         }
@@ -94,8 +110,166 @@ pub fn remove_stale(dir: &Path, keep: Option<&Path>) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// The generations named by live reader registrations; registrations whose lock nobody
+/// holds (their reader ended without removing its file: killed, crashed) are removed.
+pub fn live_reader_generations(dir: &Path) -> Result<BTreeSet<String>, StoreError> {
+    let readers = dir.join(READERS_DIR);
+    let mut held = BTreeSet::new();
+    let entries = match fs::read_dir(&readers) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(held),
+        Err(e) => return Err(StoreError::io(readers, e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| StoreError::io(&readers, e))?;
+        let name = entry.file_name();
+        let Some(generation) = name.to_str().and_then(registration_generation) else {
+            // Not a registration (nothing of ours): leave it alone.
+            continue;
+        };
+        let path = entry.path();
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            // Its reader closed the store meanwhile.
+            Err(e) if e.kind() == ErrorKind::NotFound => continue,
+            Err(e) => return Err(StoreError::io(path, e)),
+        };
+        match file.try_lock() {
+            // Nobody holds it: the reader is gone. Removed while we hold the lock, so a
+            // reader that created this name a moment ago and locks it after us sees it
+            // unlinked and registers anew (`register_reader`).
+            Ok(()) => match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::io(path, e)),
+            },
+            Err(fs::TryLockError::WouldBlock) => {
+                held.insert(generation.to_owned());
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(StoreError::io(path, e)),
+        }
+    }
+    Ok(held)
+}
+
+/// `gen-000002.PID.N` -> `gen-000002`.
+fn registration_generation(file_name: &str) -> Option<&str> {
+    let (generation, rest) = file_name.split_once('.')?;
+    let number = generation.strip_prefix(GEN_PREFIX)?;
+    let (pid, n) = rest.split_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(number) && digits(pid) && digits(n)).then_some(generation)
+}
+
+/// How an open store keeps its generation on disk while it is open.
+#[derive(Debug)]
+pub enum ReaderPin {
+    /// A registration under `DIR/readers/`, held until the store is dropped.
+    Registered(Registration),
+    /// The store was opened by the writer (`Store::open`): no commit can happen meanwhile.
+    Writer(WriterLock),
+    /// The registry could not be written (a read-only filesystem or a directory this user
+    /// cannot write): the store is open, but a commit by another process may remove its
+    /// generation; reads then fail with `StoreError::GenerationRemoved`.
+    Unregistered { readers: PathBuf, reason: std::io::Error },
+}
+
+/// A reader's registration file, locked (shared) while it exists; removed on drop.
+#[derive(Debug)]
+pub struct Registration {
+    path: PathBuf,
+    file: File,
+}
+
+impl Registration {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        // Best effort: a file left behind is unlocked once `file` closes, so the next
+        // writer removes it as stale.
+        let _ = fs::remove_file(&self.path);
+        let _ = self.file.unlock();
+    }
+}
+
+/// Tries before giving up on a registry that keeps moving (a commit between every read of
+/// `CURRENT` and the registration after it, or a cleaner taking every fresh name).
+const REGISTER_ATTEMPTS: usize = 64;
+
+/// Registers a reader of the current generation and returns that generation with the pin
+/// that keeps it. Protocol: read `CURRENT` (N), create and share-lock `readers/gen-N.PID.K`,
+/// then read `CURRENT` again. If it still names N, any commit from now on finds the
+/// registration (it lists readers after replacing `CURRENT`), and none before it removed N
+/// (a writer never removes the current generation); otherwise retry with the new one.
+pub fn register_reader(dir: &Path) -> Result<(u64, PathBuf, ReaderPin), StoreError> {
+    let not_a_store = || StoreError::NotAStore { path: dir.into() };
+    for _ in 0..REGISTER_ATTEMPTS {
+        let (number, gen) = current_generation(dir)?.ok_or_else(not_a_store)?;
+        let registration = match create_registration(dir, number) {
+            Ok(r) => r,
+            Err(reason) => {
+                let readers = dir.join(READERS_DIR);
+                return Ok((number, gen, ReaderPin::Unregistered { readers, reason }));
+            }
+        };
+        match current_generation(dir)? {
+            Some((now, _)) if now == number => return Ok((number, gen, ReaderPin::Registered(registration))),
+            _ => drop(registration),
+        }
+    }
+    Err(StoreError::Layout {
+        path: dir.join(CURRENT_FILE),
+        what: format!("CURRENT changed {REGISTER_ATTEMPTS} times while a reader was opening the store; try again"),
+    })
+}
+
+fn create_registration(dir: &Path, number: u64) -> std::io::Result<Registration> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let readers = dir.join(READERS_DIR);
+    fs::create_dir_all(&readers)?;
+    for _ in 0..REGISTER_ATTEMPTS {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = readers.join(format!("{}.{}.{n}", generation_name(number), std::process::id()));
+        let file = match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(f) => f,
+            // A stale file of an earlier process with this pid.
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        };
+        // Blocks only while a writer holds it to remove it as stale (a moment).
+        file.lock_shared()?;
+        if still_linked(&file, &path)? {
+            return Ok(Registration { path, file });
+        }
+        // A writer took the new file for a dead reader's between create and lock.
+    }
+    Err(std::io::Error::other(format!("{}: no registration survived {REGISTER_ATTEMPTS} attempts", readers.display())))
+}
+
+/// Whether `path` still names the open `file` (a writer may have unlinked it).
+#[cfg(unix)]
+fn still_linked(file: &File, path: &Path) -> std::io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let open = file.metadata()?;
+    match fs::metadata(path) {
+        Ok(named) => Ok(named.dev() == open.dev() && named.ino() == open.ino()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(not(unix))]
+fn still_linked(_file: &File, path: &Path) -> std::io::Result<bool> {
+    Ok(path.exists())
+}
+
 /// The writer lock: one loader or migration per store directory at a time. Readers do not
-/// take it; they open a generation, which stays on disk while they hold it open.
+/// take it; they register (`register_reader`), which keeps their generation on disk.
+#[derive(Debug)]
 pub struct WriterLock {
     _file: File,
 }
@@ -129,4 +303,93 @@ pub fn dir_size(path: &Path) -> u64 {
         }
     }
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory whose `CURRENT` names `gen-000003` (an empty directory: the registry
+    /// does not look inside generations).
+    fn store_at_generation_3() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for n in 1..=3 {
+            fs::create_dir(dir.path().join(generation_name(n))).unwrap();
+        }
+        commit_generation(dir.path(), 3).unwrap();
+        dir
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut out: Vec<String> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn registration_names() {
+        assert_eq!(registration_generation("gen-000002.4711.0"), Some("gen-000002"));
+        assert_eq!(registration_generation("gen-000002.4711"), None);
+        assert_eq!(registration_generation("gen-.4711.0"), None);
+        assert_eq!(registration_generation("gen-000002.47x1.0"), None);
+        assert_eq!(registration_generation("notes.txt"), None);
+    }
+
+    #[test]
+    fn a_live_registration_holds_and_a_stale_one_is_removed() {
+        let dir = store_at_generation_3();
+        let (number, gen, pin) = register_reader(dir.path()).unwrap();
+        assert_eq!((number, gen), (3, dir.path().join("gen-000003")));
+        let ReaderPin::Registered(registration) = &pin else { panic!("{pin:?}") };
+        let path = registration.path().to_path_buf();
+        // What a killed reader of generation 1 leaves: its file, which nobody locks.
+        let stale = dir.path().join(READERS_DIR).join("gen-000001.4294967295.0");
+        fs::write(&stale, b"").unwrap();
+        // Not ours: left alone.
+        fs::write(dir.path().join(READERS_DIR).join("README"), b"").unwrap();
+        assert_eq!(live_reader_generations(dir.path()).unwrap(), BTreeSet::from(["gen-000003".to_owned()]));
+        assert!(!stale.exists() && path.exists());
+        drop(pin);
+        assert!(!path.exists(), "closing removes the registration");
+        assert!(live_reader_generations(dir.path()).unwrap().is_empty());
+        assert_eq!(names(&dir.path().join(READERS_DIR)), vec!["README"]);
+    }
+
+    #[test]
+    fn remove_stale_keeps_the_current_and_the_held_generations() {
+        let dir = store_at_generation_3();
+        // A reader of generation 3, then generation 4 committed, as a load does.
+        let (_, _, pin) = register_reader(dir.path()).unwrap();
+        fs::create_dir(dir.path().join(generation_name(4))).unwrap();
+        fs::create_dir(dir.path().join("staging-000005-1")).unwrap();
+        commit_generation(dir.path(), 4).unwrap();
+        remove_stale(dir.path(), Some(&dir.path().join("gen-000004"))).unwrap();
+        assert_eq!(names(dir.path()), vec!["CURRENT", "gen-000003", "gen-000004", "readers"]);
+        drop(pin);
+        remove_stale(dir.path(), Some(&dir.path().join("gen-000004"))).unwrap();
+        assert_eq!(names(dir.path()), vec!["CURRENT", "gen-000004", "readers"]);
+    }
+
+    /// The check a reader makes after locking its new file: a writer may have removed
+    /// the name (taking the file for a dead reader's), or a new file may have taken it.
+    #[test]
+    fn still_linked_sees_a_removed_or_replaced_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gen-000001.1.0");
+        let file = File::create(&path).unwrap();
+        assert!(still_linked(&file, &path).unwrap());
+        fs::remove_file(&path).unwrap();
+        assert!(!still_linked(&file, &path).unwrap());
+        let _other = File::create(&path).unwrap();
+        assert!(!still_linked(&file, &path).unwrap());
+    }
+
+    #[test]
+    fn a_registry_that_cannot_be_written_leaves_the_reader_unregistered() {
+        let dir = store_at_generation_3();
+        fs::write(dir.path().join(READERS_DIR), b"not a directory").unwrap();
+        let (number, _, pin) = register_reader(dir.path()).unwrap();
+        assert_eq!(number, 3);
+        assert!(matches!(pin, ReaderPin::Unregistered { .. }), "{pin:?}");
+    }
 }

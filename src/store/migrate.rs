@@ -118,6 +118,8 @@ pub fn migrate(dir: &Path) -> Result<MigrationReport, StoreError> {
 
 pub(crate) fn migrate_locked(dir: &Path, _lock: &WriterLock) -> Result<MigrationReport, StoreError> {
     let (number, gen) = layout::current_generation(dir)?.ok_or_else(|| StoreError::NotAStore { path: dir.into() })?;
+    // Writer start: debris of crashed writers, generations no reader holds any more.
+    layout::remove_stale(dir, Some(&gen))?;
     let cache = Cache::new_lru_cache(8 << 20);
     let from = {
         let db = DB::open_cf_descriptors_read_only(&open_options(), &gen, existing_descriptors(&gen, &cache)?, false)?;

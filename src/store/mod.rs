@@ -14,6 +14,7 @@ pub mod tokens;
 mod validate;
 
 pub use codec::{NameTarget, TermKind, TermRecord};
+pub use layout::{ReaderPin, Registration};
 pub use meta::Meta;
 pub use migrate::{migrate, MigrationReport};
 pub use validate::ValidationReport;
@@ -30,11 +31,12 @@ use std::path::{Path, PathBuf};
 const DEFAULT_CACHE_BYTES: usize = 64 << 20;
 
 pub struct Store {
+    // Declared (so dropped) before `pin`: the generation's files stay until RocksDB closed them.
     db: DB,
     dir: PathBuf,
     generation: PathBuf,
     meta: Meta,
-    _lock: Option<layout::WriterLock>,
+    pin: layout::ReaderPin,
 }
 
 /// One edge seen from an entity: `relation(entity, other)` when `direction` is `Out`,
@@ -75,10 +77,46 @@ pub struct EntityInfo {
     pub in_degree: u64,
 }
 
+/// Prefixes a user may type before an IRI's local name (`fb:m.027rn`, `wd:Q42`), with the
+/// namespaces they stand for. A bare local name (`m.027rn`) is looked up under each.
+pub const WELL_KNOWN_PREFIXES: &[(&str, &[&str])] = &[
+    ("fb", &["http://rdf.freebase.com/ns/"]),
+    ("wd", &["http://www.wikidata.org/entity/"]),
+    ("wdt", &["http://www.wikidata.org/prop/direct/"]),
+    ("rdf", &["http://www.w3.org/1999/02/22-rdf-syntax-ns#"]),
+    ("rdfs", &["http://www.w3.org/2000/01/rdf-schema#"]),
+    // Both schemes are in use for schema.org terms.
+    ("schema", &["http://schema.org/", "https://schema.org/"]),
+];
+
+/// How a user-typed reference matched an entity (`Store::resolve_entity`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntityMatch {
+    /// The text is the entity's key (an IRI also when written in angle brackets).
+    Key,
+    /// A prefixed form (`wd:Q42`) that expands to the key.
+    Prefixed,
+    /// A local name (`Q42`) that is the key under a well-known namespace.
+    LocalName,
+    /// The entity's name, after normalization.
+    Name,
+    /// An alias of the entity or a folded (accent-free) form of a name.
+    Alias,
+}
+
+/// One entity a user-typed reference may mean.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntityCandidate {
+    pub id: EntityId,
+    pub matched: EntityMatch,
+}
+
 /// Neighbour scans through one reused iterator (`Store::neighbor_cursor`), for walks that
 /// visit many entities (candidate subgraphs): a seek each, not an iterator each.
 pub struct NeighborCursor<'s> {
     it: rocksdb::DBRawIteratorWithThreadMode<'s, DB>,
+    store: &'s Store,
 }
 
 impl NeighborCursor<'_> {
@@ -98,7 +136,7 @@ impl NeighborCursor<'_> {
                 }
                 self.it.next();
             }
-            self.it.status()?;
+            self.it.status().map_err(|e| self.store.read_error(e))?;
         }
         Ok(())
     }
@@ -107,6 +145,7 @@ impl NeighborCursor<'_> {
 /// Lookups in the `names` index through one reused iterator (`Store::name_cursor`).
 pub struct NameCursor<'s> {
     it: rocksdb::DBRawIteratorWithThreadMode<'s, DB>,
+    store: &'s Store,
 }
 
 impl NameCursor<'_> {
@@ -127,7 +166,7 @@ impl NameCursor<'_> {
             self.it.next();
         }
         let continues = self.it.key().is_some_and(|k| k.len() > normalized.len() && k.starts_with(normalized.as_bytes()) && k[normalized.len()] == b' ');
-        self.it.status()?;
+        self.it.status().map_err(|e| self.store.read_error(e))?;
         Ok((hits, continues))
     }
 
@@ -135,7 +174,7 @@ impl NameCursor<'_> {
     pub fn has_prefix(&mut self, normalized_prefix: &str) -> Result<bool, StoreError> {
         self.it.seek(normalized_prefix.as_bytes());
         let found = self.it.key().is_some_and(|k| k.starts_with(normalized_prefix.as_bytes()));
-        self.it.status()?;
+        self.it.status().map_err(|e| self.store.read_error(e))?;
         Ok(found)
     }
 
@@ -155,7 +194,7 @@ impl NameCursor<'_> {
             }
             self.it.next();
         }
-        self.it.status()?;
+        self.it.status().map_err(|e| self.store.read_error(e))?;
         Ok(out)
     }
 }
@@ -182,13 +221,19 @@ impl Store {
         if version < FORMAT_VERSION {
             migrate::migrate_locked(dir, &lock)?;
         }
-        Self::open_generation(dir, false, Some(lock))
+        let (_, gen) = layout::current_generation(dir)?.ok_or_else(|| StoreError::NotAStore { path: dir.into() })?;
+        Self::open_generation(dir, gen, layout::ReaderPin::Writer(lock))
     }
 
     /// Opens a store for reading only. Any number of processes and threads may do this at
-    /// once, also while a loader writes a new generation.
+    /// once, also while a loader writes a new generation. The store keeps the generation
+    /// it opened until dropped: it registers under `DIR/readers/`, and writers remove no
+    /// generation a live reader holds. Where the registry cannot be written (a read-only
+    /// filesystem), the store opens anyway; `reader_pin` says so.
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Store, StoreError> {
-        Self::open_generation(dir.as_ref(), true, None)
+        let dir = dir.as_ref();
+        let (_, gen, pin) = layout::register_reader(dir)?;
+        Self::open_generation(dir, gen, pin)
     }
 
     /// The format version of the store in `dir`, read without checking it.
@@ -199,8 +244,8 @@ impl Store {
         read_version(&db)
     }
 
-    fn open_generation(dir: &Path, read_only: bool, lock: Option<layout::WriterLock>) -> Result<Store, StoreError> {
-        let (_, gen) = layout::current_generation(dir)?.ok_or_else(|| StoreError::NotAStore { path: dir.into() })?;
+    fn open_generation(dir: &Path, gen: PathBuf, pin: layout::ReaderPin) -> Result<Store, StoreError> {
+        let read_only = !matches!(pin, layout::ReaderPin::Writer(_));
         let cache = Cache::new_lru_cache(DEFAULT_CACHE_BYTES);
         let opts = open_options();
         // Check the version before asking for this build's column families: a store of
@@ -221,11 +266,30 @@ impl Store {
             DB::open_cf_descriptors(&opts, &gen, descriptors(&cache))?
         };
         let meta = read_meta(&db)?;
-        Ok(Store { db, dir: dir.to_path_buf(), generation: gen, meta, _lock: lock })
+        Ok(Store { db, dir: dir.to_path_buf(), generation: gen, meta, pin })
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The generation directory this store reads (`DIR/gen-NNNNNN`).
+    pub fn generation_dir(&self) -> &Path {
+        &self.generation
+    }
+
+    /// How this store keeps its generation on disk: registered as a reader, held by the
+    /// writer lock, or unregistered (the registry could not be written) and so unprotected
+    /// from a commit by another process.
+    pub fn reader_pin(&self) -> &layout::ReaderPin {
+        &self.pin
+    }
+
+    /// The error for a failed RocksDB read: `GenerationRemoved` when it failed because
+    /// files of this generation are gone (removed by an older Trellis or by hand while it
+    /// was open), which reopening fixes; otherwise the RocksDB error itself.
+    pub(crate) fn read_error(&self, e: rocksdb::Error) -> StoreError {
+        read_error(&self.dir, &self.generation, e)
     }
 
     pub fn meta(&self) -> &Meta {
@@ -304,7 +368,7 @@ impl Store {
         let values = self.db.batched_multi_get_cf(self.cf(cf), &sorted, true);
         let mut out = vec![None; keys.len()];
         for ((&i, key), value) in order.iter().zip(&sorted).zip(values) {
-            if let Some(v) = value? {
+            if let Some(v) = value.map_err(|e| self.read_error(e))? {
                 let record = codec::decode_term(&v).ok_or_else(|| StoreError::corrupt(cf, key, "undecodable dictionary record"))?;
                 out[i] = Some(record.name);
             }
@@ -314,7 +378,7 @@ impl Store {
 
     fn term(&self, cf: &'static str, id: u32) -> Result<Option<TermRecord>, StoreError> {
         let key = codec::id_key(id);
-        match self.db.get_pinned_cf(self.cf(cf), key)? {
+        match self.db.get_pinned_cf(self.cf(cf), key).map_err(|e| self.read_error(e))? {
             None => Ok(None),
             Some(v) => codec::decode_term(&v)
                 .map(Some)
@@ -332,7 +396,7 @@ impl Store {
     }
 
     fn id_by_key(&self, cf: &'static str, key: &str) -> Result<Option<u32>, StoreError> {
-        match self.db.get_pinned_cf(self.cf(cf), key.as_bytes())? {
+        match self.db.get_pinned_cf(self.cf(cf), key.as_bytes()).map_err(|e| self.read_error(e))? {
             None => Ok(None),
             Some(v) => codec::be_u32(&v)
                 .map(Some)
@@ -352,7 +416,7 @@ impl Store {
     /// A cursor over the name index for many lookups in a row: creating a RocksDB iterator
     /// costs about as much as the seek itself, so a linker keeps one per message.
     pub fn name_cursor(&self) -> NameCursor<'_> {
-        NameCursor { it: self.db.raw_iterator_cf(self.cf(CF_NAMES)) }
+        NameCursor { it: self.db.raw_iterator_cf(self.cf(CF_NAMES)), store: self }
     }
 
     /// Entities named (or aliased) `name` after normalization, primary names first.
@@ -382,14 +446,66 @@ impl Store {
             .collect())
     }
 
+    /// The entities a user may mean by `text`, best match first; several when it is
+    /// ambiguous (the caller lists them). In order, the first step that finds something
+    /// answers: the exact key (also `<IRI>`); a prefixed form of a well-known namespace
+    /// (`fb:m.027rn`, `wd:Q42`, see `WELL_KNOWN_PREFIXES`); then together the local name
+    /// under each well-known namespace (`m.027rn`) and the name index (names, aliases,
+    /// and the local names that unlabelled IRIs are named by). Point reads and one name
+    /// seek: the dictionary is never scanned.
+    pub fn resolve_entity(&self, text: &str) -> Result<Vec<EntityCandidate>, StoreError> {
+        let only = |id, matched| Ok(vec![EntityCandidate { id, matched }]);
+        if let Some(e) = self.entity_by_key(text)? {
+            return only(e, EntityMatch::Key);
+        }
+        if let Some(e) = text.strip_prefix('<').and_then(|t| t.strip_suffix('>')).map(|iri| self.entity_by_key(iri)).transpose()?.flatten() {
+            return only(e, EntityMatch::Key);
+        }
+        if let Some((prefix, local)) = text.split_once(':') {
+            if let Some((_, namespaces)) = WELL_KNOWN_PREFIXES.iter().find(|(p, _)| *p == prefix) {
+                for ns in *namespaces {
+                    if let Some(e) = self.entity_by_key(&format!("{ns}{local}"))? {
+                        return only(e, EntityMatch::Prefixed);
+                    }
+                }
+            }
+        }
+        let mut out: Vec<EntityCandidate> = Vec::new();
+        let mut add = |id, matched| {
+            if !out.iter().any(|c: &EntityCandidate| c.id == id) {
+                out.push(EntityCandidate { id, matched });
+            }
+        };
+        // What `local_name` of an IRI can be: no separator, no space.
+        let local = !text.is_empty() && !text.contains(|c: char| c.is_whitespace() || matches!(c, '/' | '#' | ':' | '<' | '>'));
+        if local {
+            for (_, namespaces) in WELL_KNOWN_PREFIXES {
+                for ns in *namespaces {
+                    if let Some(e) = self.entity_by_key(&format!("{ns}{text}"))? {
+                        add(e, EntityMatch::LocalName);
+                    }
+                }
+            }
+        }
+        for (target, alias) in self.lookup_name(text)? {
+            if let NameTarget::Entity(e) = target {
+                add(e, if alias { EntityMatch::Alias } else { EntityMatch::Name });
+            }
+        }
+        Ok(out)
+    }
+
     pub fn aliases(&self, e: EntityId) -> Result<Vec<String>, StoreError> {
-        read_aliases(&self.db, e)
+        read_aliases(&self.db, e).map_err(|e| match e {
+            StoreError::Rocks(e) => self.read_error(e),
+            other => other,
+        })
     }
 
     /// Number of facts with `e` as subject (`Out`) or object (`In`).
     pub fn degree(&self, e: EntityId, dir: Direction) -> Result<u64, StoreError> {
         let key = codec::degree_key(dir, e);
-        match self.db.get_pinned_cf(self.cf(CF_DEGREES), key)? {
+        match self.db.get_pinned_cf(self.cf(CF_DEGREES), key).map_err(|e| self.read_error(e))? {
             None => Ok(0),
             Some(v) => codec::be_u32(&v)
                 .map(u64::from)
@@ -413,7 +529,7 @@ impl Store {
     /// The other ends of `relation` at `e` in direction `dir`, sorted by id: one point read.
     pub fn neighbors_via(&self, e: EntityId, dir: Direction, relation: RelationId) -> Result<Vec<EntityId>, StoreError> {
         let key = codec::adj_key(dir, e, relation);
-        match self.db.get_pinned_cf(self.cf(CF_ADJACENCY), key)? {
+        match self.db.get_pinned_cf(self.cf(CF_ADJACENCY), key).map_err(|e| self.read_error(e))? {
             None => Ok(Vec::new()),
             Some(v) => idlist::decode_ids(&v)
                 .map(|ids| ids.into_iter().map(EntityId).collect())
@@ -451,7 +567,7 @@ impl Store {
         for &dir in dirs {
             if let Some(r) = relation {
                 let key = codec::adj_key(dir, e, r);
-                if let Some(v) = self.db.get_pinned_cf(self.cf(CF_ADJACENCY), key)? {
+                if let Some(v) = self.db.get_pinned_cf(self.cf(CF_ADJACENCY), key).map_err(|e| self.read_error(e))? {
                     if visit_list(dir, r, &v, &key, &mut f)?.is_break() {
                         return Ok(());
                     }
@@ -475,7 +591,7 @@ impl Store {
     pub fn neighbor_cursor(&self) -> NeighborCursor<'_> {
         let mut ro = ReadOptions::default();
         ro.set_prefix_same_as_start(true);
-        NeighborCursor { it: self.db.raw_iterator_cf_opt(self.cf(CF_ADJACENCY), ro) }
+        NeighborCursor { it: self.db.raw_iterator_cf_opt(self.cf(CF_ADJACENCY), ro), store: self }
     }
 
     fn scan_adjacency(
@@ -500,7 +616,7 @@ impl Store {
             }
             it.next();
         }
-        it.status()?;
+        it.status().map_err(|e| self.read_error(e))?;
         Ok(())
     }
 
@@ -525,6 +641,33 @@ fn visit_list(
         }
     }
     Ok(ControlFlow::Continue(()))
+}
+
+/// See `Store::read_error`.
+fn read_error(dir: &Path, generation: &Path, e: rocksdb::Error) -> StoreError {
+    if generation_files_missing(generation, &e) {
+        StoreError::GenerationRemoved { store: dir.to_path_buf(), generation: generation.to_path_buf(), source: e }
+    } else {
+        StoreError::Rocks(e)
+    }
+}
+
+/// Whether `e` is RocksDB failing to find a file of `generation`: the generation directory
+/// is gone, or the error names a path inside it that no longer exists.
+fn generation_files_missing(generation: &Path, e: &rocksdb::Error) -> bool {
+    use rocksdb::ErrorKind;
+    if !matches!(e.kind(), ErrorKind::IOError | ErrorKind::Corruption) {
+        return false;
+    }
+    if !generation.is_dir() {
+        return true;
+    }
+    // Messages read like "IO error: No such file or directory: While open a file for
+    // random read: DIR/gen-000003/000012.sst: No such file or directory".
+    e.as_ref().split(": ").any(|part| {
+        let p = Path::new(part.trim());
+        p.starts_with(generation) && p != generation && !p.exists()
+    })
 }
 
 /// The aliases of `e`, in alias order (also used on databases being written).
