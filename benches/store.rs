@@ -121,16 +121,13 @@ fn retrieval(c: &mut Criterion) {
     let store = std::sync::Arc::new(Store::open_read_only(&store_dir).unwrap());
     let dialogs = trellis::eval::opendialkg::read(&kg().with_file_name("dialogs_dev.csv")).unwrap();
     // The first 50 turns with a gold path, as eval retrieval sees them.
-    let turns: Vec<Vec<trellis::link::Message>> =
-        dialogs.iter().flat_map(|d| d.samples.iter().map(move |s| d.messages[..s.upto].to_vec())).take(50).collect();
+    let turns: Vec<Vec<trellis::link::Message>> = dialogs.iter().flat_map(|d| d.samples.iter().map(move |s| d.messages[..s.upto].to_vec())).take(50).collect();
     let mut g = c.benchmark_group("retrieve");
     g.throughput(Throughput::Elements(turns.len() as u64));
     g.sample_size(20);
     for kind in [RetrieverKind::All, RetrieverKind::Random, RetrieverKind::Bm25, RetrieverKind::Katz, RetrieverKind::Pcst] {
         let r = Retriever::new(store.clone(), RetrieverConfig::new(kind));
-        g.bench_function(format!("{kind:?}_50_turns").to_lowercase(), |b| {
-            b.iter(|| turns.iter().map(|h| r.retrieve(h).unwrap().len()).sum::<usize>())
-        });
+        g.bench_function(format!("{kind:?}_50_turns").to_lowercase(), |b| b.iter(|| turns.iter().map(|h| r.retrieve(h).unwrap().len()).sum::<usize>()));
     }
     let mut cfg = RetrieverConfig::new(RetrieverKind::Pcst);
     cfg.pcst = trellis::retrieve::pcst::PcstConfig::new(trellis::retrieve::pcst::PcstVariant::GRetriever);

@@ -24,7 +24,7 @@ pub mod store;
 
 pub use error::StoreError;
 pub use ids::{Direction, EntityId, RelationId};
-pub use ingest::{BulkLoader, InputSpec, IngestError};
+pub use ingest::{BulkLoader, IngestError, InputSpec};
 pub use store::{Edge, Store};
 
 /// `trellis <version>`, recorded in the meta record of the stores this build writes.

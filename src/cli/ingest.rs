@@ -52,11 +52,7 @@ pub struct IngestArgs {
 }
 
 pub fn run(args: IngestArgs) -> Result<ExitCode> {
-    let inputs: Vec<InputSpec> = args
-        .files
-        .iter()
-        .map(|p| InputSpec { path: p.clone(), format: args.format, compression: args.compression })
-        .collect();
+    let inputs: Vec<InputSpec> = args.files.iter().map(|p| InputSpec { path: p.clone(), format: args.format, compression: args.compression }).collect();
     let bar = Arc::new(Mutex::new(LoadProgress::new()));
     let bar_cb = bar.clone();
     let mut loader = BulkLoader::new(&args.store)
@@ -89,10 +85,7 @@ pub fn run(args: IngestArgs) -> Result<ExitCode> {
         secs,
         report.facts_read as f64 / secs.max(1e-9)
     );
-    println!(
-        "new: {} facts, {} entities, {} relations, {} aliases",
-        report.new_facts, report.new_entities, report.new_relations, report.new_aliases
-    );
+    println!("new: {} facts, {} entities, {} relations, {} aliases", report.new_facts, report.new_entities, report.new_relations, report.new_aliases);
     println!("store: {} facts, {} entities, {} relations", report.facts, report.entities, report.relations);
     if report.rejected_total() > 0 {
         println!("rejected {} lines:", report.rejected_total());

@@ -22,10 +22,8 @@ impl LoadProgress {
                 let phase = format!("read {file}");
                 if self.phase != phase {
                     self.phase = phase;
-                    let style = ProgressStyle::with_template(
-                        "{prefix} {bar:30} {bytes}/{total_bytes} ({bytes_per_sec}, ETA {eta}) {msg}",
-                    )
-                    .expect("valid template");
+                    let style =
+                        ProgressStyle::with_template("{prefix} {bar:30} {bytes}/{total_bytes} ({bytes_per_sec}, ETA {eta}) {msg}").expect("valid template");
                     self.bar.set_style(style);
                     self.bar.set_prefix(format!("[{}/{}] {file}", index + 1, count));
                     self.bar.set_length(total_bytes.unwrap_or(0));
@@ -38,8 +36,7 @@ impl LoadProgress {
                 let phase = format!("write {what}");
                 if self.phase != phase {
                     self.phase = phase;
-                    let style = ProgressStyle::with_template("{prefix} {bar:30} {human_pos}/{human_len} facts (ETA {eta})")
-                        .expect("valid template");
+                    let style = ProgressStyle::with_template("{prefix} {bar:30} {human_pos}/{human_len} facts (ETA {eta})").expect("valid template");
                     self.bar.set_style(style);
                     self.bar.set_prefix(format!("write {step}/{steps}: {what}"));
                     self.bar.set_length(*total);

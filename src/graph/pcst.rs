@@ -71,13 +71,7 @@ const NIL: u32 = u32::MAX;
 const EPS: f64 = 1e-10;
 
 /// Solves the unrooted PCST (a forest of `num_clusters` trees) on an undirected graph.
-pub fn solve(
-    prizes: &[f64],
-    edges: &[(u32, u32)],
-    costs: &[f64],
-    num_clusters: usize,
-    pruning: Pruning,
-) -> Result<PcstSolution, PcstError> {
+pub fn solve(prizes: &[f64], edges: &[(u32, u32)], costs: &[f64], num_clusters: usize, pruning: Pruning) -> Result<PcstSolution, PcstError> {
     if num_clusters == 0 {
         return Err(PcstError::NoClusters);
     }
@@ -539,19 +533,14 @@ impl<'a> Growth<'a> {
             let shift = at - self.clusters[o].active_end;
             self.heaps.add_all(self.clusters[o].heap, shift);
             self.inactive_merge_of_edge[edge as usize] = self.inactive_merges.len() as u32;
-            self.inactive_merges.push(InactiveMerge {
-                inactive_cluster: there,
-                active_node: self.endpoint(part),
-                inactive_node: self.endpoint(other_part),
-            });
+            self.inactive_merges.push(InactiveMerge { inactive_cluster: there, active_node: self.endpoint(part), inactive_node: self.endpoint(other_part) });
         }
         self.clusters[o].merged_into = new;
         self.schedule(there);
 
         let heap = self.heaps.link(self.clusters[h].heap, self.clusters[o].heap);
         let prize_sum = self.clusters[h].prize_sum + self.clusters[o].prize_sum;
-        let subcluster_moat_sum =
-            self.clusters[h].subcluster_moat_sum + self.clusters[o].subcluster_moat_sum + self.clusters[h].moat + self.clusters[o].moat;
+        let subcluster_moat_sum = self.clusters[h].subcluster_moat_sum + self.clusters[o].subcluster_moat_sum + self.clusters[h].moat + self.clusters[o].moat;
         self.clusters.push(Cluster {
             active: true,
             active_start: at,

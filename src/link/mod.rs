@@ -236,7 +236,13 @@ impl Linker {
 
     /// The longest span starting at word `i` that is a name: walks the name index as a
     /// trie, growing the span while some name continues it.
-    fn longest_at(&self, names: &mut NameCursor<'_>, text: &str, ws: &[words::Word<'_>], i: usize) -> Result<Option<(usize, MatchKind, Vec<LinkedEntity>)>, StoreError> {
+    fn longest_at(
+        &self,
+        names: &mut NameCursor<'_>,
+        text: &str,
+        ws: &[words::Word<'_>],
+        i: usize,
+    ) -> Result<Option<(usize, MatchKind, Vec<LinkedEntity>)>, StoreError> {
         let mut found = None;
         let mut n = 1;
         while i + n <= ws.len() && n <= self.cfg.max_ngram {
@@ -297,7 +303,13 @@ impl Linker {
 
     /// The ranked entities named by a span (first candidate string that names any).
     /// `exact`: what the index holds for the span as written (already probed).
-    fn lookup(&self, names: &mut NameCursor<'_>, text: &str, span: &[words::Word<'_>], exact: Vec<(NameTarget, bool)>) -> Result<Option<Vec<LinkedEntity>>, StoreError> {
+    fn lookup(
+        &self,
+        names: &mut NameCursor<'_>,
+        text: &str,
+        span: &[words::Word<'_>],
+        exact: Vec<(NameTarget, bool)>,
+    ) -> Result<Option<Vec<LinkedEntity>>, StoreError> {
         // Each distinct normalized candidate once, then the distinct folded forms ("Alexis
         // Sanchez" finds "Alexis Sánchez": the index holds the folded form of every name).
         let mut candidates: Vec<String> = Vec::with_capacity(8);

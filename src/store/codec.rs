@@ -114,11 +114,7 @@ pub fn decode_term(b: &[u8]) -> Option<TermRecord> {
     }
     let key = std::str::from_utf8(&rest[..len]).ok()?.to_owned();
     let name_bytes = &rest[len..];
-    let name = if name_bytes.is_empty() {
-        key.clone()
-    } else {
-        std::str::from_utf8(name_bytes).ok()?.to_owned()
-    };
+    let name = if name_bytes.is_empty() { key.clone() } else { std::str::from_utf8(name_bytes).ok()?.to_owned() };
     Some(TermRecord { kind, key, name })
 }
 

@@ -2,8 +2,8 @@
 //! change a store (see `layout.rs` for why this is crash-safe).
 
 use super::layout;
-use super::schema::{descriptors, COLUMN_FAMILIES};
 use super::open_options;
+use super::schema::{descriptors, COLUMN_FAMILIES};
 use crate::error::StoreError;
 use rocksdb::{checkpoint::Checkpoint, Cache, DB};
 use std::path::{Path, PathBuf};

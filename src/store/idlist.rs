@@ -25,8 +25,7 @@ pub fn encode_ids(ids: &[u32], out: &mut Vec<u8>) {
     }
     // A roaring bitmap only wins for long lists; skip building one for short ones.
     if ids.len() >= 64 {
-        let bitmap = RoaringBitmap::from_sorted_iter(ids.iter().copied())
-            .expect("ids are sorted, checked above");
+        let bitmap = RoaringBitmap::from_sorted_iter(ids.iter().copied()).expect("ids are sorted, checked above");
         let size = bitmap.serialized_size() + 1;
         if size < out.len() {
             out.clear();
@@ -95,9 +94,7 @@ impl Iterator for IdIter<'_> {
                 *left -= 1;
                 let id = match *prev {
                     None => u32::try_from(delta).ok(),
-                    Some(p) => u32::try_from(delta)
-                        .ok()
-                        .and_then(|d| p.checked_add(d)?.checked_add(1)),
+                    Some(p) => u32::try_from(delta).ok().and_then(|d| p.checked_add(d)?.checked_add(1)),
                 };
                 match id {
                     Some(id) => {

@@ -44,16 +44,10 @@ pub fn current_generation(dir: &Path) -> Result<Option<(u64, PathBuf)>, StoreErr
     let number = name
         .strip_prefix(GEN_PREFIX)
         .and_then(|n| n.parse::<u64>().ok())
-        .ok_or_else(|| StoreError::Layout {
-            path: path.clone(),
-            what: format!("CURRENT should name a generation like `gen-000001`, found {name:?}"),
-        })?;
+        .ok_or_else(|| StoreError::Layout { path: path.clone(), what: format!("CURRENT should name a generation like `gen-000001`, found {name:?}") })?;
     let gen = dir.join(name);
     if !gen.is_dir() {
-        return Err(StoreError::Layout {
-            path: path.clone(),
-            what: format!("CURRENT names {name}, which does not exist"),
-        });
+        return Err(StoreError::Layout { path: path.clone(), what: format!("CURRENT names {name}, which does not exist") });
     }
     Ok(Some((number, gen)))
 }
@@ -277,12 +271,7 @@ pub struct WriterLock {
 pub fn lock_writer(dir: &Path) -> Result<WriterLock, StoreError> {
     fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
     let path = dir.join(LOCK_FILE);
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| StoreError::io(&path, e))?;
+    let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| StoreError::io(&path, e))?;
     match file.try_lock() {
         Ok(()) => Ok(WriterLock { _file: file }),
         Err(fs::TryLockError::WouldBlock) => Err(StoreError::Locked { path: dir.to_path_buf(), lock: path }),

@@ -320,12 +320,7 @@ impl Store {
             column_family_bytes: COLUMN_FAMILIES
                 .iter()
                 .map(|spec| {
-                    let bytes = self
-                        .db
-                        .property_int_value_cf(self.cf(spec.name), "rocksdb.total-sst-files-size")
-                        .ok()
-                        .flatten()
-                        .unwrap_or(0);
+                    let bytes = self.db.property_int_value_cf(self.cf(spec.name), "rocksdb.total-sst-files-size").ok().flatten().unwrap_or(0);
                     (spec.name.to_owned(), bytes)
                 })
                 .collect(),
@@ -380,9 +375,7 @@ impl Store {
         let key = codec::id_key(id);
         match self.db.get_pinned_cf(self.cf(cf), key).map_err(|e| self.read_error(e))? {
             None => Ok(None),
-            Some(v) => codec::decode_term(&v)
-                .map(Some)
-                .ok_or_else(|| StoreError::corrupt(cf, &key, "undecodable dictionary record")),
+            Some(v) => codec::decode_term(&v).map(Some).ok_or_else(|| StoreError::corrupt(cf, &key, "undecodable dictionary record")),
         }
     }
 
@@ -398,9 +391,7 @@ impl Store {
     fn id_by_key(&self, cf: &'static str, key: &str) -> Result<Option<u32>, StoreError> {
         match self.db.get_pinned_cf(self.cf(cf), key.as_bytes()).map_err(|e| self.read_error(e))? {
             None => Ok(None),
-            Some(v) => codec::be_u32(&v)
-                .map(Some)
-                .ok_or_else(|| StoreError::corrupt(cf, key.as_bytes(), "id is not 4 bytes")),
+            Some(v) => codec::be_u32(&v).map(Some).ok_or_else(|| StoreError::corrupt(cf, key.as_bytes(), "id is not 4 bytes")),
         }
     }
 
@@ -507,9 +498,7 @@ impl Store {
         let key = codec::degree_key(dir, e);
         match self.db.get_pinned_cf(self.cf(CF_DEGREES), key).map_err(|e| self.read_error(e))? {
             None => Ok(0),
-            Some(v) => codec::be_u32(&v)
-                .map(u64::from)
-                .ok_or_else(|| StoreError::corrupt(CF_DEGREES, &key, "degree is not 4 bytes")),
+            Some(v) => codec::be_u32(&v).map(u64::from).ok_or_else(|| StoreError::corrupt(CF_DEGREES, &key, "degree is not 4 bytes")),
         }
     }
 
@@ -541,8 +530,7 @@ impl Store {
     pub fn relations_at(&self, e: EntityId, dir: Direction) -> Result<Vec<(RelationId, u64)>, StoreError> {
         let mut out = Vec::new();
         self.scan_adjacency(e, dir, |r, value, key| {
-            let n = idlist::count_ids(value)
-                .ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, key, "malformed id list"))?;
+            let n = idlist::count_ids(value).ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, key, "malformed id list"))?;
             out.push((r, n));
             Ok(ControlFlow::Continue(()))
         })?;
@@ -609,8 +597,7 @@ impl Store {
             if !k.starts_with(&prefix) {
                 break;
             }
-            let (_, _, r) = codec::decode_adj_key(k)
-                .ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, k, "malformed adjacency key"))?;
+            let (_, _, r) = codec::decode_adj_key(k).ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, k, "malformed adjacency key"))?;
             if f(r, v, k)?.is_break() {
                 return Ok(());
             }
@@ -690,17 +677,13 @@ pub(crate) fn read_aliases(db: &DB, e: EntityId) -> Result<Vec<String>, StoreErr
 
 pub(crate) fn read_version(db: &DB) -> Result<u32, StoreError> {
     let cf = db.cf_handle(CF_META).expect("meta column family");
-    let v = db
-        .get_pinned_cf(cf, meta::KEY_FORMAT_VERSION)?
-        .ok_or_else(|| StoreError::corrupt(CF_META, meta::KEY_FORMAT_VERSION, "no format version"))?;
+    let v = db.get_pinned_cf(cf, meta::KEY_FORMAT_VERSION)?.ok_or_else(|| StoreError::corrupt(CF_META, meta::KEY_FORMAT_VERSION, "no format version"))?;
     codec::be_u32(&v).ok_or_else(|| StoreError::corrupt(CF_META, meta::KEY_FORMAT_VERSION, "format version is not 4 bytes"))
 }
 
 pub(crate) fn read_meta(db: &DB) -> Result<Meta, StoreError> {
     let cf = db.cf_handle(CF_META).expect("meta column family");
-    let v = db
-        .get_pinned_cf(cf, meta::KEY_META)?
-        .ok_or_else(|| StoreError::corrupt(CF_META, meta::KEY_META, "no meta record"))?;
+    let v = db.get_pinned_cf(cf, meta::KEY_META)?.ok_or_else(|| StoreError::corrupt(CF_META, meta::KEY_META, "no meta record"))?;
     serde_json::from_slice(&v).map_err(|e| StoreError::corrupt(CF_META, meta::KEY_META, format!("meta record: {e}")))
 }
 

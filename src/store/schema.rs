@@ -96,10 +96,7 @@ pub fn cf_options(spec: &CfSpec, cache: &Cache) -> Options {
 }
 
 pub fn descriptors(cache: &Cache) -> Vec<ColumnFamilyDescriptor> {
-    COLUMN_FAMILIES
-        .iter()
-        .map(|spec| ColumnFamilyDescriptor::new(spec.name, cf_options(spec, cache)))
-        .collect()
+    COLUMN_FAMILIES.iter().map(|spec| ColumnFamilyDescriptor::new(spec.name, cf_options(spec, cache))).collect()
 }
 
 /// Descriptors for the column families that exist in the database at `path`, with this

@@ -67,13 +67,7 @@ pub(super) fn validate(store: &Store) -> Result<ValidationReport, StoreError> {
     Ok(report)
 }
 
-fn check_dictionary(
-    store: &Store,
-    cf: &'static str,
-    keys_cf: &'static str,
-    expected: u64,
-    report: &mut ValidationReport,
-) -> Result<u64, StoreError> {
+fn check_dictionary(store: &Store, cf: &'static str, keys_cf: &'static str, expected: u64, report: &mut ValidationReport) -> Result<u64, StoreError> {
     let db = store.db();
     let mut it = db.raw_iterator_cf(store.cf(cf));
     it.seek_to_first();
@@ -124,10 +118,13 @@ fn count_keys(store: &Store, cf: &'static str) -> Result<u64, StoreError> {
     Ok(n)
 }
 
+/// A name index entry (normalized or folded form) -> its flags, as `codec::name_entries` gives.
+type NameEntries = std::collections::BTreeMap<String, u8>;
+
 fn check_names(store: &Store, report: &mut ValidationReport) -> Result<(), StoreError> {
     let db = store.db();
     // The entries a target should have, by `codec::name_entries`.
-    let expected = |target: NameTarget| -> Result<Option<(String, std::collections::BTreeMap<String, u8>)>, StoreError> {
+    let expected = |target: NameTarget| -> Result<Option<(String, NameEntries)>, StoreError> {
         Ok(match target {
             NameTarget::Entity(e) => match store.entity(e)? {
                 Some(rec) => {
@@ -187,9 +184,7 @@ fn check_names(store: &Store, report: &mut ValidationReport) -> Result<(), Store
         report.aliases += 1;
         match codec::decode_alias_key(k) {
             None => report.problem(format!("aliases: malformed key {}", crate::error::hex(k))),
-            Some((e, alias)) if u64::from(e.0) >= store.meta().entities => {
-                report.problem(format!("aliases: {alias:?} belongs to {e}, past the dictionary"))
-            }
+            Some((e, alias)) if u64::from(e.0) >= store.meta().entities => report.problem(format!("aliases: {alias:?} belongs to {e}, past the dictionary")),
             Some(_) => {}
         }
         it.next();
@@ -293,8 +288,10 @@ fn check_adjacency(store: &Store, report: &mut ValidationReport) -> Result<(), S
     it.seek_to_first();
     let mut current: Option<(Direction, EntityId)> = None;
     let mut current_degree = 0u64;
-    let finish_entity = |cur: Option<(Direction, EntityId)>, deg: u64, report: &mut ValidationReport,
-                             degrees: &mut rocksdb::DBRawIteratorWithThreadMode<'_, rocksdb::DB>|
+    let finish_entity = |cur: Option<(Direction, EntityId)>,
+                         deg: u64,
+                         report: &mut ValidationReport,
+                         degrees: &mut rocksdb::DBRawIteratorWithThreadMode<'_, rocksdb::DB>|
      -> Result<(), StoreError> {
         let Some((dir, e)) = cur else { return Ok(()) };
         let want = codec::degree_key(dir, e);
@@ -366,10 +363,7 @@ fn check_adjacency(store: &Store, report: &mut ValidationReport) -> Result<(), S
         degrees.next();
     }
     if report.facts_out != report.facts_in || sums[0] != sums[1] {
-        report.problem(format!(
-            "adjacency: the two directions disagree ({} facts outgoing, {} incoming)",
-            report.facts_out, report.facts_in
-        ));
+        report.problem(format!("adjacency: the two directions disagree ({} facts outgoing, {} incoming)", report.facts_out, report.facts_in));
         locate_direction_mismatch(store, report)?;
     }
     Ok(())
@@ -387,10 +381,7 @@ fn locate_direction_mismatch(store: &Store, report: &mut ValidationReport) -> Re
             for other in ids {
                 let back = store.neighbors_via(EntityId(other), dir.reverse(), r)?;
                 if back.binary_search(&e).is_err() {
-                    report.problem(format!(
-                        "adjacency: {e} {dir:?} {r} lists e{other}, but e{other} {:?} {r} does not list {e}",
-                        dir.reverse()
-                    ));
+                    report.problem(format!("adjacency: {e} {dir:?} {r} lists e{other}, but e{other} {:?} {r} does not list {e}", dir.reverse()));
                 }
             }
         }

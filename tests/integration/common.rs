@@ -13,9 +13,7 @@ pub fn bin_path() -> PathBuf {
 
 /// `../shared/data/<rel>`: the real data sets the project is measured on.
 pub fn shared_data(rel: &str) -> PathBuf {
-    let root = std::env::var_os("TRELLIS_SHARED_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
+    let root = std::env::var_os("TRELLIS_SHARED_DATA").map(PathBuf::from).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
     let p = root.join(rel);
     assert!(p.exists(), "{} is missing: these tests need the shared data sets (set TRELLIS_SHARED_DATA)", p.display());
     p
@@ -27,12 +25,7 @@ pub fn fixture(rel: &str) -> PathBuf {
 
 pub fn stdout_of(cmd: &mut Command) -> String {
     let out = cmd.output().expect("runs");
-    assert!(
-        out.status.success(),
-        "command failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "command failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
@@ -56,12 +49,7 @@ pub fn stats(store: &Path) -> serde_json::Value {
 
 pub fn assert_valid(store: &Path) {
     let out = trellis().arg("validate").arg("--store").arg(store).output().expect("runs");
-    assert!(
-        out.status.success(),
-        "validate failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "validate failed:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
 
 pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {

@@ -116,7 +116,8 @@ fn hub_guard_skips_hubs_and_says_so() {
     let star_center = store.entity_by_key("h").unwrap().unwrap();
     // Exact, for the hub itself: A = 1 (h-l0), A^2 = |N(h) ∩ N(l0)| = 0,
     // A^3 = sum over the 20 leaves x of |N(x) ∩ N(l0)| = 20: 0.5 + 20 * 0.125 = 3.
-    let exact_hub = Informativeness::new(store.clone(), &[l0], KatzConfig { k: Depth::Three, beta: 0.5, hub_degree: usize::MAX }).unwrap().score(star_center).unwrap();
+    let exact_hub =
+        Informativeness::new(store.clone(), &[l0], KatzConfig { k: Depth::Three, beta: 0.5, hub_degree: usize::MAX }).unwrap().score(star_center).unwrap();
     assert_eq!(exact_hub.value, 3.0);
     let mut guarded = Informativeness::new(store.clone(), &[l0], KatzConfig { k: Depth::Three, beta: 0.5, hub_degree: 5 }).unwrap();
     let g = guarded.score(star_center).unwrap();

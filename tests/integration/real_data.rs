@@ -14,11 +14,7 @@ fn opendialkg_counts_and_neighbours() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let rejects = dir.path().join("rejects.tsv");
-    let report = ingest(
-        &store,
-        &["--on-error", "skip", "--rejects", rejects.to_str().unwrap()],
-        &[&shared_data("opendialkg/kg.tsv")],
-    );
+    let report = ingest(&store, &["--on-error", "skip", "--rejects", rejects.to_str().unwrap()], &[&shared_data("opendialkg/kg.tsv")]);
     assert_eq!(report["facts"], 217_574);
     assert_eq!(report["entities"], 71_499);
     assert_eq!(report["relations"], 590);
