@@ -24,6 +24,16 @@ if ! command -v cargo >/dev/null 2>&1; then
         exit 1
     fi
 fi
+# The format and lint checks of tools/test.sh.
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+    if command -v rustup >/dev/null 2>&1; then
+        echo "setup: installing rustfmt and clippy" >&2
+        rustup component add rustfmt clippy >&2
+    else
+        echo "setup: cargo fmt and cargo clippy are missing and there is no rustup to add them" >&2
+        exit 1
+    fi
+fi
 # One build profile (release) and one target directory outside the clone, so RocksDB
 # (about 14 minutes cold on 2 cores) compiles once per machine, not once per clone.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/trellis/target}"

@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# Runs the whole test suite (unit, property and integration tests) in release mode.
-# Usage: bash tools/test.sh [extra cargo test args]
+# Runs the whole test suite (unit, property and integration tests) in release mode, after
+# the format and lint checks. Usage: bash tools/test.sh [extra cargo test args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/setup.sh
+# One profile and one target directory for everything: clippy reuses the release build of
+# the dependencies (RocksDB is not compiled again).
+cargo fmt --check
+cargo clippy --release --locked --all-targets -- -D warnings
+# The library alone, without the command line's dependencies.
+cargo clippy --release --locked --lib --no-default-features -- -D warnings
 cargo test --release --locked "$@"
