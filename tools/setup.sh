@@ -6,7 +6,9 @@ set -euo pipefail
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
-if ! ldconfig -p 2>/dev/null | grep -q 'libclang\(-[0-9.]*\)\?\.so'; then
+# Not `ldconfig -p | grep -q`: under pipefail, grep's early exit makes ldconfig fail with
+# SIGPIPE, and the check reinstalled libclang on every run.
+if ! grep -q 'libclang\(-[0-9.]*\)\?\.so' <<<"$(ldconfig -p 2>/dev/null)"; then
     need_apt+=(libclang-dev)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
