@@ -40,3 +40,24 @@ for setting in "--window 1" "--window 3" "--window 8" "--window 100" "--max-enti
     "$bin/trellis" eval linking --store "$work/kg" --input "$dev" --no-substring $setting --json >"$work/link.json"
     row "\`$setting\`" "$work/link.json" trellis
 done
+echo
+# Where the misses are lost: of the turns whose start entity is not named in the history,
+# those whose last message holds the last word of a several-word gold name (a surname, or
+# the tail of a title) without the whole name.
+"$bin/trellis" eval linking --store "$work/kg" --input "$dev" --no-substring --misses "$work/misses.jsonl" --json >/dev/null
+python3 - "$work/misses.jsonl" <<'PY'
+import json, re, sys
+unnamed = surname = 0
+for line in open(sys.argv[1], encoding="utf-8"):
+    m = json.loads(line)
+    if m["named"]:
+        continue
+    unnamed += 1
+    words = m["gold"].lower().split()
+    said = set(re.findall(r"\w+", m["last_message"].lower()))
+    if len(words) > 1 and len(words[-1]) >= 3 and words[-1] in said and m["gold"].lower() not in m["last_message"].lower():
+        surname += 1
+print(f"missed turns whose start entity is not named in the history: {unnamed}")
+print("(turns whose start entity is not named: turns - turns_named of the tables above)")
+print(f"  of them, the last message holds the last word of a several-word gold name: {surname}")
+PY
