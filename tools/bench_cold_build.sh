@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cold build of the `trellis` binary (what tools/demo.sh builds first), with and without
 # debug information for the dependencies, each in an empty target directory.
-# Usage: BENCH_DIR=/tmp/cold [NICE=19] [JOBS=1] bash tools/bench_cold_build.sh
+# Usage: BENCH_DIR=/tmp/cold [NICE=19] [JOBS=1] [SIDE_BY_SIDE=1] bash tools/bench_cold_build.sh
 # Reports wall time and CPU time (user + sys). CPU time is the figure to compare when the
 # machine is busy with other work (run with NICE=19 then); wall time only on an idle machine.
 set -euo pipefail
@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 source tools/setup.sh
 bench="${BENCH_DIR:-/tmp/trellis-cold-build}"
 rm -rf "$bench" && mkdir -p "$bench"
-for variant in with-dependency-debuginfo without-dependency-debuginfo; do
+build_variant() {
+    local variant=$1
     src="$bench/$variant/src-tree"
     mkdir -p "$src"
     git archive HEAD | tar -x -C "$src"
@@ -25,8 +26,17 @@ PY
     fi
     grep -q 'profile.release.package' "$src/Cargo.toml" && echo "$variant: override present" || echo "$variant: no override"
     ( cd "$src" && CARGO_TARGET_DIR="$bench/$variant/target" /usr/bin/time -f "$variant: wall %e s, user %U s, sys %S s, max RSS %M KB" \
-        nice -n "${NICE:-0}" cargo build --release --locked --bin trellis ${JOBS:+-j "$JOBS"} >"$bench/$variant/build.log" 2>&1 ) 2>>"$bench/times.txt" || { tail -20 "$bench/$variant/build.log"; exit 1; }
+        nice -n "${NICE:-0}" cargo build --release --locked --bin trellis ${JOBS:+-j "$JOBS"} >"$bench/$variant/build.log" 2>&1 ) 2>>"$bench/times.txt" || { tail -20 "$bench/$variant/build.log"; return 1; }
     du -sh "$bench/$variant/target" | sed "s|^|$variant target: |" >>"$bench/times.txt"
-    tail -2 "$bench/times.txt"
-done
+}
+# SIDE_BY_SIDE=1 builds both at once (JOBS=1 each on a 2-core machine): the same machine
+# state for both, in one run. Otherwise one after the other.
+if [ "${SIDE_BY_SIDE:-0}" = 1 ]; then
+    build_variant with-dependency-debuginfo &
+    build_variant without-dependency-debuginfo &
+    wait
+else
+    build_variant with-dependency-debuginfo
+    build_variant without-dependency-debuginfo
+fi
 cat "$bench/times.txt"
