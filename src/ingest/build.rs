@@ -8,7 +8,7 @@ use super::error::IngestError;
 use super::sort::TripleSorter;
 use super::sst::SstOptions;
 use super::{adjacency, BulkLoader, InputSpec, LoadReport, Progress};
-use crate::error::StoreError;
+use crate::error::OpenError;
 use crate::store::generation::NextGeneration;
 use crate::store::meta::{LoadRecord, Meta};
 use crate::store::schema::{self, *};
@@ -60,10 +60,10 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
                 read_version(&db)?
             };
             if version > FORMAT_VERSION {
-                return Err(StoreError::TooNew { path: dir.clone(), found: version, supported: FORMAT_VERSION }.into());
+                return Err(OpenError::TooNew { path: dir.clone(), found: version, supported: FORMAT_VERSION }.into());
             }
             if version < FORMAT_VERSION {
-                return Err(StoreError::NeedsMigration { path: dir.clone(), found: version, current: FORMAT_VERSION }.into());
+                return Err(OpenError::NeedsMigration { path: dir.clone(), found: version, current: FORMAT_VERSION }.into());
             }
             Some(DB::open_cf_descriptors(&opts, gen, schema::descriptors(&cache))?)
         }

@@ -1,6 +1,6 @@
 //! Ingest errors: what went wrong, in which file, on which line.
 
-use crate::error::StoreError;
+use crate::error::{OpenError, ReadError, WriteError};
 
 /// Kinds of malformed input lines; `--on-error skip` counts rejects per kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -83,7 +83,11 @@ pub enum IngestError {
     #[error("the tokenizer wrote token id {id} for {name:?}; that id is reserved by the trie")]
     ReservedToken { id: u32, name: String },
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Open(#[from] OpenError),
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
     #[error("rocksdb: {0}")]
     Rocks(#[from] rocksdb::Error),
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use trellis::ingest::{BulkLoader, InputSpec};
 use trellis::store::{NameTarget, ReaderPin};
-use trellis::{Direction, EntityId, Store, StoreError};
+use trellis::{Direction, EntityId, ReadError, Store};
 
 /// Entities per load.
 const PER_LOAD: usize = 40;
@@ -287,7 +287,7 @@ fn a_read_of_a_removed_generation_says_so() {
     // The typed error, from a read that needs files the open did not load.
     let ids: Vec<EntityId> = (0..s.entity_count() as u32).map(EntityId).collect();
     let typed = s.entity_names(&ids).expect_err("the names need unopened files");
-    assert!(matches!(typed, StoreError::GenerationRemoved { .. }), "{typed:?}");
+    assert!(matches!(typed, ReadError::GenerationRemoved { .. }), "{typed:?}");
 }
 
 #[test]
