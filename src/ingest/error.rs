@@ -35,12 +35,37 @@ impl std::fmt::Display for LineErrorKind {
     }
 }
 
+/// What exactly is wrong with a rejected line (its `LineErrorKind` is the coarse class
+/// counted by `--on-error skip`). Strings here are data: the configured reverse prefix.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum LineProblem {
+    #[error("line is {bytes} bytes, the limit is {limit} bytes")]
+    TooLong { bytes: u64, limit: usize },
+    /// `byte`: 1-based offset of the first invalid byte.
+    #[error("invalid UTF-8 at byte {byte} of the line")]
+    InvalidUtf8 { byte: usize },
+    #[error("expected 3 {separator}-separated columns, found {found}")]
+    Columns { separator: &'static str, found: usize },
+    #[error("the {field} is empty")]
+    Empty { field: &'static str },
+    #[error("the relation is empty after its reverse prefix {prefix:?}")]
+    EmptyAfterReversePrefix { prefix: String },
+    /// `at`: 1-based byte offset in the line, when known (N-Triples names are decoded).
+    #[error("the {field} contains U+{:04X}{}", u32::from(*.character), .at.map_or(String::new(), |i| format!(" at byte {i} of the line")))]
+    ControlCharacter { field: &'static str, character: char, at: Option<usize> },
+    /// The N-Triples parser's own error (shared: line errors are cloned).
+    #[error("{} (column {})", .0.message(), .0.location().start.column + 1)]
+    Ntriples(std::sync::Arc<oxttl::TurtleSyntaxError>),
+    #[error("more than one triple on the line")]
+    MultipleTriples,
+}
+
 /// One rejected line, before the file name is attached.
 #[derive(Clone, Debug)]
 pub struct LineError {
     pub line: u64,
     pub kind: LineErrorKind,
-    pub detail: String,
+    pub detail: LineProblem,
     /// The line's bytes (at most the first 80 for over-long lines).
     pub text: Vec<u8>,
 }
@@ -67,7 +92,7 @@ pub fn snippet(text: &[u8]) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
     #[error("{file}:{line}: {kind}: {detail}\n  | {snippet}")]
-    BadLine { file: String, line: u64, kind: LineErrorKind, detail: String, snippet: String },
+    BadLine { file: String, line: u64, kind: LineErrorKind, detail: LineProblem, snippet: String },
     #[error("{path}: cannot tell the input format from the file name; pass --format tsv|pipe|ntriples")]
     UnknownFormat { path: String },
     #[error("{file}: truncated or corrupt {codec} stream after line {line}: {source}")]

@@ -1,7 +1,7 @@
 //! Input files: compression and format detection, and a reader that cuts the decompressed
 //! stream into chunks of whole lines for the parser threads.
 
-use super::error::{IngestError, LineError, LineErrorKind};
+use super::error::{IngestError, LineError, LineErrorKind, LineProblem};
 use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -334,7 +334,7 @@ impl LineChunker {
                     errors.push(LineError {
                         line: self.next_line,
                         kind: LineErrorKind::LineTooLong,
-                        detail: format!("line is {} bytes, the limit is {MAX_LINE_BYTES} bytes", seen + skipped),
+                        detail: LineProblem::TooLong { bytes: seen + skipped, limit: MAX_LINE_BYTES },
                         text: snippet,
                     });
                     self.next_line += 1;

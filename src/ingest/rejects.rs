@@ -19,7 +19,7 @@ impl Loading<'_> {
         let mut row = Vec::with_capacity(e.text.len() + 64);
         escape_field(file.as_bytes(), &mut row);
         row.extend_from_slice(format!("\t{}\t{}\t", e.line, e.kind).as_bytes());
-        escape_field(e.detail.as_bytes(), &mut row);
+        escape_field(e.detail.to_string().as_bytes(), &mut row);
         row.push(b'\t');
         escape_field(&e.text, &mut row);
         row.push(b'\n');
