@@ -1,6 +1,7 @@
 //! Ingest errors: what went wrong, in which file, on which line.
 
 use crate::error::{OpenError, ReadError, WriteError};
+use std::path::PathBuf;
 
 /// Kinds of malformed input lines; `--on-error skip` counts rejects per kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -92,13 +93,15 @@ pub fn snippet(text: &[u8]) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
     #[error("{file}:{line}: {kind}: {detail}\n  | {snippet}")]
-    BadLine { file: String, line: u64, kind: LineErrorKind, detail: LineProblem, snippet: String },
+    BadLine { file: PathBuf, line: u64, kind: LineErrorKind, detail: LineProblem, snippet: String },
     #[error("{path}: cannot tell the input format from the file name; pass --format tsv|pipe|ntriples")]
-    UnknownFormat { path: String },
+    UnknownFormat { path: PathBuf },
     #[error("{file}: truncated or corrupt {codec} stream after line {line}: {source}")]
-    Truncated { file: String, codec: &'static str, line: u64, source: std::io::Error },
+    Truncated { file: PathBuf, codec: &'static str, line: u64, source: std::io::Error },
     #[error("{path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("cannot start the parser threads: {0}")]
+    ThreadPool(#[source] rayon::ThreadPoolBuildError),
     #[error("more than {limit} {what}: ids are u32")]
     TooManyIds { what: &'static str, limit: u64 },
     #[error("the load was cancelled; the store is unchanged")]
@@ -119,10 +122,10 @@ pub enum IngestError {
 
 impl IngestError {
     pub(crate) fn bad_line(file: &str, e: &LineError) -> IngestError {
-        IngestError::BadLine { file: file.to_owned(), line: e.line, kind: e.kind, detail: e.detail.clone(), snippet: snippet(&e.text) }
+        IngestError::BadLine { file: file.into(), line: e.line, kind: e.kind, detail: e.detail.clone(), snippet: snippet(&e.text) }
     }
 
-    pub(crate) fn io(path: impl std::fmt::Display, source: std::io::Error) -> IngestError {
-        IngestError::Io { path: path.to_string(), source }
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> IngestError {
+        IngestError::Io { path: path.into(), source }
     }
 }
