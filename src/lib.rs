@@ -22,7 +22,7 @@ pub mod normalize;
 pub mod retrieve;
 pub mod store;
 
-pub use error::StoreError;
+pub use error::{Error, MigrateError, OpenError, ReadError, WriteError};
 pub use ids::{Direction, EntityId, RelationId};
 pub use ingest::{BulkLoader, IngestError, InputSpec};
 pub use store::{Edge, Store};

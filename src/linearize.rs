@@ -15,6 +15,7 @@
 //! This module depends on nothing else in the crate.
 
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 
 /// Which dictionary a name belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -57,15 +58,27 @@ pub struct Linearization {
     pub relation_spaces: String,
 }
 
-/// Why a linearization cannot be used.
+/// Why a linearization cannot be used. `path` is `<json>` for text given in memory.
 #[derive(Debug, thiserror::Error)]
 pub enum LinearizeError {
-    #[error("{path}: not a linearization: {what}")]
-    Parse { path: String, what: String },
-    #[error("linearization {name:?}: {what}")]
-    Invalid { name: String, what: String },
+    #[error("{path}: not a linearization: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: not a linearization: {source}")]
+    Json { path: PathBuf, source: serde_json::Error },
+    /// `name` is the linearization's own name (data).
+    #[error("linearization {name:?}: {problem}")]
+    Invalid { name: String, problem: BoundaryProblem },
     #[error("a path has 1 or 2 hops, not {0}")]
     Hops(usize),
+}
+
+/// A boundary no tokenizer can write as its own tokens. `boundary` and `token` are data.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BoundaryProblem {
+    #[error("boundary {boundary} has no token")]
+    NoToken { boundary: String },
+    #[error("boundary {boundary} has the token {token:?} (empty or with white space)")]
+    BadToken { boundary: String, token: String },
 }
 
 /// One hop of a path as names: the relation, whether the edge is walked backwards, and the
@@ -138,9 +151,9 @@ impl Linearization {
             "trellis" => Ok(Linearization::trellis()),
             "dialoggsr" => Ok(Linearization::dialoggsr()),
             path => {
-                let text = std::fs::read_to_string(path).map_err(|e| LinearizeError::Parse { path: path.into(), what: e.to_string() })?;
+                let text = std::fs::read_to_string(path).map_err(|source| LinearizeError::Read { path: path.into(), source })?;
                 Linearization::from_json(&text).map_err(|e| match e {
-                    LinearizeError::Parse { what, .. } => LinearizeError::Parse { path: path.into(), what },
+                    LinearizeError::Json { source, .. } => LinearizeError::Json { path: path.into(), source },
                     other => other,
                 })
             }
@@ -148,7 +161,7 @@ impl Linearization {
     }
 
     pub fn from_json(text: &str) -> Result<Linearization, LinearizeError> {
-        let lin: Linearization = serde_json::from_str(text).map_err(|e| LinearizeError::Parse { path: "<json>".into(), what: e.to_string() })?;
+        let lin: Linearization = serde_json::from_str(text).map_err(|source| LinearizeError::Json { path: "<json>".into(), source })?;
         lin.check()?;
         Ok(lin)
     }
@@ -158,12 +171,12 @@ impl Linearization {
     pub fn check(&self) -> Result<(), LinearizeError> {
         for (what, b) in self.boundaries() {
             if b.is_empty() {
-                return Err(LinearizeError::Invalid { name: self.name.clone(), what: format!("boundary {what} has no token") });
+                return Err(LinearizeError::Invalid { name: self.name.clone(), problem: BoundaryProblem::NoToken { boundary: what } });
             }
             if let Some(t) = b.iter().find(|t| t.is_empty() || t.chars().any(char::is_whitespace)) {
                 return Err(LinearizeError::Invalid {
                     name: self.name.clone(),
-                    what: format!("boundary {what} has the token {t:?} (empty or with white space)"),
+                    problem: BoundaryProblem::BadToken { boundary: what.clone(), token: t.clone() },
                 });
             }
         }
@@ -350,7 +363,9 @@ mod tests {
     fn bad_definitions_are_refused() {
         let mut j = serde_json::to_value(Linearization::trellis()).unwrap();
         j["tail"] = serde_json::json!([]);
-        assert!(Linearization::from_json(&j.to_string()).unwrap_err().to_string().contains("boundary Tail has no token"));
+        let e = Linearization::from_json(&j.to_string()).unwrap_err();
+        assert!(e.to_string().contains("boundary Tail has no token"), "{e}");
+        assert!(matches!(e, LinearizeError::Invalid { problem: BoundaryProblem::NoToken { ref boundary }, .. } if boundary == "Tail"), "{e:?}");
         j["tail"] = serde_json::json!(["[T ail]"]);
         assert!(Linearization::from_json(&j.to_string()).is_err());
         assert!(Linearization::from_json("{\"name\": 1}").is_err());

@@ -161,7 +161,7 @@ pub fn link(args: LinkArgs) -> Result<ExitCode> {
         let set: Vec<serde_json::Value> = turn
             .iter()
             .map(|&(e, w)| Ok(serde_json::json!({"id": e.0, "name": store.entity(e)?.map(|r| r.name), "weight": w})))
-            .collect::<Result<_, trellis::StoreError>>()?;
+            .collect::<Result<_, trellis::ReadError>>()?;
         println!("{}", serde_json::json!({ "turn_entities": set }));
         return Ok(ExitCode::SUCCESS);
     }
@@ -169,10 +169,8 @@ pub fn link(args: LinkArgs) -> Result<ExitCode> {
         let names: Vec<String> = m.entities.iter().map(|e| format!("{} (#{}, degree {})", e.name, e.id, e.degree)).collect();
         println!("message {} [{}..{}] {:?} -> {}", m.message, m.start, m.end, m.text, names.join(" | "));
     }
-    let set: Vec<String> = turn
-        .iter()
-        .map(|&(e, w)| Ok(format!("{} ({w:.2})", store.entity(e)?.map_or(String::new(), |r| r.name))))
-        .collect::<Result<_, trellis::StoreError>>()?;
+    let set: Vec<String> =
+        turn.iter().map(|&(e, w)| Ok(format!("{} ({w:.2})", store.entity(e)?.map_or(String::new(), |r| r.name)))).collect::<Result<_, trellis::ReadError>>()?;
     println!("entities for the next turn: {}", set.join(", "));
     Ok(ExitCode::SUCCESS)
 }

@@ -133,7 +133,7 @@ pub fn run(args: RetrieveArgs) -> Result<ExitCode> {
                     return Err(super::BadInputLine { file: file.clone(), line: n as u64, what: e.to_string() }.into());
                 }
                 // Not the line's fault: no line is skipped for it, and the exit code is 1.
-                Err(AnswerError::Store(e)) => {
+                Err(AnswerError::Retrieve(e)) => {
                     bar.finish_and_clear();
                     return Err(anyhow::Error::new(e)
                         .context(format!("reading store {} (while answering the request on {file}:{n}; the request is not at fault)", args.store.display())));

@@ -3,7 +3,7 @@
 //! matcher over every entity name, on the same turns and the same history window.
 
 use super::opendialkg::Dialog;
-use crate::error::StoreError;
+use crate::error::ReadError;
 use crate::ids::EntityId;
 use crate::link::Linker;
 use crate::store::Store;
@@ -39,6 +39,15 @@ pub struct LinkingReport {
     pub misses: Vec<(String, bool, String, Vec<String>)>,
 }
 
+/// Building the substring baseline: reading the names, or the automaton refusing them.
+#[derive(Debug, thiserror::Error)]
+pub enum MatcherError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("substring matcher: {0}")]
+    Build(#[source] aho_corasick::BuildError),
+}
+
 /// A case-insensitive substring matcher over every entity name (the baseline): holds all
 /// names in memory as one Aho-Corasick automaton.
 pub struct SubstringMatcher {
@@ -47,7 +56,7 @@ pub struct SubstringMatcher {
 }
 
 impl SubstringMatcher {
-    pub fn new(store: &Store) -> Result<SubstringMatcher, StoreError> {
+    pub fn new(store: &Store) -> Result<SubstringMatcher, MatcherError> {
         let mut names = Vec::new();
         let mut ids = Vec::new();
         for id in 0..store.entity_count() as u32 {
@@ -56,10 +65,7 @@ impl SubstringMatcher {
                 ids.push(EntityId(id));
             }
         }
-        let automaton = AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .build(&names)
-            .map_err(|e| StoreError::Layout { path: store.dir().into(), what: format!("substring matcher: {e}") })?;
+        let automaton = AhoCorasick::builder().ascii_case_insensitive(true).build(&names).map_err(MatcherError::Build)?;
         Ok(SubstringMatcher { automaton, ids })
     }
 
@@ -68,7 +74,7 @@ impl SubstringMatcher {
     }
 }
 
-pub fn evaluate(store: &Store, linker: &Linker, dialogs: &[Dialog], substring: Option<&SubstringMatcher>) -> Result<LinkingReport, StoreError> {
+pub fn evaluate(store: &Store, linker: &Linker, dialogs: &[Dialog], substring: Option<&SubstringMatcher>) -> Result<LinkingReport, ReadError> {
     let mut r = LinkingReport::default();
     let (mut hits, mut hits_named, mut size) = (0u64, 0u64, 0u64);
     let (mut sub_hits, mut sub_hits_named, mut sub_size) = (0u64, 0u64, 0u64);

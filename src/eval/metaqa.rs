@@ -3,7 +3,7 @@
 //! walks the fact backwards) is written with the reverse prefix `~`, as OpenDialKG does.
 
 use super::opendialkg::{Dialog, Sample, Triple};
-use super::DatasetError;
+use super::{DatasetError, DatasetProblem};
 use crate::link::Message;
 use std::io::BufRead;
 
@@ -21,25 +21,21 @@ struct Gold {
 }
 
 pub fn read(path: &std::path::Path) -> Result<Vec<Dialog>, DatasetError> {
-    let name = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| DatasetError::Io { path: name.clone(), source: e })?;
+    let file = std::fs::File::open(path).map_err(|e| DatasetError::Io { path: path.into(), source: e })?;
     let mut out = Vec::new();
     for (i, line) in std::io::BufReader::new(file).split(b'\n').enumerate() {
-        let line = line.map_err(|e| DatasetError::Io { path: name.clone(), source: e })?;
+        let line = line.map_err(|e| DatasetError::Io { path: path.into(), source: e })?;
         // Invalid UTF-8 is a fault of the line, not a failure to read the file.
         let line = String::from_utf8(line).map_err(|e| DatasetError::Bad {
-            path: name.clone(),
+            path: path.into(),
             line: i as u64 + 1,
-            what: format!("invalid UTF-8 at byte {} of the line", e.utf8_error().valid_up_to()),
+            problem: DatasetProblem::InvalidUtf8 { byte: e.utf8_error().valid_up_to() },
         })?;
         if line.trim().is_empty() {
             continue;
         }
-        let q: Question = serde_json::from_str(&line).map_err(|e| DatasetError::Bad {
-            path: name.clone(),
-            line: i as u64 + 1,
-            what: format!("not a MetaQA question: {e}"),
-        })?;
+        let q: Question =
+            serde_json::from_str(&line).map_err(|e| DatasetError::Bad { path: path.into(), line: i as u64 + 1, problem: DatasetProblem::NotAQuestion(e) })?;
         let gold: Vec<Triple> = q
             .triples
             .into_iter()

@@ -5,11 +5,28 @@ pub mod metaqa;
 pub mod opendialkg;
 pub mod retrieval;
 
-/// Errors reading an evaluation data set.
+/// Errors reading an evaluation data set: the file, or one of its lines (bad input).
 #[derive(Debug, thiserror::Error)]
 pub enum DatasetError {
     #[error("{path}: {source}")]
-    Io { path: String, source: std::io::Error },
-    #[error("{path}:{line}: {what}")]
-    Bad { path: String, line: u64, what: String },
+    Io { path: std::path::PathBuf, source: std::io::Error },
+    #[error("{path}:{line}: {problem}")]
+    Bad { path: std::path::PathBuf, line: u64, problem: DatasetProblem },
+}
+
+/// What is wrong with one line of a data set.
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetProblem {
+    #[error("{0}")]
+    Csv(csv::Error),
+    #[error("no `Messages` column")]
+    NoMessagesColumn,
+    #[error("row has no Messages field")]
+    NoMessagesField,
+    #[error("Messages is not the expected JSON: {0}")]
+    MessagesJson(serde_json::Error),
+    #[error("invalid UTF-8 at byte {byte} of the line")]
+    InvalidUtf8 { byte: usize },
+    #[error("not a MetaQA question: {0}")]
+    NotAQuestion(serde_json::Error),
 }

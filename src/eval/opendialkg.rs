@@ -4,7 +4,7 @@
 //! whose it is, and [`keep_samples_of`] narrows an evaluation to one side. The history is
 //! every chat message before the action; the gold is the path.
 
-use super::DatasetError;
+use super::{DatasetError, DatasetProblem};
 use crate::link::Message;
 
 pub type Triple = (String, String, String);
@@ -44,19 +44,19 @@ struct Action {
 
 /// Reads `dialogs_*.csv` (columns `Messages, User Rating, Assistant Rating`).
 pub fn read(path: &std::path::Path) -> Result<Vec<Dialog>, DatasetError> {
-    let name = path.display().to_string();
-    let mut reader = csv::Reader::from_path(path).map_err(|e| DatasetError::Io { path: name.clone(), source: e.into() })?;
-    let headers = reader.headers().map_err(|e| bad(&name, 1, e.to_string()))?.clone();
-    let col = headers.iter().position(|h| h == "Messages").ok_or_else(|| bad(&name, 1, "no `Messages` column".into()))?;
+    let name = path;
+    let mut reader = csv::Reader::from_path(path).map_err(|e| DatasetError::Io { path: name.into(), source: e.into() })?;
+    let headers = reader.headers().map_err(|e| bad(name, 1, DatasetProblem::Csv(e)))?.clone();
+    let col = headers.iter().position(|h| h == "Messages").ok_or_else(|| bad(name, 1, DatasetProblem::NoMessagesColumn))?;
     let mut dialogs = Vec::new();
     for record in reader.records() {
         let record = record.map_err(|e| {
             let line = e.position().map_or(0, |p| p.line());
-            bad(&name, line, e.to_string())
+            bad(name, line, DatasetProblem::Csv(e))
         })?;
         let line = record.position().map_or(0, |p| p.line());
-        let json = record.get(col).ok_or_else(|| bad(&name, line, "row has no Messages field".into()))?;
-        let actions: Vec<Action> = serde_json::from_str(json).map_err(|e| bad(&name, line, format!("Messages is not the expected JSON: {e}")))?;
+        let json = record.get(col).ok_or_else(|| bad(name, line, DatasetProblem::NoMessagesField))?;
+        let actions: Vec<Action> = serde_json::from_str(json).map_err(|e| bad(name, line, DatasetProblem::MessagesJson(e)))?;
         let mut dialog = Dialog { messages: Vec::new(), samples: Vec::new() };
         for a in actions {
             match a.kind.as_str() {
@@ -96,6 +96,6 @@ fn path_of(metadata: &serde_json::Value) -> Option<Vec<Triple>> {
         .collect()
 }
 
-fn bad(path: &str, line: u64, what: String) -> DatasetError {
-    DatasetError::Bad { path: path.to_owned(), line, what }
+fn bad(path: &std::path::Path, line: u64, problem: DatasetProblem) -> DatasetError {
+    DatasetError::Bad { path: path.into(), line, problem }
 }

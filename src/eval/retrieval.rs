@@ -2,9 +2,10 @@
 //! (definitions in method-notes.md and the README).
 
 use super::opendialkg::{Dialog, Triple};
-use crate::error::StoreError;
+use crate::error::ReadError;
 use crate::graph::candidates::Fact;
 use crate::ids::Direction;
+use crate::retrieve::RetrieveError;
 use crate::retrieve::Retriever;
 use crate::store::Store;
 use std::collections::{BTreeMap, HashSet};
@@ -42,7 +43,7 @@ pub struct RetrievalReport {
 }
 
 /// A gold triple in stored orientation (`~r(a, b)` is `r(b, a)`), if the store knows it.
-fn resolve(store: &Store, t: &Triple, reverse_prefix: &str) -> Result<Option<Fact>, StoreError> {
+fn resolve(store: &Store, t: &Triple, reverse_prefix: &str) -> Result<Option<Fact>, ReadError> {
     let (s, r, o) = t;
     let (r, swap) = match r.strip_prefix(reverse_prefix).filter(|_| !reverse_prefix.is_empty()) {
         Some(base) => (base, true),
@@ -54,7 +55,7 @@ fn resolve(store: &Store, t: &Triple, reverse_prefix: &str) -> Result<Option<Fac
     Ok(Some(if swap { (o, r, s) } else { (s, r, o) }))
 }
 
-pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[usize]) -> Result<RetrievalReport, StoreError> {
+pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[usize]) -> Result<RetrievalReport, RetrieveError> {
     let mut r = RetrievalReport::default();
     let kmax = ks.iter().copied().max().unwrap_or(10).max(10);
     let mut path_hits = vec![0u64; ks.len()];

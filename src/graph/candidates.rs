@@ -8,7 +8,7 @@
 //! per-relation cap at the second hop, never back to the entity itself (by any fact: an
 //! A-B-A loop tells nothing the 1-hop fact does not), at most `paths_per_entity`.
 
-use crate::error::StoreError;
+use crate::error::ReadError;
 use crate::ids::{Direction, EntityId, RelationId};
 use crate::store::{Edge, NeighborCursor, Store};
 use std::ops::ControlFlow;
@@ -80,7 +80,7 @@ pub fn distinct_terms(facts: impl Iterator<Item = Fact>) -> (Vec<EntityId>, Vec<
 
 /// The first hops out of `e`: capped per (direction, relation) and in total. Edges to
 /// `avoid` are passed over without counting.
-fn capped_edges(cursor: &mut NeighborCursor<'_>, e: EntityId, per_relation: usize, total: usize, avoid: Option<EntityId>) -> Result<Vec<Edge>, StoreError> {
+fn capped_edges(cursor: &mut NeighborCursor<'_>, e: EntityId, per_relation: usize, total: usize, avoid: Option<EntityId>) -> Result<Vec<Edge>, ReadError> {
     let mut out = Vec::new();
     let mut group: Option<(Direction, RelationId)> = None;
     let mut in_group = 0;
@@ -104,7 +104,7 @@ fn capped_edges(cursor: &mut NeighborCursor<'_>, e: EntityId, per_relation: usiz
     Ok(out)
 }
 
-pub fn candidate_subgraph(store: &Store, mentioned: &[EntityId], cfg: &CandidateConfig) -> Result<Candidates, StoreError> {
+pub fn candidate_subgraph(store: &Store, mentioned: &[EntityId], cfg: &CandidateConfig) -> Result<Candidates, ReadError> {
     let mut out = Candidates::default();
     let mut seen = std::collections::HashSet::new();
     let mut cursor = store.neighbor_cursor();

@@ -17,7 +17,7 @@
 //! K >= 2 terms are skipped. Either way the result says so (`truncated`). The mentioned
 //! entities' lists are read once per mentioned set.
 
-use crate::error::StoreError;
+use crate::error::ReadError;
 use crate::ids::EntityId;
 use crate::store::Store;
 use std::collections::HashMap;
@@ -56,7 +56,7 @@ pub struct Score {
 }
 
 /// The sorted, distinct neighbours of `e` in the undirected view.
-pub fn neighbour_set(store: &Store, e: EntityId) -> Result<Vec<u32>, StoreError> {
+pub fn neighbour_set(store: &Store, e: EntityId) -> Result<Vec<u32>, ReadError> {
     let mut out = Vec::new();
     store.for_each_neighbor(e, None, None, |edge| {
         out.push(edge.other.0);
@@ -100,7 +100,7 @@ pub struct Informativeness {
 }
 
 impl Informativeness {
-    pub fn new(store: Arc<Store>, mentioned: &[EntityId], cfg: KatzConfig) -> Result<Informativeness, StoreError> {
+    pub fn new(store: Arc<Store>, mentioned: &[EntityId], cfg: KatzConfig) -> Result<Informativeness, ReadError> {
         let mut m = Vec::with_capacity(mentioned.len());
         for &e in mentioned {
             let hub = facts(&store, e)? > cfg.hub_degree as u64;
@@ -109,7 +109,7 @@ impl Informativeness {
         Ok(Informativeness { store, cfg, mentioned: m, cache: HashMap::new(), cached_ids: 0, scores: HashMap::new() })
     }
 
-    fn neighbours(&mut self, e: u32) -> Result<&Vec<u32>, StoreError> {
+    fn neighbours(&mut self, e: u32) -> Result<&Vec<u32>, ReadError> {
         if !self.cache.contains_key(&e) {
             let n = neighbour_set(&self.store, EntityId(e))?;
             // A long-lived scorer (a whole decode) must not grow without bound: past the
@@ -125,7 +125,7 @@ impl Informativeness {
     }
 
     /// S(e, M); 0 for an empty M. Scores are remembered: candidate paths share entities.
-    pub fn score(&mut self, e: EntityId) -> Result<Score, StoreError> {
+    pub fn score(&mut self, e: EntityId) -> Result<Score, ReadError> {
         if let Some(s) = self.scores.get(&e) {
             return Ok(s.clone());
         }
@@ -134,7 +134,7 @@ impl Informativeness {
         Ok(s)
     }
 
-    fn compute(&mut self, e: EntityId) -> Result<Score, StoreError> {
+    fn compute(&mut self, e: EntityId) -> Result<Score, ReadError> {
         if self.mentioned.is_empty() {
             return Ok(Score { value: 0.0, truncated: false });
         }
@@ -184,12 +184,12 @@ impl Informativeness {
     }
 
     /// Facts of `e` in both directions (two point reads): the hub test, before any list.
-    fn facts(&self, e: EntityId) -> Result<u64, StoreError> {
+    fn facts(&self, e: EntityId) -> Result<u64, ReadError> {
         facts(&self.store, e)
     }
 }
 
 /// Facts of `e` in both directions: two point reads of the degree records.
-fn facts(store: &Store, e: EntityId) -> Result<u64, StoreError> {
+fn facts(store: &Store, e: EntityId) -> Result<u64, ReadError> {
     Ok(store.degree(e, crate::ids::Direction::Out)? + store.degree(e, crate::ids::Direction::In)?)
 }

@@ -4,7 +4,7 @@ pub mod candidates;
 pub mod informativeness;
 pub mod pcst;
 
-use crate::error::StoreError;
+use crate::error::ReadError;
 use crate::ids::{Direction, EntityId, RelationId};
 use crate::store::{Edge, Store};
 use std::ops::ControlFlow;
@@ -32,14 +32,7 @@ impl Step {
 /// (direction, relation, neighbour id; 2-hop facts after all 1-hop facts), at most `limit`.
 /// `relation` restricts the first hop. The second hop never walks straight back along the
 /// fact it came by.
-pub fn neighborhood(
-    store: &Store,
-    start: EntityId,
-    relation: Option<RelationId>,
-    hops: u8,
-    limit: usize,
-    mut f: impl FnMut(Step),
-) -> Result<usize, StoreError> {
+pub fn neighborhood(store: &Store, start: EntityId, relation: Option<RelationId>, hops: u8, limit: usize, mut f: impl FnMut(Step)) -> Result<usize, ReadError> {
     let mut emitted = 0usize;
     let mut first: Vec<Edge> = Vec::new();
     store.for_each_neighbor(start, None, relation, |edge| {

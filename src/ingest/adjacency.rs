@@ -6,7 +6,7 @@ use super::error::IngestError;
 use super::sort::{Order, TripleSorter};
 use super::sst::{SstOptions, SstSink};
 use super::{Progress, ProgressFn};
-use crate::error::StoreError;
+use crate::error::{Corruption, Key, ReadError};
 use crate::ids::{Direction, EntityId, RelationId};
 use crate::store::codec;
 use crate::store::idlist;
@@ -37,7 +37,12 @@ pub(super) fn write_adjacency_both(
         if dir == Direction::Out {
             added_out = added;
         } else if added != added_out {
-            return Err(StoreError::corrupt(CF_ADJACENCY, b"", format!("the load adds {added_out} outgoing but {added} incoming facts")).into());
+            return Err(ReadError::Corrupt {
+                cf: CF_ADJACENCY,
+                key: Key(Box::default()),
+                what: Corruption::DirectionCounts { outgoing: added_out, incoming: added },
+            }
+            .into());
         }
     }
     Ok((files, added_out))
@@ -66,7 +71,7 @@ fn write_adjacency(
         let key = codec::adj_key(dir, EntityId(e), RelationId(r));
         let stored = match old {
             Some(db) => match db.get_pinned_cf(db.cf_handle(CF_ADJACENCY).expect("cf"), key)? {
-                Some(v) => Some(idlist::decode_ids(&v).ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, &key, "malformed id list"))?),
+                Some(v) => Some(idlist::decode_ids(&v).ok_or_else(|| ReadError::corrupt(CF_ADJACENCY, &key, "malformed id list"))?),
                 None => None,
             },
             None => None,
@@ -97,7 +102,7 @@ fn write_adjacency(
         let key = codec::degree_key(dir, EntityId(e));
         let before = match old {
             Some(db) => match db.get_pinned_cf(db.cf_handle(CF_DEGREES).expect("cf"), key)? {
-                Some(v) => u64::from(codec::be_u32(&v).ok_or_else(|| StoreError::corrupt(CF_DEGREES, &key, "degree is not 4 bytes"))?),
+                Some(v) => u64::from(codec::be_u32(&v).ok_or_else(|| ReadError::corrupt(CF_DEGREES, &key, "degree is not 4 bytes"))?),
                 None => 0,
             },
             None => 0,

@@ -8,7 +8,7 @@ use super::error::IngestError;
 use super::sort::TripleSorter;
 use super::sst::SstOptions;
 use super::{adjacency, BulkLoader, InputSpec, LoadReport, Progress};
-use crate::error::StoreError;
+use crate::error::OpenError;
 use crate::store::generation::NextGeneration;
 use crate::store::meta::{LoadRecord, Meta};
 use crate::store::schema::{self, *};
@@ -60,10 +60,10 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
                 read_version(&db)?
             };
             if version > FORMAT_VERSION {
-                return Err(StoreError::TooNew { path: dir.clone(), found: version, supported: FORMAT_VERSION }.into());
+                return Err(OpenError::TooNew { path: dir.clone(), found: version, supported: FORMAT_VERSION }.into());
             }
             if version < FORMAT_VERSION {
-                return Err(StoreError::NeedsMigration { path: dir.clone(), found: version, current: FORMAT_VERSION }.into());
+                return Err(OpenError::NeedsMigration { path: dir.clone(), found: version, current: FORMAT_VERSION }.into());
             }
             Some(DB::open_cf_descriptors(&opts, gen, schema::descriptors(&cache))?)
         }
@@ -74,7 +74,7 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
         None => None,
     };
     let next_gen = current.as_ref().map_or(1, |(n, _)| n + 1);
-    let tmp = tempfile::Builder::new().prefix("tmp-").tempdir_in(&dir).map_err(|e| IngestError::io(dir.display(), e))?;
+    let tmp = tempfile::Builder::new().prefix("tmp-").tempdir_in(&dir).map_err(|e| IngestError::io(&dir, e))?;
     let budget = loader.memory_mb << 20;
     let rejects_path = loader.rejects.clone().unwrap_or_else(|| dir.join(format!("rejected-{}.tsv", layout::generation_name(next_gen))));
     let base_entities = old_meta.as_ref().map_or(0, |m| m.entities as u32);
@@ -124,7 +124,7 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
         "parsed inputs"
     );
     if let Some(mut w) = state.rejects.take() {
-        w.flush().map_err(|e| IngestError::io(state.rejects_path.display(), e))?;
+        w.flush().map_err(|e| IngestError::io(&state.rejects_path, e))?;
         state.report.rejects_file = Some(state.rejects_path.clone());
     }
     state.sorter.finish()?;

@@ -8,14 +8,14 @@
 //! their next keys prefetch their slots (`prefetch`).
 //! Keys of an existing store are looked up in it (bloom-filtered point reads) and cached.
 
-use crate::error::StoreError;
+use crate::error::ReadError;
 use crate::store::codec::{get_varint, put_varint};
 use crate::store::TermKind;
 use hashbrown::{DefaultHashBuilder, HashMap};
 use std::hash::BuildHasher;
 
 /// Finds a key's id in the store being added to.
-pub type Lookup<'a> = dyn FnMut(&[u8]) -> Result<Option<u32>, StoreError> + 'a;
+pub type Lookup<'a> = dyn FnMut(&[u8]) -> Result<Option<u32>, ReadError> + 'a;
 
 pub struct Interner {
     base: u32,
@@ -48,7 +48,7 @@ impl Interner {
 
     /// The id of `key`, looking in this load, then in the store (`lookup`), then assigning
     /// the next id. Returns `None` when ids are exhausted.
-    pub fn intern(&mut self, key: &[u8], kind: TermKind, name: Option<&[u8]>, lookup: &mut Lookup<'_>) -> Result<Option<u32>, StoreError> {
+    pub fn intern(&mut self, key: &[u8], kind: TermKind, name: Option<&[u8]>, lookup: &mut Lookup<'_>) -> Result<Option<u32>, ReadError> {
         let hash = self.hash(key);
         self.intern_hashed(key, hash, kind, name, lookup)
     }
@@ -65,7 +65,7 @@ impl Interner {
     }
 
     /// `intern` with the key's hash computed by the caller (`hash`).
-    pub fn intern_hashed(&mut self, key: &[u8], hash: u64, kind: TermKind, name: Option<&[u8]>, lookup: &mut Lookup<'_>) -> Result<Option<u32>, StoreError> {
+    pub fn intern_hashed(&mut self, key: &[u8], hash: u64, kind: TermKind, name: Option<&[u8]>, lookup: &mut Lookup<'_>) -> Result<Option<u32>, ReadError> {
         let arena = &self.arena;
         if let Some(idx) = self.table.find(hash, |at| {
             let (idx, _, k, _) = term_at(arena, at);

@@ -1,6 +1,7 @@
 //! Ingest errors: what went wrong, in which file, on which line.
 
-use crate::error::StoreError;
+use crate::error::{OpenError, ReadError, WriteError};
+use std::path::PathBuf;
 
 /// Kinds of malformed input lines; `--on-error skip` counts rejects per kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -35,12 +36,37 @@ impl std::fmt::Display for LineErrorKind {
     }
 }
 
+/// What exactly is wrong with a rejected line (its `LineErrorKind` is the coarse class
+/// counted by `--on-error skip`). Strings here are data: the configured reverse prefix.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum LineProblem {
+    #[error("line is {bytes} bytes, the limit is {limit} bytes")]
+    TooLong { bytes: u64, limit: usize },
+    /// `byte`: 1-based offset of the first invalid byte.
+    #[error("invalid UTF-8 at byte {byte} of the line")]
+    InvalidUtf8 { byte: usize },
+    #[error("expected 3 {separator}-separated columns, found {found}")]
+    Columns { separator: &'static str, found: usize },
+    #[error("the {field} is empty")]
+    Empty { field: &'static str },
+    #[error("the relation is empty after its reverse prefix {prefix:?}")]
+    EmptyAfterReversePrefix { prefix: String },
+    /// `at`: 1-based byte offset in the line, when known (N-Triples names are decoded).
+    #[error("the {field} contains U+{:04X}{}", u32::from(*.character), .at.map_or(String::new(), |i| format!(" at byte {i} of the line")))]
+    ControlCharacter { field: &'static str, character: char, at: Option<usize> },
+    /// The N-Triples parser's own error (shared: line errors are cloned).
+    #[error("{} (column {})", .0.message(), .0.location().start.column + 1)]
+    Ntriples(std::sync::Arc<oxttl::TurtleSyntaxError>),
+    #[error("more than one triple on the line")]
+    MultipleTriples,
+}
+
 /// One rejected line, before the file name is attached.
 #[derive(Clone, Debug)]
 pub struct LineError {
     pub line: u64,
     pub kind: LineErrorKind,
-    pub detail: String,
+    pub detail: LineProblem,
     /// The line's bytes (at most the first 80 for over-long lines).
     pub text: Vec<u8>,
 }
@@ -67,13 +93,15 @@ pub fn snippet(text: &[u8]) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
     #[error("{file}:{line}: {kind}: {detail}\n  | {snippet}")]
-    BadLine { file: String, line: u64, kind: LineErrorKind, detail: String, snippet: String },
+    BadLine { file: PathBuf, line: u64, kind: LineErrorKind, detail: LineProblem, snippet: String },
     #[error("{path}: cannot tell the input format from the file name; pass --format tsv|pipe|ntriples")]
-    UnknownFormat { path: String },
+    UnknownFormat { path: PathBuf },
     #[error("{file}: truncated or corrupt {codec} stream after line {line}: {source}")]
-    Truncated { file: String, codec: &'static str, line: u64, source: std::io::Error },
+    Truncated { file: PathBuf, codec: &'static str, line: u64, source: std::io::Error },
     #[error("{path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("cannot start the parser threads: {0}")]
+    ThreadPool(#[source] rayon::ThreadPoolBuildError),
     #[error("more than {limit} {what}: ids are u32")]
     TooManyIds { what: &'static str, limit: u64 },
     #[error("the load was cancelled; the store is unchanged")]
@@ -83,17 +111,21 @@ pub enum IngestError {
     #[error("the tokenizer wrote token id {id} for {name:?}; that id is reserved by the trie")]
     ReservedToken { id: u32, name: String },
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Open(#[from] OpenError),
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
     #[error("rocksdb: {0}")]
     Rocks(#[from] rocksdb::Error),
 }
 
 impl IngestError {
     pub(crate) fn bad_line(file: &str, e: &LineError) -> IngestError {
-        IngestError::BadLine { file: file.to_owned(), line: e.line, kind: e.kind, detail: e.detail.clone(), snippet: snippet(&e.text) }
+        IngestError::BadLine { file: file.into(), line: e.line, kind: e.kind, detail: e.detail.clone(), snippet: snippet(&e.text) }
     }
 
-    pub(crate) fn io(path: impl std::fmt::Display, source: std::io::Error) -> IngestError {
-        IngestError::Io { path: path.to_string(), source }
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> IngestError {
+        IngestError::Io { path: path.into(), source }
     }
 }

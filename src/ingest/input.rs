@@ -1,7 +1,7 @@
 //! Input files: compression and format detection, and a reader that cuts the decompressed
 //! stream into chunks of whole lines for the parser threads.
 
-use super::error::{IngestError, LineError, LineErrorKind};
+use super::error::{IngestError, LineError, LineErrorKind, LineProblem};
 use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -153,7 +153,7 @@ pub fn open_input(spec: &InputSpec) -> Result<OpenedInput, IngestError> {
     let (raw, size): (Box<dyn Read + Send>, Option<u64>) = if spec.is_stdin() {
         (Box::new(io::stdin()), None)
     } else {
-        let f = File::open(&spec.path).map_err(|e| IngestError::Io { path: display.clone(), source: e })?;
+        let f = File::open(&spec.path).map_err(|e| IngestError::Io { path: display.clone().into(), source: e })?;
         let size = f.metadata().ok().map(|m| m.len());
         (Box::new(f), size)
     };
@@ -162,7 +162,7 @@ pub fn open_input(spec: &InputSpec) -> Result<OpenedInput, IngestError> {
     let compression = match spec.compression {
         Some(c) => c,
         None => match compression_from_name(&name).0 {
-            Compression::None => sniff_compression(&mut raw).map_err(|e| IngestError::Io { path: display.clone(), source: e })?,
+            Compression::None => sniff_compression(&mut raw).map_err(|e| IngestError::Io { path: display.clone().into(), source: e })?,
             c => c,
         },
     };
@@ -170,7 +170,7 @@ pub fn open_input(spec: &InputSpec) -> Result<OpenedInput, IngestError> {
         Compression::None => Box::new(raw),
         Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(raw)),
         Compression::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(raw)),
-        Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| IngestError::Io { path: display.clone(), source: e })?),
+        Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(raw).map_err(|e| IngestError::Io { path: display.clone().into(), source: e })?),
     };
     let named = spec.format.or_else(|| format_from_name(&spec.path));
     let sniffable = {
@@ -179,7 +179,7 @@ pub fn open_input(spec: &InputSpec) -> Result<OpenedInput, IngestError> {
     };
     // Standard input is never sniffed: say so before waiting for it.
     if named.is_none() && (!sniffable || spec.is_stdin()) {
-        return Err(IngestError::UnknownFormat { path: display });
+        return Err(IngestError::UnknownFormat { path: display.into() });
     }
     // A UTF-8 byte-order mark says nothing about the triples: drop it, whatever the format
     // or compression, so it never becomes part of the first name.
@@ -225,7 +225,7 @@ pub fn open_input(spec: &InputSpec) -> Result<OpenedInput, IngestError> {
             };
             match sniff_format(prefix[first_line].trim_ascii()) {
                 Some(f) => f,
-                None => return Err(IngestError::UnknownFormat { path: display }),
+                None => return Err(IngestError::UnknownFormat { path: display.into() }),
             }
         }
     };
@@ -247,9 +247,9 @@ fn sniff_compression<R: io::BufRead>(r: &mut R) -> io::Result<Compression> {
 
 pub fn decompress_error(file: &str, c: Compression, line: u64, e: io::Error) -> IngestError {
     if c == Compression::None {
-        IngestError::Io { path: file.to_owned(), source: e }
+        IngestError::Io { path: file.into(), source: e }
     } else {
-        IngestError::Truncated { file: file.to_owned(), codec: c.name(), line, source: e }
+        IngestError::Truncated { file: file.into(), codec: c.name(), line, source: e }
     }
 }
 
@@ -334,7 +334,7 @@ impl LineChunker {
                     errors.push(LineError {
                         line: self.next_line,
                         kind: LineErrorKind::LineTooLong,
-                        detail: format!("line is {} bytes, the limit is {MAX_LINE_BYTES} bytes", seen + skipped),
+                        detail: LineProblem::TooLong { bytes: seen + skipped, limit: MAX_LINE_BYTES },
                         text: snippet,
                     });
                     self.next_line += 1;

@@ -6,7 +6,7 @@ use super::build::Loading;
 use super::error::IngestError;
 use super::parse::{ParsedChunk, Record, TermRef};
 use super::OnError;
-use crate::error::StoreError;
+use crate::error::ReadError;
 use crate::store::codec::{self, TermKind};
 use crate::store::meta::InputRecord;
 use crate::store::schema::*;
@@ -78,20 +78,20 @@ impl Loading<'_> {
 }
 
 /// The id of `key` in the store being added to (`None`: a first load, or a new key).
-pub(super) fn lookup_id(old: Option<&DB>, cf: &'static str, key: &[u8]) -> Result<Option<u32>, StoreError> {
+pub(super) fn lookup_id(old: Option<&DB>, cf: &'static str, key: &[u8]) -> Result<Option<u32>, ReadError> {
     let Some(db) = old else { return Ok(None) };
-    match db.get_pinned_cf(db.cf_handle(cf).expect("cf"), key)? {
+    match db.get_pinned_cf(db.cf_handle(cf).expect("cf"), key).map_err(ReadError::Rocks)? {
         None => Ok(None),
-        Some(v) => codec::be_u32(&v).map(Some).ok_or_else(|| StoreError::corrupt(cf, key, "id is not 4 bytes")),
+        Some(v) => codec::be_u32(&v).map(Some).ok_or_else(|| ReadError::corrupt(cf, key, "id is not 4 bytes")),
     }
 }
 
-pub(super) fn lookup_value(old: Option<&DB>, cf: &'static str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+pub(super) fn lookup_value(old: Option<&DB>, cf: &'static str, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
     let Some(db) = old else { return Ok(None) };
-    Ok(db.get_pinned_cf(db.cf_handle(cf).expect("cf"), key)?.map(|v| v.to_vec()))
+    Ok(db.get_pinned_cf(db.cf_handle(cf).expect("cf"), key).map_err(ReadError::Rocks)?.map(|v| v.to_vec()))
 }
 
-pub(super) fn lookup_exists(old: Option<&DB>, cf: &'static str, key: &[u8]) -> Result<bool, StoreError> {
+pub(super) fn lookup_exists(old: Option<&DB>, cf: &'static str, key: &[u8]) -> Result<bool, ReadError> {
     let Some(db) = old else { return Ok(false) };
-    Ok(db.get_pinned_cf(db.cf_handle(cf).expect("cf"), key)?.is_some())
+    Ok(db.get_pinned_cf(db.cf_handle(cf).expect("cf"), key).map_err(ReadError::Rocks)?.is_some())
 }

@@ -34,7 +34,7 @@ pub mod sort;
 mod sst;
 pub mod tokens;
 
-pub use error::{IngestError, LineErrorKind};
+pub use error::{IngestError, LineErrorKind, LineProblem};
 pub use input::{Compression, Format, InputSpec};
 
 use crate::store::meta::InputRecord;

@@ -3,7 +3,7 @@
 //! A parsed chunk keeps its strings in one arena and refers to them by span, so parsing a
 //! chunk allocates a handful of vectors, not a string per term.
 
-use super::error::{LineError, LineErrorKind};
+use super::error::{LineError, LineErrorKind, LineProblem};
 use super::input::{Chunk, Format, MAX_LINE_BYTES};
 use crate::store::TermKind;
 use oxrdf::{NamedOrBlankNode, Term};
@@ -107,14 +107,14 @@ fn check_line(line: u64, text: &[u8]) -> Result<&str, LineError> {
         return Err(LineError {
             line,
             kind: LineErrorKind::LineTooLong,
-            detail: format!("line is {} bytes, the limit is {MAX_LINE_BYTES} bytes", text.len()),
+            detail: LineProblem::TooLong { bytes: text.len() as u64, limit: MAX_LINE_BYTES },
             text: text[..80].to_vec(),
         });
     }
     std::str::from_utf8(text).map_err(|e| LineError {
         line,
         kind: LineErrorKind::InvalidUtf8,
-        detail: format!("invalid UTF-8 at byte {} of the line", e.valid_up_to() + 1),
+        detail: LineProblem::InvalidUtf8 { byte: e.valid_up_to() + 1 },
         text: text.to_vec(),
     })
 }
@@ -131,13 +131,13 @@ fn find_control(field: &[u8]) -> Option<(usize, char)> {
     String::from_utf8_lossy(field).char_indices().find(|(_, c)| c.is_control())
 }
 
-fn control_error(line: u64, which: &str, found: (Option<usize>, char), text: &[u8]) -> LineError {
-    let (at, c) = found;
-    let at = at.map_or(String::new(), |i| format!(" at byte {} of the line", i + 1));
-    LineError { line, kind: LineErrorKind::ControlCharacter, detail: format!("the {which} contains U+{:04X}{at}", c as u32), text: text.to_vec() }
+fn control_error(line: u64, which: &'static str, found: (Option<usize>, char), text: &[u8]) -> LineError {
+    let (at, character) = found;
+    let detail = LineProblem::ControlCharacter { field: which, character, at: at.map(|i| i + 1) };
+    LineError { line, kind: LineErrorKind::ControlCharacter, detail, text: text.to_vec() }
 }
 
-fn parse_delimited(data: Vec<u8>, first_line: u64, sep: u8, sep_name: &str, cfg: &ParseConfig, out: &mut ParsedChunk) {
+fn parse_delimited(data: Vec<u8>, first_line: u64, sep: u8, sep_name: &'static str, cfg: &ParseConfig, out: &mut ParsedChunk) {
     for (line, offset, text) in lines(&data, first_line) {
         out.lines += 1;
         if text.is_empty() {
@@ -161,7 +161,7 @@ fn parse_delimited(data: Vec<u8>, first_line: u64, sep: u8, sep_name: &str, cfg:
             out.errors.push(LineError {
                 line,
                 kind: LineErrorKind::WrongColumnCount,
-                detail: format!("expected 3 {sep_name}-separated columns, found {n}"),
+                detail: LineProblem::Columns { separator: sep_name, found: n },
                 text: text.to_vec(),
             });
             continue;
@@ -169,7 +169,7 @@ fn parse_delimited(data: Vec<u8>, first_line: u64, sep: u8, sep_name: &str, cfg:
         let [mut s, mut r, mut o] = fields;
         let blank = |sp: Span| sp.get(&data).iter().all(u8::is_ascii_whitespace);
         if let Some((which, _)) = [("subject", s), ("relation", r), ("object", o)].into_iter().find(|&(_, sp)| blank(sp)) {
-            out.errors.push(LineError { line, kind: LineErrorKind::EmptyName, detail: format!("the {which} is empty"), text: text.to_vec() });
+            out.errors.push(LineError { line, kind: LineErrorKind::EmptyName, detail: LineProblem::Empty { field: which }, text: text.to_vec() });
             continue;
         }
         let control = [("subject", s), ("relation", r), ("object", o)]
@@ -185,7 +185,7 @@ fn parse_delimited(data: Vec<u8>, first_line: u64, sep: u8, sep_name: &str, cfg:
                 out.errors.push(LineError {
                     line,
                     kind: LineErrorKind::EmptyName,
-                    detail: format!("the relation is empty after its reverse prefix {:?}", cfg.reverse_prefix),
+                    detail: LineProblem::EmptyAfterReversePrefix { prefix: cfg.reverse_prefix.clone() },
                     text: text.to_vec(),
                 });
                 continue;
@@ -248,15 +248,12 @@ fn parse_ntriples(data: &[u8], first_line: u64, cfg: &ParseConfig, out: &mut Par
             (Some(Err(e)), _) => out.errors.push(LineError {
                 line,
                 kind: LineErrorKind::InvalidNtriples,
-                detail: format!("{} (column {})", e.message(), e.location().start.column + 1),
+                detail: LineProblem::Ntriples(std::sync::Arc::new(e)),
                 text: text.as_bytes().to_vec(),
             }),
-            (Some(Ok(_)), Some(_)) => out.errors.push(LineError {
-                line,
-                kind: LineErrorKind::InvalidNtriples,
-                detail: "more than one triple on the line".into(),
-                text: text.as_bytes().to_vec(),
-            }),
+            (Some(Ok(_)), Some(_)) => {
+                out.errors.push(LineError { line, kind: LineErrorKind::InvalidNtriples, detail: LineProblem::MultipleTriples, text: text.as_bytes().to_vec() })
+            }
             (None, _) => {}
         }
     }
@@ -402,7 +399,8 @@ mod tests {
         assert_eq!(p.errors.len(), 1);
         assert_eq!(p.errors[0].line, 2);
         assert_eq!(p.errors[0].kind, LineErrorKind::InvalidUtf8);
-        assert_eq!(p.errors[0].detail, "invalid UTF-8 at byte 2 of the line");
+        assert_eq!(p.errors[0].detail.to_string(), "invalid UTF-8 at byte 2 of the line");
+        assert!(matches!(p.errors[0].detail, LineProblem::InvalidUtf8 { byte: 2 }));
     }
 
     #[test]
@@ -507,7 +505,7 @@ mod fuzz {
                     prop_assert_eq!(p.errors.len(), 1);
                     prop_assert_eq!(p.errors[0].kind, LineErrorKind::ControlCharacter);
                     let expected = format!("contains U+{:04X} at byte {} of the line", c as u32, at + 1);
-                    prop_assert!(p.errors[0].detail.ends_with(&expected), "{} / {}", p.errors[0].detail, expected);
+                    prop_assert!(p.errors[0].detail.to_string().ends_with(&expected), "{} / {}", p.errors[0].detail, expected);
                 }
             }
         }

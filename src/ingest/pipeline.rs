@@ -35,11 +35,8 @@ impl Loading<'_> {
         let threads = self.loader.threads;
         // A pool of our own, so `--threads` holds for the parsers whatever the host does
         // with rayon's global pool.
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("trellis-parse-{i}"))
-            .build()
-            .map_err(|e| IngestError::io("parser threads", std::io::Error::other(e)))?;
+        let pool =
+            rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("trellis-parse-{i}")).build().map_err(IngestError::ThreadPool)?;
         let cancel = self.loader.cancel.clone();
         let mut record = InputRecord { path: file.clone(), format: format.name().into(), ..Default::default() };
         let facts_before = self.report.facts_read;

@@ -11,20 +11,20 @@ impl Loading<'_> {
     pub(super) fn reject(&mut self, file: &str, e: &LineError) -> Result<(), IngestError> {
         *self.report.rejected.entry(e.kind).or_default() += 1;
         if self.rejects.is_none() {
-            let f = std::fs::File::create(&self.rejects_path).map_err(|err| IngestError::io(self.rejects_path.display(), err))?;
+            let f = std::fs::File::create(&self.rejects_path).map_err(|err| IngestError::io(&self.rejects_path, err))?;
             let mut w = std::io::BufWriter::new(f);
-            writeln!(w, "file\tline\tkind\tdetail\ttext").map_err(|err| IngestError::io(self.rejects_path.display(), err))?;
+            writeln!(w, "file\tline\tkind\tdetail\ttext").map_err(|err| IngestError::io(&self.rejects_path, err))?;
             self.rejects = Some(w);
         }
         let mut row = Vec::with_capacity(e.text.len() + 64);
         escape_field(file.as_bytes(), &mut row);
         row.extend_from_slice(format!("\t{}\t{}\t", e.line, e.kind).as_bytes());
-        escape_field(e.detail.as_bytes(), &mut row);
+        escape_field(e.detail.to_string().as_bytes(), &mut row);
         row.push(b'\t');
         escape_field(&e.text, &mut row);
         row.push(b'\n');
         let w = self.rejects.as_mut().expect("opened above");
-        w.write_all(&row).map_err(|err| IngestError::io(self.rejects_path.display(), err))
+        w.write_all(&row).map_err(|err| IngestError::io(&self.rejects_path, err))
     }
 }
 

@@ -90,14 +90,14 @@ impl TripleSorter {
     }
 
     fn write_run(&self, path: &PathBuf, order: Order) -> Result<(), IngestError> {
-        let f = File::create(path).map_err(|e| IngestError::io(path.display(), e))?;
+        let f = File::create(path).map_err(|e| IngestError::io(path, e))?;
         let mut w = BufWriter::with_capacity(RUN_BUFFER_BYTES, f);
         for t in &self.buf {
             for x in reorder(*t, order) {
-                w.write_all(&x.to_le_bytes()).map_err(|e| IngestError::io(path.display(), e))?;
+                w.write_all(&x.to_le_bytes()).map_err(|e| IngestError::io(path, e))?;
             }
         }
-        w.flush().map_err(|e| IngestError::io(path.display(), e))?;
+        w.flush().map_err(|e| IngestError::io(path, e))?;
         Ok(())
     }
 
@@ -149,7 +149,7 @@ impl TripleSorter {
         let mut readers = Vec::with_capacity(self.runs.len());
         for (spo, ops) in &self.runs {
             let path = if order == Order::Spo { spo } else { ops };
-            let file = File::open(path).map_err(|e| IngestError::io(path.display(), e))?;
+            let file = File::open(path).map_err(|e| IngestError::io(path, e))?;
             readers.push((BufReader::with_capacity(RUN_BUFFER_BYTES, file), path.clone()));
         }
         let mut heap = BinaryHeap::with_capacity(readers.len());
@@ -182,7 +182,7 @@ fn read_triple(r: &mut BufReader<File>, path: &Path) -> Result<Option<Triple>, I
             u32::from_le_bytes(b[8..12].try_into().expect("4 bytes")),
         ])),
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
-        Err(e) => Err(IngestError::io(path.display(), e)),
+        Err(e) => Err(IngestError::io(path, e)),
     }
 }
 

@@ -5,7 +5,7 @@
 //! from (dictionary sizes and epoch, linearization), so a reader can refuse a stale one.
 
 use super::IngestError;
-use crate::error::StoreError;
+use crate::error::{OpenError, ReadError};
 use crate::linearize::Side;
 use crate::model::NameTokenizer;
 use crate::store::codec::{decode_term, id_key};
@@ -23,7 +23,7 @@ pub type TokenProgress<'a> = &'a mut dyn FnMut(Side, u64, u64);
 
 pub fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, progress: TokenProgress<'_>) -> Result<TokenizerInfo, IngestError> {
     let _lock = layout::lock_writer(dir)?;
-    let (number, gen) = layout::current_generation(dir)?.ok_or_else(|| StoreError::NotAStore { path: dir.into() })?;
+    let (number, gen) = layout::current_generation(dir)?.ok_or_else(|| OpenError::NotAStore { path: dir.into() })?;
     layout::remove_stale(dir, Some(&gen))?;
     let cache = Cache::new_lru_cache(32 << 20);
     let version = {
@@ -32,9 +32,9 @@ pub fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, progress:
     };
     if version != FORMAT_VERSION {
         return Err(if version > FORMAT_VERSION {
-            StoreError::TooNew { path: dir.into(), found: version, supported: FORMAT_VERSION }
+            OpenError::TooNew { path: dir.into(), found: version, supported: FORMAT_VERSION }
         } else {
-            StoreError::NeedsMigration { path: dir.into(), found: version, current: FORMAT_VERSION }
+            OpenError::NeedsMigration { path: dir.into(), found: version, current: FORMAT_VERSION }
         }
         .into());
     }
@@ -60,8 +60,8 @@ pub fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, progress:
             let mut names = Vec::with_capacity((end - start) as usize);
             for id in start..end {
                 let key = id_key(id);
-                let v = db.get_pinned_cf(cf(names_cf), key)?.ok_or_else(|| StoreError::corrupt(names_cf, &key, "dense id without a record"))?;
-                names.push(decode_term(&v).ok_or_else(|| StoreError::corrupt(names_cf, &key, "undecodable record"))?.name);
+                let v = db.get_pinned_cf(cf(names_cf), key)?.ok_or_else(|| ReadError::corrupt(names_cf, &key, "dense id without a record"))?;
+                names.push(decode_term(&v).ok_or_else(|| ReadError::corrupt(names_cf, &key, "undecodable record"))?.name);
             }
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
             if start == 0 {

@@ -13,7 +13,7 @@
 mod stopwords;
 pub mod words;
 
-use crate::error::StoreError;
+use crate::error::ReadError;
 use crate::ids::{Direction, EntityId};
 use crate::normalize::{fold_name, normalize_name};
 use crate::store::{NameCursor, NameTarget, Store};
@@ -138,7 +138,7 @@ impl Linker {
     }
 
     /// Mentions of every message of a dialog, in order.
-    pub fn link_dialog(&self, messages: &[Message]) -> Result<Vec<Mention>, StoreError> {
+    pub fn link_dialog(&self, messages: &[Message]) -> Result<Vec<Mention>, ReadError> {
         let mut state = DialogState::default();
         for m in messages {
             self.push(&mut state, m)?;
@@ -147,7 +147,7 @@ impl Linker {
     }
 
     /// Links the next message of a dialog; returns its mentions.
-    pub fn push<'d>(&self, state: &'d mut DialogState, message: &Message) -> Result<&'d [Mention], StoreError> {
+    pub fn push<'d>(&self, state: &'d mut DialogState, message: &Message) -> Result<&'d [Mention], ReadError> {
         let found = self.link_message(state.messages, message, &mut state.partial)?;
         state.messages += 1;
         let from = state.mentions.len();
@@ -156,7 +156,7 @@ impl Linker {
     }
 
     /// Mentions of one text on its own.
-    pub fn link_text(&self, text: &str) -> Result<Vec<Mention>, StoreError> {
+    pub fn link_text(&self, text: &str) -> Result<Vec<Mention>, ReadError> {
         self.link_message(0, &Message { speaker: String::new(), text: text.to_owned() }, &mut PartialNames::default())
     }
 
@@ -177,7 +177,7 @@ impl Linker {
         ranked
     }
 
-    fn link_message(&self, index: usize, message: &Message, partial: &mut PartialNames) -> Result<Vec<Mention>, StoreError> {
+    fn link_message(&self, index: usize, message: &Message, partial: &mut PartialNames) -> Result<Vec<Mention>, ReadError> {
         let text = message.text.as_str();
         let ws = words::words(text);
         let mut names = self.store.name_cursor();
@@ -242,7 +242,7 @@ impl Linker {
         text: &str,
         ws: &[words::Word<'_>],
         i: usize,
-    ) -> Result<Option<(usize, MatchKind, Vec<LinkedEntity>)>, StoreError> {
+    ) -> Result<Option<(usize, MatchKind, Vec<LinkedEntity>)>, ReadError> {
         let mut found = None;
         let mut n = 1;
         while i + n <= ws.len() && n <= self.cfg.max_ngram {
@@ -270,7 +270,7 @@ impl Linker {
 
     /// Whether some name starts with `text[start..next]` (the span and what separates it
     /// from the next word), as written or after "the ": whether a longer span can match.
-    fn continues(&self, names: &mut NameCursor<'_>, text: &str, start: usize, next: usize) -> Result<bool, StoreError> {
+    fn continues(&self, names: &mut NameCursor<'_>, text: &str, start: usize, next: usize) -> Result<bool, ReadError> {
         let normalized = normalize_name(&words::straighten_quotes(&text[start..next]));
         let folded = fold_name(&normalized);
         let mut prefix = normalized;
@@ -309,7 +309,7 @@ impl Linker {
         text: &str,
         span: &[words::Word<'_>],
         exact: Vec<(NameTarget, bool)>,
-    ) -> Result<Option<Vec<LinkedEntity>>, StoreError> {
+    ) -> Result<Option<Vec<LinkedEntity>>, ReadError> {
         // Each distinct normalized candidate once, then the distinct folded forms ("Alexis
         // Sanchez" finds "Alexis Sánchez": the index holds the folded form of every name).
         let mut candidates: Vec<String> = Vec::with_capacity(8);
@@ -359,7 +359,7 @@ impl Linker {
         Ok(None)
     }
 
-    fn linked(&self, e: EntityId) -> Result<LinkedEntity, StoreError> {
+    fn linked(&self, e: EntityId) -> Result<LinkedEntity, ReadError> {
         let name = self.store.entity(e)?.map_or_else(|| format!("#{}", e.0), |r| r.name);
         Ok(LinkedEntity { id: e.0, name, degree: 0 })
     }

@@ -10,18 +10,28 @@
 //! that the other slots give the same ids.
 
 use crate::linearize::{Linearization, Side, Slot};
+use std::path::PathBuf;
 use tokenizers::Tokenizer;
 
 pub use crate::linearize::fnv1a64;
 
+/// Loading a tokenizer or encoding names with it. Strings here are data (a token, a
+/// name, the text encoded), never a message.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    #[error("{path}: cannot load the tokenizer: {what}")]
-    Load { path: String, what: String },
+    #[error("{path}: cannot load the tokenizer: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: cannot load the tokenizer: not JSON: {source}")]
+    NotJson { path: PathBuf, source: serde_json::Error },
+    /// The `tokenizers` crate refused the file (its error type is a boxed error).
+    #[error("{path}: cannot load the tokenizer: {source}")]
+    Load { path: PathBuf, source: tokenizers::Error },
     #[error("the tokenizer has no token {token:?}; it is needed for the {role} boundary of linearization {linearization:?} (see --linearization)")]
     MissingBoundary { token: String, role: String, linearization: String },
-    #[error("tokenizing {text:?}: {what}")]
-    Encode { text: String, what: String },
+    #[error("tokenizing {text:?}: {source}")]
+    Encode { text: String, source: tokenizers::Error },
+    #[error("tokenizing {text:?}: the boundary tokens did not survive tokenization")]
+    LostBoundary { text: String },
     #[error("{0}")]
     PositionDependent(Box<PositionDependence>),
 }
@@ -52,12 +62,10 @@ impl NameTokenizer {
     /// JSON (keys sorted), so formatting does not change it. Every boundary token of the
     /// linearization must be one token of the vocabulary.
     pub fn from_file(path: &std::path::Path, linearization: Linearization) -> Result<NameTokenizer, ModelError> {
-        let display = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| ModelError::Load { path: display.clone(), what: e.to_string() })?;
-        let value: serde_json::Value =
-            serde_json::from_slice(&bytes).map_err(|e| ModelError::Load { path: display.clone(), what: format!("not JSON: {e}") })?;
+        let bytes = std::fs::read(path).map_err(|source| ModelError::Read { path: path.into(), source })?;
+        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|source| ModelError::NotJson { path: path.into(), source })?;
         let fingerprint = fnv1a64(value.to_string().as_bytes());
-        let tokenizer = Tokenizer::from_bytes(&bytes).map_err(|e| ModelError::Load { path: display, what: e.to_string() })?;
+        let tokenizer = Tokenizer::from_bytes(&bytes).map_err(|source| ModelError::Load { path: path.into(), source })?;
         Self::new(tokenizer, fingerprint, linearization)
     }
 
@@ -105,16 +113,12 @@ impl NameTokenizer {
         let encodings = self
             .tokenizer
             .encode_batch(texts.clone(), false)
-            .map_err(|e| ModelError::Encode { text: texts.first().cloned().unwrap_or_default(), what: e.to_string() })?;
+            .map_err(|source| ModelError::Encode { text: texts.first().cloned().unwrap_or_default(), source })?;
         let (open, close) = (self.ids_of(slot.open), self.ids_of(slot.close));
         encodings
             .iter()
             .zip(&texts)
-            .map(|(enc, text)| {
-                between(enc.get_ids(), &open, &close)
-                    .map(<[u32]>::to_vec)
-                    .ok_or_else(|| ModelError::Encode { text: text.clone(), what: "the boundary tokens did not survive tokenization".into() })
-            })
+            .map(|(enc, text)| between(enc.get_ids(), &open, &close).map(<[u32]>::to_vec).ok_or_else(|| ModelError::LostBoundary { text: text.clone() }))
             .collect()
     }
 
@@ -155,5 +159,23 @@ mod tests {
         assert_eq!(super::between(&[1, 2, 3, 4], &[1, 2], &[3, 4]), Some(&[][..]));
         assert_eq!(super::between(&[1, 3, 4], &[1, 2], &[3, 4]), None);
         assert_eq!(super::between(&[1, 2, 5], &[1, 2], &[3, 4]), None);
+    }
+
+    #[test]
+    fn a_bad_tokenizer_file_is_named_with_what_is_wrong() {
+        use super::{ModelError, NameTokenizer};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tok.json");
+        std::fs::write(&path, b"{ not json").unwrap();
+        let e = NameTokenizer::from_file(&path, crate::linearize::Linearization::trellis()).err().expect("refused");
+        assert!(e.to_string().starts_with(&format!("{}: cannot load the tokenizer: not JSON: ", path.display())), "{e}");
+        assert!(matches!(&e, ModelError::NotJson { path: p, .. } if *p == path), "{e:?}");
+        // Valid JSON that is no tokenizer: the tokenizers crate's own error, kept as the source.
+        std::fs::write(&path, b"{}").unwrap();
+        let e = NameTokenizer::from_file(&path, crate::linearize::Linearization::trellis()).err().expect("refused");
+        assert!(matches!(e, ModelError::Load { .. }), "{e:?}");
+        assert!(std::error::Error::source(&e).is_some());
+        let e = NameTokenizer::from_file(&dir.path().join("missing.json"), crate::linearize::Linearization::trellis()).err().expect("refused");
+        assert!(matches!(&e, ModelError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound), "{e:?}");
     }
 }

@@ -7,8 +7,8 @@
 //! Out, one line per request, in input order: `{"id", "mentioned": [names], "paths":
 //! [{"score", "explanation", "triples": [{"head", "relation", "tail", "reverse"}]}]}`.
 
-use super::Retriever;
-use crate::error::StoreError;
+use super::{RetrieveError, Retriever};
+use crate::error::ReadError;
 use crate::graph::candidates::distinct_terms;
 use crate::ids::{Direction, EntityId};
 use crate::link::Message;
@@ -51,7 +51,13 @@ pub enum AnswerError {
     #[error(transparent)]
     Request(#[from] RequestError),
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Retrieve(#[from] RetrieveError),
+}
+
+impl From<ReadError> for AnswerError {
+    fn from(e: ReadError) -> AnswerError {
+        AnswerError::Retrieve(RetrieveError::Read(e))
+    }
 }
 
 /// Parses one input line as read from a file (any bytes; the newline removed).
@@ -109,7 +115,7 @@ pub fn answer(store: &Store, retriever: &Retriever, request: &Request, top: usiz
     Ok(render(store, retriever, request, ids, top)?)
 }
 
-fn render(store: &Store, retriever: &Retriever, request: &Request, ids: Vec<EntityId>, top: usize) -> Result<Value, StoreError> {
+fn render(store: &Store, retriever: &Retriever, request: &Request, ids: Vec<EntityId>, top: usize) -> Result<Value, RetrieveError> {
     let paths = retriever.rank(&super::RetrievalInput { history: &request.history, mentioned: ids.clone() })?;
     let paths = &paths[..top.min(paths.len())];
     // Every name the answer shows, in two batched reads.

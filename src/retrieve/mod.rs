@@ -6,7 +6,7 @@ pub mod bm25;
 pub mod jsonl;
 pub mod pcst;
 
-use crate::error::StoreError;
+use crate::error::ReadError;
 use crate::graph::candidates::{candidate_subgraph, distinct_terms, CandidateConfig, Candidates, Fact, Hop};
 use crate::graph::informativeness::{Informativeness, KatzConfig};
 use crate::ids::EntityId;
@@ -15,6 +15,16 @@ use crate::model::tokenizer::fnv1a64;
 use crate::store::Store;
 use pcst::{PcstConfig, PcstVariant};
 use std::sync::Arc;
+
+/// Why a retrieval failed: a store read, or a PCST instance the solver refused (the
+/// retrievers build only valid ones, so the second is a bug, reported rather than a panic).
+#[derive(Debug, thiserror::Error)]
+pub enum RetrieveError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("prize-collecting Steiner tree: {0}")]
+    Pcst(#[from] crate::graph::pcst::PcstError),
+}
 
 /// A retrieved path (1 or 2 hops) with its score and a short explanation.
 #[derive(Clone, Debug)]
@@ -98,14 +108,14 @@ impl Retriever {
     }
 
     /// Links the history, then ranks its candidate paths; best first.
-    pub fn retrieve(&self, history: &[Message]) -> Result<Vec<ScoredPath>, StoreError> {
+    pub fn retrieve(&self, history: &[Message]) -> Result<Vec<ScoredPath>, RetrieveError> {
         let mentions = self.linker.link_dialog(history)?;
         let mentioned = self.linker.turn_entities(&mentions, history.len()).into_iter().map(|(e, _)| e).collect();
         self.rank(&RetrievalInput { history, mentioned })
     }
 
     /// Ranks the candidate paths of already linked entities.
-    pub fn rank(&self, input: &RetrievalInput<'_>) -> Result<Vec<ScoredPath>, StoreError> {
+    pub fn rank(&self, input: &RetrievalInput<'_>) -> Result<Vec<ScoredPath>, RetrieveError> {
         let cand = candidate_subgraph(&self.store, &input.mentioned, &self.cfg.candidates)?;
         let mut paths: Vec<Vec<Hop>> = cand.one_hop.iter().map(|h| vec![*h]).collect();
         paths.extend(cand.two_hop.iter().map(|p| p.to_vec()));
@@ -161,12 +171,12 @@ impl Retriever {
 
     /// The PCST instance of a candidate subgraph (what `pcst` solves), for inspection and
     /// for checking the solver against other implementations.
-    pub fn pcst_instance(&self, cand: &Candidates, history: &[Message]) -> Result<pcst::PcstInstance, StoreError> {
+    pub fn pcst_instance(&self, cand: &Candidates, history: &[Message]) -> Result<pcst::PcstInstance, ReadError> {
         let names = self.names_of(cand)?;
         Ok(pcst::build_instance(cand, history, self.cfg.bm25_turns, &self.cfg.pcst, |e, add| names.entity_tokens(e, add), |f, add| names.fact_tokens(f, add)))
     }
 
-    fn pcst_paths(&self, cand: &Candidates, paths: Vec<Vec<Hop>>, history: &[Message]) -> Result<Vec<ScoredPath>, StoreError> {
+    fn pcst_paths(&self, cand: &Candidates, paths: Vec<Vec<Hop>>, history: &[Message]) -> Result<Vec<ScoredPath>, RetrieveError> {
         let inst = self.pcst_instance(cand, history)?;
         let chosen = pcst::select_facts(&inst, self.cfg.pcst.pruning)?;
         let index: hashbrown::HashMap<Fact, usize> = inst.facts.iter().enumerate().filter(|&(i, _)| chosen[i]).map(|(i, &f)| (f, i)).collect();
@@ -189,7 +199,7 @@ impl Retriever {
 
     /// The names of a candidate subgraph's entities and relations: from the cache, the rest
     /// in two batched reads.
-    fn names_of(&self, cand: &Candidates) -> Result<Names, StoreError> {
+    fn names_of(&self, cand: &Candidates) -> Result<Names, ReadError> {
         let (es, rs) = distinct_terms(cand.facts());
         let mut names = Names { entities: hashbrown::HashMap::with_capacity(es.len()), relations: hashbrown::HashMap::with_capacity(rs.len()) };
         let (mut missing_e, mut missing_r) = (Vec::new(), Vec::new());
@@ -230,18 +240,18 @@ impl Retriever {
         Ok(names)
     }
 
-    fn entity_name(&self, e: EntityId) -> Result<String, StoreError> {
+    fn entity_name(&self, e: EntityId) -> Result<String, ReadError> {
         Ok(self.store.entity(e)?.map(|r| r.name).unwrap_or_default())
     }
 
     /// "head relation tail", the relation name lowercased with `_`/`-` as spaces.
-    pub fn verbalize_fact(&self, (s, r, o): Fact) -> Result<String, StoreError> {
+    pub fn verbalize_fact(&self, (s, r, o): Fact) -> Result<String, ReadError> {
         let rel = self.store.relation(r)?.map(|r| r.name).unwrap_or_default();
         Ok(format!("{} {} {}", self.entity_name(s)?, relation_phrase(&rel), self.entity_name(o)?))
     }
 
     /// A path's facts verbalized one after the other.
-    pub fn verbalize(&self, hops: &[Hop]) -> Result<String, StoreError> {
+    pub fn verbalize(&self, hops: &[Hop]) -> Result<String, ReadError> {
         let parts = hops.iter().map(|h| self.verbalize_fact(h.fact())).collect::<Result<Vec<_>, _>>()?;
         Ok(parts.join(" "))
     }

@@ -4,7 +4,7 @@
 use super::layout;
 use super::open_options;
 use super::schema::{descriptors, COLUMN_FAMILIES};
-use crate::error::StoreError;
+use crate::error::WriteError;
 use rocksdb::{checkpoint::Checkpoint, Cache, DB};
 use std::path::{Path, PathBuf};
 
@@ -20,7 +20,7 @@ pub struct NextGeneration {
 impl NextGeneration {
     /// Starts generation `number` from a hard-link checkpoint of `current`, or empty.
     /// The caller holds the writer lock.
-    pub fn begin(dir: &Path, current: Option<&DB>, number: u64, cache: &Cache) -> Result<NextGeneration, StoreError> {
+    pub fn begin(dir: &Path, current: Option<&DB>, number: u64, cache: &Cache) -> Result<NextGeneration, WriteError> {
         let staging = layout::staging_dir(dir, number);
         if let Some(db) = current {
             Checkpoint::new(db)?.create_checkpoint(&staging)?;
@@ -32,7 +32,7 @@ impl NextGeneration {
     }
 
     /// Makes the generation durable and current; returns its directory.
-    pub fn commit(self) -> Result<PathBuf, StoreError> {
+    pub fn commit(self) -> Result<PathBuf, WriteError> {
         for spec in COLUMN_FAMILIES {
             self.db.flush_cf(self.db.cf_handle(spec.name).expect("column family exists"))?;
         }
@@ -40,7 +40,7 @@ impl NextGeneration {
         let NextGeneration { db, dir, number, staging } = self;
         drop(db);
         let gen = dir.join(layout::generation_name(number));
-        std::fs::rename(&staging, &gen).map_err(|e| StoreError::io(&staging, e))?;
+        std::fs::rename(&staging, &gen).map_err(|e| WriteError::io(&staging, e))?;
         layout::sync_dir(&dir)?;
         layout::commit_generation(&dir, number)?;
         // The commit is done; what follows only frees space. Generations that live readers

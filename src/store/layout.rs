@@ -19,7 +19,7 @@
 //! names it. Liveness is the flock itself, not a pid: the kernel drops the lock when the
 //! reader's process ends, however it ends, so a crashed reader's file is recognisably stale.
 
-use crate::error::StoreError;
+use crate::error::{LayoutProblem, OpenError, WriteError};
 use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
@@ -33,21 +33,21 @@ const GEN_PREFIX: &str = "gen-";
 const STAGING_PREFIX: &str = "staging-";
 
 /// The generation directory `CURRENT` points at, or `None` when there is no store yet.
-pub fn current_generation(dir: &Path) -> Result<Option<(u64, PathBuf)>, StoreError> {
+pub fn current_generation(dir: &Path) -> Result<Option<(u64, PathBuf)>, OpenError> {
     let path = dir.join(CURRENT_FILE);
     let text = match fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(StoreError::io(path, e)),
+        Err(e) => return Err(OpenError::io(path, e)),
     };
     let name = text.trim();
     let number = name
         .strip_prefix(GEN_PREFIX)
         .and_then(|n| n.parse::<u64>().ok())
-        .ok_or_else(|| StoreError::Layout { path: path.clone(), what: format!("CURRENT should name a generation like `gen-000001`, found {name:?}") })?;
+        .ok_or_else(|| OpenError::Layout { path: path.clone(), problem: LayoutProblem::BadCurrent { found: name.to_owned() } })?;
     let gen = dir.join(name);
     if !gen.is_dir() {
-        return Err(StoreError::Layout { path: path.clone(), what: format!("CURRENT names {name}, which does not exist") });
+        return Err(OpenError::Layout { path: path.clone(), problem: LayoutProblem::MissingGeneration { generation: gen } });
     }
     Ok(Some((number, gen)))
 }
@@ -62,29 +62,29 @@ pub fn staging_dir(dir: &Path, number: u64) -> PathBuf {
 }
 
 /// Atomically makes `generation` current: write a temp file, fsync, rename, fsync the dir.
-pub fn commit_generation(dir: &Path, number: u64) -> Result<(), StoreError> {
+pub fn commit_generation(dir: &Path, number: u64) -> Result<(), WriteError> {
     let tmp = dir.join("CURRENT.tmp");
-    let mut f = File::create(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
-    writeln!(f, "{}", generation_name(number)).map_err(|e| StoreError::io(&tmp, e))?;
-    f.sync_all().map_err(|e| StoreError::io(&tmp, e))?;
+    let mut f = File::create(&tmp).map_err(|e| WriteError::io(&tmp, e))?;
+    writeln!(f, "{}", generation_name(number)).map_err(|e| WriteError::io(&tmp, e))?;
+    f.sync_all().map_err(|e| WriteError::io(&tmp, e))?;
     drop(f);
     let cur = dir.join(CURRENT_FILE);
-    fs::rename(&tmp, &cur).map_err(|e| StoreError::io(&cur, e))?;
+    fs::rename(&tmp, &cur).map_err(|e| WriteError::io(&cur, e))?;
     sync_dir(dir)
 }
 
-pub fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| StoreError::io(dir, e))
+pub fn sync_dir(dir: &Path) -> Result<(), WriteError> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| WriteError::io(dir, e))
 }
 
 /// Removes the leftovers of crashed loads (staging and scratch directories) and every
 /// generation other than `keep` that no live reader holds, and the registrations of readers
 /// that are gone. Only a writer (holding the writer lock) calls it.
-pub fn remove_stale(dir: &Path, keep: Option<&Path>) -> Result<(), StoreError> {
+pub fn remove_stale(dir: &Path, keep: Option<&Path>) -> Result<(), WriteError> {
     let held = live_reader_generations(dir)?;
-    let entries = fs::read_dir(dir).map_err(|e| StoreError::io(dir, e))?;
+    let entries = fs::read_dir(dir).map_err(|e| WriteError::io(dir, e))?;
     for entry in entries {
-        let entry = entry.map_err(|e| StoreError::io(dir, e))?;
+        let entry = entry.map_err(|e| WriteError::io(dir, e))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
         let path = entry.path();
@@ -94,28 +94,28 @@ pub fn remove_stale(dir: &Path, keep: Option<&Path>) -> Result<(), StoreError> {
             name.starts_with(STAGING_PREFIX) || name.starts_with("tmp-")
         };
         if stale {
-            fs::remove_dir_all(&path).map_err(|e| StoreError::io(&path, e))?;
+            fs::remove_dir_all(&path).map_err(|e| WriteError::io(&path, e))?;
         }
     }
     let tmp = dir.join("CURRENT.tmp");
     if tmp.exists() {
-        fs::remove_file(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
+        fs::remove_file(&tmp).map_err(|e| WriteError::io(&tmp, e))?;
     }
     Ok(())
 }
 
 /// The generations named by live reader registrations; registrations whose lock nobody
 /// holds (their reader ended without removing its file: killed, crashed) are removed.
-pub fn live_reader_generations(dir: &Path) -> Result<BTreeSet<String>, StoreError> {
+pub fn live_reader_generations(dir: &Path) -> Result<BTreeSet<String>, WriteError> {
     let readers = dir.join(READERS_DIR);
     let mut held = BTreeSet::new();
     let entries = match fs::read_dir(&readers) {
         Ok(entries) => entries,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(held),
-        Err(e) => return Err(StoreError::io(readers, e)),
+        Err(e) => return Err(WriteError::io(readers, e)),
     };
     for entry in entries {
-        let entry = entry.map_err(|e| StoreError::io(&readers, e))?;
+        let entry = entry.map_err(|e| WriteError::io(&readers, e))?;
         let name = entry.file_name();
         let Some(generation) = name.to_str().and_then(registration_generation) else {
             // Not a registration (nothing of ours): leave it alone.
@@ -126,7 +126,7 @@ pub fn live_reader_generations(dir: &Path) -> Result<BTreeSet<String>, StoreErro
             Ok(f) => f,
             // Its reader closed the store meanwhile.
             Err(e) if e.kind() == ErrorKind::NotFound => continue,
-            Err(e) => return Err(StoreError::io(path, e)),
+            Err(e) => return Err(WriteError::io(path, e)),
         };
         match file.try_lock() {
             // Nobody holds it: the reader is gone. Removed while we hold the lock, so a
@@ -135,12 +135,12 @@ pub fn live_reader_generations(dir: &Path) -> Result<BTreeSet<String>, StoreErro
             Ok(()) => match fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => return Err(StoreError::io(path, e)),
+                Err(e) => return Err(WriteError::io(path, e)),
             },
             Err(fs::TryLockError::WouldBlock) => {
                 held.insert(generation.to_owned());
             }
-            Err(fs::TryLockError::Error(e)) => return Err(StoreError::io(path, e)),
+            Err(fs::TryLockError::Error(e)) => return Err(WriteError::io(path, e)),
         }
     }
     Ok(held)
@@ -164,7 +164,7 @@ pub enum ReaderPin {
     Writer(WriterLock),
     /// The registry could not be written (a read-only filesystem or a directory this user
     /// cannot write): the store is open, but a commit by another process may remove its
-    /// generation; reads then fail with `StoreError::GenerationRemoved`.
+    /// generation; reads then fail with `ReadError::GenerationRemoved`.
     Unregistered { readers: PathBuf, reason: std::io::Error },
 }
 
@@ -199,8 +199,8 @@ const REGISTER_ATTEMPTS: usize = 64;
 /// then read `CURRENT` again. If it still names N, any commit from now on finds the
 /// registration (it lists readers after replacing `CURRENT`), and none before it removed N
 /// (a writer never removes the current generation); otherwise retry with the new one.
-pub fn register_reader(dir: &Path) -> Result<(u64, PathBuf, ReaderPin), StoreError> {
-    let not_a_store = || StoreError::NotAStore { path: dir.into() };
+pub fn register_reader(dir: &Path) -> Result<(u64, PathBuf, ReaderPin), OpenError> {
+    let not_a_store = || OpenError::NotAStore { path: dir.into() };
     for _ in 0..REGISTER_ATTEMPTS {
         let (number, gen) = current_generation(dir)?.ok_or_else(not_a_store)?;
         let registration = match create_registration(dir, number) {
@@ -215,10 +215,7 @@ pub fn register_reader(dir: &Path) -> Result<(u64, PathBuf, ReaderPin), StoreErr
             _ => drop(registration),
         }
     }
-    Err(StoreError::Layout {
-        path: dir.join(CURRENT_FILE),
-        what: format!("CURRENT changed {REGISTER_ATTEMPTS} times while a reader was opening the store; try again"),
-    })
+    Err(OpenError::Layout { path: dir.join(CURRENT_FILE), problem: LayoutProblem::CurrentChurn { attempts: REGISTER_ATTEMPTS } })
 }
 
 fn create_registration(dir: &Path, number: u64) -> std::io::Result<Registration> {
@@ -268,14 +265,14 @@ pub struct WriterLock {
     _file: File,
 }
 
-pub fn lock_writer(dir: &Path) -> Result<WriterLock, StoreError> {
-    fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
+pub fn lock_writer(dir: &Path) -> Result<WriterLock, OpenError> {
+    fs::create_dir_all(dir).map_err(|e| OpenError::io(dir, e))?;
     let path = dir.join(LOCK_FILE);
-    let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| StoreError::io(&path, e))?;
+    let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| OpenError::io(&path, e))?;
     match file.try_lock() {
         Ok(()) => Ok(WriterLock { _file: file }),
-        Err(fs::TryLockError::WouldBlock) => Err(StoreError::Locked { path: dir.to_path_buf(), lock: path }),
-        Err(fs::TryLockError::Error(e)) => Err(StoreError::io(path, e)),
+        Err(fs::TryLockError::WouldBlock) => Err(OpenError::Locked { path: dir.to_path_buf(), lock: path }),
+        Err(fs::TryLockError::Error(e)) => Err(OpenError::io(path, e)),
     }
 }
 

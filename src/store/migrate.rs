@@ -9,7 +9,7 @@ use super::generation::NextGeneration;
 use super::layout::{self, WriterLock};
 use super::schema::{existing_descriptors, FORMAT_VERSION, OLDEST_SUPPORTED_VERSION};
 use super::{open_options, read_meta, read_version, write_meta};
-use crate::error::StoreError;
+use crate::error::{MigrateError, OpenError, ReadError};
 use rocksdb::{Cache, DB};
 use std::path::Path;
 
@@ -17,7 +17,7 @@ use std::path::Path;
 pub struct Migration {
     pub from: u32,
     pub description: &'static str,
-    pub run: fn(&DB) -> Result<(), StoreError>,
+    pub run: fn(&DB) -> Result<(), MigrateError>,
 }
 
 /// Every step, in order. Append a step (and a `migrations/vN_to_vN+1.md`) with each format change.
@@ -32,7 +32,7 @@ pub const MIGRATIONS: &[Migration] = &[
 
 /// `migrations/v1_to_v2.md`. The new column families are created by opening the new
 /// generation with this build's schema; the folded names are added here.
-fn v1_to_v2(db: &DB) -> Result<(), StoreError> {
+fn v1_to_v2(db: &DB) -> Result<(), MigrateError> {
     use super::codec::{self, NameTarget};
     use super::schema::{CF_ENTITIES, CF_NAMES, CF_RELATIONS};
     use crate::ids::{EntityId, RelationId};
@@ -43,8 +43,8 @@ fn v1_to_v2(db: &DB) -> Result<(), StoreError> {
         let mut it = db.raw_iterator_cf(db.cf_handle(cf).expect("column family exists"));
         it.seek_to_first();
         while let Some((k, v)) = it.item() {
-            let id = codec::be_u32(k).ok_or_else(|| StoreError::corrupt(cf, k, "id is not 4 bytes"))?;
-            let rec = codec::decode_term(v).ok_or_else(|| StoreError::corrupt(cf, k, "undecodable record"))?;
+            let id = codec::be_u32(k).ok_or_else(|| ReadError::corrupt(cf, k, "id is not 4 bytes"))?;
+            let rec = codec::decode_term(v).ok_or_else(|| ReadError::corrupt(cf, k, "undecodable record"))?;
             let (target, aliases) = if entity {
                 (NameTarget::Entity(EntityId(id)), super::read_aliases(db, EntityId(id))?)
             } else {
@@ -74,14 +74,14 @@ fn v1_to_v2(db: &DB) -> Result<(), StoreError> {
 /// `migrations/v2_to_v3.md`. A format-2 token index cannot tell whether a later load renamed
 /// the entities it encodes (defect: such an index was accepted), so it is removed rather than
 /// trusted; the dictionary epoch starts at 0.
-fn v2_to_v3(db: &DB) -> Result<(), StoreError> {
+fn v2_to_v3(db: &DB) -> Result<(), MigrateError> {
     use super::schema::{CF_TERM_TOKENS, CF_TOKENIZERS, CF_TOKEN_TRIE};
     let cf = |n: &str| db.cf_handle(n).expect("column family exists");
     let mut fps = Vec::new();
     let mut it = db.raw_iterator_cf(cf(CF_TOKENIZERS));
     it.seek_to_first();
     while let Some(k) = it.key() {
-        let fp: [u8; 8] = k.try_into().map_err(|_| StoreError::corrupt(CF_TOKENIZERS, k, "key is not 8 bytes"))?;
+        let fp: [u8; 8] = k.try_into().map_err(|_| ReadError::corrupt(CF_TOKENIZERS, k, "key is not 8 bytes"))?;
         fps.push(u64::from_be_bytes(fp));
         it.next();
     }
@@ -111,13 +111,13 @@ pub struct MigrationReport {
 }
 
 /// Migrates the store in `dir` to the current format (a no-op report when already current).
-pub fn migrate(dir: &Path) -> Result<MigrationReport, StoreError> {
+pub fn migrate(dir: &Path) -> Result<MigrationReport, MigrateError> {
     let lock = layout::lock_writer(dir)?;
     migrate_locked(dir, &lock)
 }
 
-pub(crate) fn migrate_locked(dir: &Path, _lock: &WriterLock) -> Result<MigrationReport, StoreError> {
-    let (number, gen) = layout::current_generation(dir)?.ok_or_else(|| StoreError::NotAStore { path: dir.into() })?;
+pub(crate) fn migrate_locked(dir: &Path, _lock: &WriterLock) -> Result<MigrationReport, MigrateError> {
+    let (number, gen) = layout::current_generation(dir)?.ok_or_else(|| OpenError::NotAStore { path: dir.into() })?;
     // Writer start: debris of crashed writers, generations no reader holds any more.
     layout::remove_stale(dir, Some(&gen))?;
     let cache = Cache::new_lru_cache(8 << 20);
@@ -126,16 +126,10 @@ pub(crate) fn migrate_locked(dir: &Path, _lock: &WriterLock) -> Result<Migration
         read_version(&db)?
     };
     if from > FORMAT_VERSION {
-        return Err(StoreError::TooNew { path: dir.into(), found: from, supported: FORMAT_VERSION });
+        return Err(OpenError::TooNew { path: dir.into(), found: from, supported: FORMAT_VERSION }.into());
     }
     if from < OLDEST_SUPPORTED_VERSION {
-        return Err(StoreError::Layout {
-            path: dir.into(),
-            what: format!(
-                "format version {from} is older than the oldest this build migrates ({OLDEST_SUPPORTED_VERSION}); \
-                 migrate it with an older Trellis first, or reload the data"
-            ),
-        });
+        return Err(MigrateError::TooOld { path: dir.into(), found: from, oldest: OLDEST_SUPPORTED_VERSION });
     }
     let mut report = MigrationReport { from_version: from, to_version: from, steps: Vec::new() };
     if from == FORMAT_VERSION {
@@ -148,7 +142,7 @@ pub(crate) fn migrate_locked(dir: &Path, _lock: &WriterLock) -> Result<Migration
     let mut version = from;
     for (i, step) in steps.iter().enumerate() {
         if step.from != version {
-            return Err(StoreError::Layout { path: dir.into(), what: format!("no migration step from format version {version}") });
+            return Err(MigrateError::NoStep { path: dir.into(), from: version });
         }
         (step.run)(&next.db)?;
         version += 1;

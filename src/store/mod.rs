@@ -19,7 +19,7 @@ pub use meta::Meta;
 pub use migrate::{migrate, MigrationReport};
 pub use validate::ValidationReport;
 
-use crate::error::StoreError;
+use crate::error::{OpenError, ReadError, WriteError};
 use crate::ids::{Direction, EntityId, RelationId};
 use crate::normalize::normalize_name;
 use rocksdb::{Cache, ColumnFamily, Options, ReadOptions, DB};
@@ -122,7 +122,7 @@ pub struct NeighborCursor<'s> {
 impl NeighborCursor<'_> {
     /// Calls `f` for every edge at `e`, both directions, in (direction, relation, other)
     /// order, as `Store::for_each_neighbor(e, None, None, f)`.
-    pub fn for_each(&mut self, e: EntityId, mut f: impl FnMut(Edge) -> ControlFlow<()>) -> Result<(), StoreError> {
+    pub fn for_each(&mut self, e: EntityId, mut f: impl FnMut(Edge) -> ControlFlow<()>) -> Result<(), ReadError> {
         for dir in Direction::BOTH {
             let prefix = codec::adj_prefix(dir, e);
             self.it.seek(prefix);
@@ -130,7 +130,7 @@ impl NeighborCursor<'_> {
                 if !k.starts_with(&prefix) {
                     break;
                 }
-                let (_, _, r) = codec::decode_adj_key(k).ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, k, "malformed adjacency key"))?;
+                let (_, _, r) = codec::decode_adj_key(k).ok_or_else(|| ReadError::corrupt(CF_ADJACENCY, k, "malformed adjacency key"))?;
                 if visit_list(dir, r, v, k, &mut f)?.is_break() {
                     return Ok(());
                 }
@@ -153,7 +153,7 @@ impl NameCursor<'_> {
     /// carry exactly this name (unsorted; true when not the primary name), and whether some
     /// longer name continues it with a space. Keys `name\0…` sort right before `name …`:
     /// normalization leaves no control character that could sort between them.
-    pub fn probe(&mut self, normalized: &str) -> Result<(Vec<(NameTarget, bool)>, bool), StoreError> {
+    pub fn probe(&mut self, normalized: &str) -> Result<(Vec<(NameTarget, bool)>, bool), ReadError> {
         let prefix = codec::name_prefix(normalized);
         let mut hits = Vec::new();
         self.it.seek(&prefix);
@@ -161,7 +161,7 @@ impl NameCursor<'_> {
             if !k.starts_with(&prefix) {
                 break;
             }
-            let (_, target) = codec::decode_name_key(k).ok_or_else(|| StoreError::corrupt(CF_NAMES, k, "malformed name key"))?;
+            let (_, target) = codec::decode_name_key(k).ok_or_else(|| ReadError::corrupt(CF_NAMES, k, "malformed name key"))?;
             hits.push((target, v.first() != Some(&codec::NAME_PRIMARY)));
             self.it.next();
         }
@@ -171,7 +171,7 @@ impl NameCursor<'_> {
     }
 
     /// Whether some entry starts with `normalized_prefix`.
-    pub fn has_prefix(&mut self, normalized_prefix: &str) -> Result<bool, StoreError> {
+    pub fn has_prefix(&mut self, normalized_prefix: &str) -> Result<bool, ReadError> {
         self.it.seek(normalized_prefix.as_bytes());
         let found = self.it.key().is_some_and(|k| k.starts_with(normalized_prefix.as_bytes()));
         self.it.status().map_err(|e| self.store.read_error(e))?;
@@ -179,7 +179,7 @@ impl NameCursor<'_> {
     }
 
     /// Entities named `normalized (qualifier)`, at most `limit`.
-    pub fn qualified(&mut self, normalized: &str, limit: usize) -> Result<Vec<EntityId>, StoreError> {
+    pub fn qualified(&mut self, normalized: &str, limit: usize) -> Result<Vec<EntityId>, ReadError> {
         let mut prefix = normalized.to_owned();
         prefix.push_str(" (");
         let mut out = Vec::new();
@@ -188,7 +188,7 @@ impl NameCursor<'_> {
             if !k.starts_with(prefix.as_bytes()) || out.len() >= limit {
                 break;
             }
-            let (_, target) = codec::decode_name_key(k).ok_or_else(|| StoreError::corrupt(CF_NAMES, k, "malformed name key"))?;
+            let (_, target) = codec::decode_name_key(k).ok_or_else(|| ReadError::corrupt(CF_NAMES, k, "malformed name key"))?;
             if let NameTarget::Entity(e) = target {
                 out.push(e);
             }
@@ -214,14 +214,14 @@ pub(crate) fn open_options() -> Options {
 impl Store {
     /// Opens a store for reading and writing, migrating an older format first (which takes
     /// the writer lock for the duration of the migration).
-    pub fn open(dir: impl AsRef<Path>) -> Result<Store, StoreError> {
+    pub fn open(dir: impl AsRef<Path>) -> Result<Store, OpenError> {
         let dir = dir.as_ref();
         let lock = layout::lock_writer(dir)?;
         let version = Self::peek_version(dir)?;
         if version < FORMAT_VERSION {
             migrate::migrate_locked(dir, &lock)?;
         }
-        let (_, gen) = layout::current_generation(dir)?.ok_or_else(|| StoreError::NotAStore { path: dir.into() })?;
+        let (_, gen) = layout::current_generation(dir)?.ok_or_else(|| OpenError::NotAStore { path: dir.into() })?;
         Self::open_generation(dir, gen, layout::ReaderPin::Writer(lock))
     }
 
@@ -230,41 +230,44 @@ impl Store {
     /// it opened until dropped: it registers under `DIR/readers/`, and writers remove no
     /// generation a live reader holds. Where the registry cannot be written (a read-only
     /// filesystem), the store opens anyway; `reader_pin` says so.
-    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Store, StoreError> {
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Store, OpenError> {
         let dir = dir.as_ref();
         let (_, gen, pin) = layout::register_reader(dir)?;
         Self::open_generation(dir, gen, pin)
     }
 
     /// The format version of the store in `dir`, read without checking it.
-    pub fn peek_version(dir: &Path) -> Result<u32, StoreError> {
-        let (_, gen) = layout::current_generation(dir)?.ok_or_else(|| StoreError::NotAStore { path: dir.into() })?;
+    pub fn peek_version(dir: &Path) -> Result<u32, OpenError> {
+        let (_, gen) = layout::current_generation(dir)?.ok_or_else(|| OpenError::NotAStore { path: dir.into() })?;
         let cache = Cache::new_lru_cache(1 << 20);
-        let db = DB::open_cf_descriptors_read_only(&open_options(), &gen, existing_descriptors(&gen, &cache)?, false)?;
-        read_version(&db)
+        let db = DB::open_cf_descriptors_read_only(&open_options(), &gen, existing_descriptors(&gen, &cache).map_err(OpenError::rocks(&gen))?, false)
+            .map_err(OpenError::rocks(&gen))?;
+        Ok(read_version(&db)?)
     }
 
-    fn open_generation(dir: &Path, gen: PathBuf, pin: layout::ReaderPin) -> Result<Store, StoreError> {
+    fn open_generation(dir: &Path, gen: PathBuf, pin: layout::ReaderPin) -> Result<Store, OpenError> {
         let read_only = !matches!(pin, layout::ReaderPin::Writer(_));
         let cache = Cache::new_lru_cache(DEFAULT_CACHE_BYTES);
         let opts = open_options();
         // Check the version before asking for this build's column families: a store of
         // another format may lack them.
         let version = {
-            let db = DB::open_cf_descriptors_read_only(&opts, &gen, existing_descriptors(&gen, &cache)?, false)?;
+            let db = DB::open_cf_descriptors_read_only(&opts, &gen, existing_descriptors(&gen, &cache).map_err(OpenError::rocks(&gen))?, false)
+                .map_err(OpenError::rocks(&gen))?;
             read_version(&db)?
         };
         if version > FORMAT_VERSION {
-            return Err(StoreError::TooNew { path: dir.into(), found: version, supported: FORMAT_VERSION });
+            return Err(OpenError::TooNew { path: dir.into(), found: version, supported: FORMAT_VERSION });
         }
         if version < FORMAT_VERSION {
-            return Err(StoreError::NeedsMigration { path: dir.into(), found: version, current: FORMAT_VERSION });
+            return Err(OpenError::NeedsMigration { path: dir.into(), found: version, current: FORMAT_VERSION });
         }
         let db = if read_only {
-            DB::open_cf_descriptors_read_only(&opts, &gen, descriptors(&cache), false)?
+            DB::open_cf_descriptors_read_only(&opts, &gen, descriptors(&cache), false)
         } else {
-            DB::open_cf_descriptors(&opts, &gen, descriptors(&cache))?
-        };
+            DB::open_cf_descriptors(&opts, &gen, descriptors(&cache))
+        }
+        .map_err(OpenError::rocks(&gen))?;
         let meta = read_meta(&db)?;
         Ok(Store { db, dir: dir.to_path_buf(), generation: gen, meta, pin })
     }
@@ -288,7 +291,7 @@ impl Store {
     /// The error for a failed RocksDB read: `GenerationRemoved` when it failed because
     /// files of this generation are gone (removed by an older Trellis or by hand while it
     /// was open), which reopening fixes; otherwise the RocksDB error itself.
-    pub(crate) fn read_error(&self, e: rocksdb::Error) -> StoreError {
+    pub(crate) fn read_error(&self, e: rocksdb::Error) -> ReadError {
         read_error(&self.dir, &self.generation, e)
     }
 
@@ -336,25 +339,25 @@ impl Store {
     }
 
     /// The dictionary record of an entity, or `None` for an id past the end.
-    pub fn entity(&self, id: EntityId) -> Result<Option<TermRecord>, StoreError> {
+    pub fn entity(&self, id: EntityId) -> Result<Option<TermRecord>, ReadError> {
         self.term(CF_ENTITIES, id.0)
     }
 
-    pub fn relation(&self, id: RelationId) -> Result<Option<TermRecord>, StoreError> {
+    pub fn relation(&self, id: RelationId) -> Result<Option<TermRecord>, ReadError> {
         self.term(CF_RELATIONS, id.0)
     }
 
     /// The display names of many entities in one batched read, in the order of `ids`
     /// (`None` for an id past the end).
-    pub fn entity_names(&self, ids: &[EntityId]) -> Result<Vec<Option<String>>, StoreError> {
+    pub fn entity_names(&self, ids: &[EntityId]) -> Result<Vec<Option<String>>, ReadError> {
         self.term_names(CF_ENTITIES, ids.iter().map(|e| e.0))
     }
 
-    pub fn relation_names(&self, ids: &[RelationId]) -> Result<Vec<Option<String>>, StoreError> {
+    pub fn relation_names(&self, ids: &[RelationId]) -> Result<Vec<Option<String>>, ReadError> {
         self.term_names(CF_RELATIONS, ids.iter().map(|r| r.0))
     }
 
-    fn term_names(&self, cf: &'static str, ids: impl Iterator<Item = u32>) -> Result<Vec<Option<String>>, StoreError> {
+    fn term_names(&self, cf: &'static str, ids: impl Iterator<Item = u32>) -> Result<Vec<Option<String>>, ReadError> {
         let keys: Vec<[u8; 4]> = ids.map(codec::id_key).collect();
         // Sorted keys share index and data blocks; answers come back in key order.
         let mut order: Vec<usize> = (0..keys.len()).collect();
@@ -364,41 +367,41 @@ impl Store {
         let mut out = vec![None; keys.len()];
         for ((&i, key), value) in order.iter().zip(&sorted).zip(values) {
             if let Some(v) = value.map_err(|e| self.read_error(e))? {
-                let record = codec::decode_term(&v).ok_or_else(|| StoreError::corrupt(cf, key, "undecodable dictionary record"))?;
+                let record = codec::decode_term(&v).ok_or_else(|| ReadError::corrupt(cf, key, "undecodable dictionary record"))?;
                 out[i] = Some(record.name);
             }
         }
         Ok(out)
     }
 
-    fn term(&self, cf: &'static str, id: u32) -> Result<Option<TermRecord>, StoreError> {
+    fn term(&self, cf: &'static str, id: u32) -> Result<Option<TermRecord>, ReadError> {
         let key = codec::id_key(id);
         match self.db.get_pinned_cf(self.cf(cf), key).map_err(|e| self.read_error(e))? {
             None => Ok(None),
-            Some(v) => codec::decode_term(&v).map(Some).ok_or_else(|| StoreError::corrupt(cf, &key, "undecodable dictionary record")),
+            Some(v) => codec::decode_term(&v).map(Some).ok_or_else(|| ReadError::corrupt(cf, &key, "undecodable dictionary record")),
         }
     }
 
     /// The entity whose identity key (exact name, IRI or literal) is `key`.
-    pub fn entity_by_key(&self, key: &str) -> Result<Option<EntityId>, StoreError> {
+    pub fn entity_by_key(&self, key: &str) -> Result<Option<EntityId>, ReadError> {
         self.id_by_key(CF_ENTITY_KEYS, key).map(|o| o.map(EntityId))
     }
 
-    pub fn relation_by_key(&self, key: &str) -> Result<Option<RelationId>, StoreError> {
+    pub fn relation_by_key(&self, key: &str) -> Result<Option<RelationId>, ReadError> {
         self.id_by_key(CF_RELATION_KEYS, key).map(|o| o.map(RelationId))
     }
 
-    fn id_by_key(&self, cf: &'static str, key: &str) -> Result<Option<u32>, StoreError> {
+    fn id_by_key(&self, cf: &'static str, key: &str) -> Result<Option<u32>, ReadError> {
         match self.db.get_pinned_cf(self.cf(cf), key.as_bytes()).map_err(|e| self.read_error(e))? {
             None => Ok(None),
-            Some(v) => codec::be_u32(&v).map(Some).ok_or_else(|| StoreError::corrupt(cf, key.as_bytes(), "id is not 4 bytes")),
+            Some(v) => codec::be_u32(&v).map(Some).ok_or_else(|| ReadError::corrupt(cf, key.as_bytes(), "id is not 4 bytes")),
         }
     }
 
     /// Every entity and relation whose name, alias or folded form normalizes like `name`,
     /// primary names first, then by id. The boolean is true for a match that is not the
     /// primary name (an alias, or a folded form).
-    pub fn lookup_name(&self, name: &str) -> Result<Vec<(NameTarget, bool)>, StoreError> {
+    pub fn lookup_name(&self, name: &str) -> Result<Vec<(NameTarget, bool)>, ReadError> {
         let mut out = self.name_cursor().probe(&normalize_name(name))?.0;
         out.sort_by_key(|&(t, alias)| (alias, t));
         Ok(out)
@@ -411,7 +414,7 @@ impl Store {
     }
 
     /// Entities named (or aliased) `name` after normalization, primary names first.
-    pub fn entities_named(&self, name: &str) -> Result<Vec<EntityId>, StoreError> {
+    pub fn entities_named(&self, name: &str) -> Result<Vec<EntityId>, ReadError> {
         Ok(self
             .lookup_name(name)?
             .into_iter()
@@ -423,7 +426,7 @@ impl Store {
     }
 
     /// Resolves what a user typed: an exact key, else a normalized name (relations too).
-    pub fn resolve_relation(&self, text: &str) -> Result<Vec<RelationId>, StoreError> {
+    pub fn resolve_relation(&self, text: &str) -> Result<Vec<RelationId>, ReadError> {
         if let Some(r) = self.relation_by_key(text)? {
             return Ok(vec![r]);
         }
@@ -444,7 +447,7 @@ impl Store {
     /// under each well-known namespace (`m.027rn`) and the name index (names, aliases,
     /// and the local names that unlabelled IRIs are named by). Point reads and one name
     /// seek: the dictionary is never scanned.
-    pub fn resolve_entity(&self, text: &str) -> Result<Vec<EntityCandidate>, StoreError> {
+    pub fn resolve_entity(&self, text: &str) -> Result<Vec<EntityCandidate>, ReadError> {
         let only = |id, matched| Ok(vec![EntityCandidate { id, matched }]);
         if let Some(e) = self.entity_by_key(text)? {
             return only(e, EntityMatch::Key);
@@ -486,23 +489,23 @@ impl Store {
         Ok(out)
     }
 
-    pub fn aliases(&self, e: EntityId) -> Result<Vec<String>, StoreError> {
+    pub fn aliases(&self, e: EntityId) -> Result<Vec<String>, ReadError> {
         read_aliases(&self.db, e).map_err(|e| match e {
-            StoreError::Rocks(e) => self.read_error(e),
+            ReadError::Rocks(e) => self.read_error(e),
             other => other,
         })
     }
 
     /// Number of facts with `e` as subject (`Out`) or object (`In`).
-    pub fn degree(&self, e: EntityId, dir: Direction) -> Result<u64, StoreError> {
+    pub fn degree(&self, e: EntityId, dir: Direction) -> Result<u64, ReadError> {
         let key = codec::degree_key(dir, e);
         match self.db.get_pinned_cf(self.cf(CF_DEGREES), key).map_err(|e| self.read_error(e))? {
             None => Ok(0),
-            Some(v) => codec::be_u32(&v).map(u64::from).ok_or_else(|| StoreError::corrupt(CF_DEGREES, &key, "degree is not 4 bytes")),
+            Some(v) => codec::be_u32(&v).map(u64::from).ok_or_else(|| ReadError::corrupt(CF_DEGREES, &key, "degree is not 4 bytes")),
         }
     }
 
-    pub fn entity_info(&self, id: EntityId) -> Result<Option<EntityInfo>, StoreError> {
+    pub fn entity_info(&self, id: EntityId) -> Result<Option<EntityInfo>, ReadError> {
         let Some(rec) = self.entity(id)? else { return Ok(None) };
         Ok(Some(EntityInfo {
             id: id.0,
@@ -516,21 +519,21 @@ impl Store {
     }
 
     /// The other ends of `relation` at `e` in direction `dir`, sorted by id: one point read.
-    pub fn neighbors_via(&self, e: EntityId, dir: Direction, relation: RelationId) -> Result<Vec<EntityId>, StoreError> {
+    pub fn neighbors_via(&self, e: EntityId, dir: Direction, relation: RelationId) -> Result<Vec<EntityId>, ReadError> {
         let key = codec::adj_key(dir, e, relation);
         match self.db.get_pinned_cf(self.cf(CF_ADJACENCY), key).map_err(|e| self.read_error(e))? {
             None => Ok(Vec::new()),
             Some(v) => idlist::decode_ids(&v)
                 .map(|ids| ids.into_iter().map(EntityId).collect())
-                .ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, &key, "malformed id list")),
+                .ok_or_else(|| ReadError::corrupt(CF_ADJACENCY, &key, "malformed id list")),
         }
     }
 
     /// The relations present at `e` in direction `dir`, with the number of facts of each.
-    pub fn relations_at(&self, e: EntityId, dir: Direction) -> Result<Vec<(RelationId, u64)>, StoreError> {
+    pub fn relations_at(&self, e: EntityId, dir: Direction) -> Result<Vec<(RelationId, u64)>, ReadError> {
         let mut out = Vec::new();
         self.scan_adjacency(e, dir, |r, value, key| {
-            let n = idlist::count_ids(value).ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, key, "malformed id list"))?;
+            let n = idlist::count_ids(value).ok_or_else(|| ReadError::corrupt(CF_ADJACENCY, key, "malformed id list"))?;
             out.push((r, n));
             Ok(ControlFlow::Continue(()))
         })?;
@@ -546,7 +549,7 @@ impl Store {
         direction: Option<Direction>,
         relation: Option<RelationId>,
         mut f: impl FnMut(Edge) -> ControlFlow<()>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), ReadError> {
         let dirs: &[Direction] = match direction {
             Some(Direction::Out) => &[Direction::Out],
             Some(Direction::In) => &[Direction::In],
@@ -586,8 +589,8 @@ impl Store {
         &self,
         e: EntityId,
         dir: Direction,
-        mut f: impl FnMut(RelationId, &[u8], &[u8]) -> Result<ControlFlow<()>, StoreError>,
-    ) -> Result<(), StoreError> {
+        mut f: impl FnMut(RelationId, &[u8], &[u8]) -> Result<ControlFlow<()>, ReadError>,
+    ) -> Result<(), ReadError> {
         let prefix = codec::adj_prefix(dir, e);
         let mut ro = ReadOptions::default();
         ro.set_prefix_same_as_start(true);
@@ -597,7 +600,7 @@ impl Store {
             if !k.starts_with(&prefix) {
                 break;
             }
-            let (_, _, r) = codec::decode_adj_key(k).ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, k, "malformed adjacency key"))?;
+            let (_, _, r) = codec::decode_adj_key(k).ok_or_else(|| ReadError::corrupt(CF_ADJACENCY, k, "malformed adjacency key"))?;
             if f(r, v, k)?.is_break() {
                 return Ok(());
             }
@@ -608,7 +611,7 @@ impl Store {
     }
 
     /// Checks that every index agrees with every other (see `validate.rs`).
-    pub fn validate(&self) -> Result<ValidationReport, StoreError> {
+    pub fn validate(&self) -> Result<ValidationReport, ReadError> {
         validate::validate(self)
     }
 }
@@ -619,10 +622,10 @@ fn visit_list(
     value: &[u8],
     key: &[u8],
     f: &mut impl FnMut(Edge) -> ControlFlow<()>,
-) -> Result<ControlFlow<()>, StoreError> {
-    let ids = idlist::IdIter::new(value).ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, key, "malformed id list"))?;
+) -> Result<ControlFlow<()>, ReadError> {
+    let ids = idlist::IdIter::new(value).ok_or_else(|| ReadError::corrupt(CF_ADJACENCY, key, "malformed id list"))?;
     for id in ids {
-        let id = id.ok_or_else(|| StoreError::corrupt(CF_ADJACENCY, key, "malformed id list"))?;
+        let id = id.ok_or_else(|| ReadError::corrupt(CF_ADJACENCY, key, "malformed id list"))?;
         if f(Edge { direction: dir, relation, other: EntityId(id) }).is_break() {
             return Ok(ControlFlow::Break(()));
         }
@@ -631,11 +634,11 @@ fn visit_list(
 }
 
 /// See `Store::read_error`.
-fn read_error(dir: &Path, generation: &Path, e: rocksdb::Error) -> StoreError {
+fn read_error(dir: &Path, generation: &Path, e: rocksdb::Error) -> ReadError {
     if generation_files_missing(generation, &e) {
-        StoreError::GenerationRemoved { store: dir.to_path_buf(), generation: generation.to_path_buf(), source: e }
+        ReadError::GenerationRemoved { store: dir.to_path_buf(), generation: generation.to_path_buf(), source: e }
     } else {
-        StoreError::Rocks(e)
+        ReadError::Rocks(e)
     }
 }
 
@@ -658,7 +661,7 @@ fn generation_files_missing(generation: &Path, e: &rocksdb::Error) -> bool {
 }
 
 /// The aliases of `e`, in alias order (also used on databases being written).
-pub(crate) fn read_aliases(db: &DB, e: EntityId) -> Result<Vec<String>, StoreError> {
+pub(crate) fn read_aliases(db: &DB, e: EntityId) -> Result<Vec<String>, ReadError> {
     let prefix = codec::id_key(e.0);
     let mut out = Vec::new();
     let mut it = db.raw_iterator_cf(db.cf_handle(CF_ALIASES).expect("column family exists"));
@@ -667,27 +670,30 @@ pub(crate) fn read_aliases(db: &DB, e: EntityId) -> Result<Vec<String>, StoreErr
         if !k.starts_with(&prefix) {
             break;
         }
-        let (_, alias) = codec::decode_alias_key(k).ok_or_else(|| StoreError::corrupt(CF_ALIASES, k, "alias is not UTF-8"))?;
+        let (_, alias) = codec::decode_alias_key(k).ok_or_else(|| ReadError::corrupt(CF_ALIASES, k, "alias is not UTF-8"))?;
         out.push(alias.to_owned());
         it.next();
     }
-    it.status()?;
+    it.status().map_err(ReadError::Rocks)?;
     Ok(out)
 }
 
-pub(crate) fn read_version(db: &DB) -> Result<u32, StoreError> {
+pub(crate) fn read_version(db: &DB) -> Result<u32, ReadError> {
     let cf = db.cf_handle(CF_META).expect("meta column family");
-    let v = db.get_pinned_cf(cf, meta::KEY_FORMAT_VERSION)?.ok_or_else(|| StoreError::corrupt(CF_META, meta::KEY_FORMAT_VERSION, "no format version"))?;
-    codec::be_u32(&v).ok_or_else(|| StoreError::corrupt(CF_META, meta::KEY_FORMAT_VERSION, "format version is not 4 bytes"))
+    let v = db
+        .get_pinned_cf(cf, meta::KEY_FORMAT_VERSION)
+        .map_err(ReadError::Rocks)?
+        .ok_or_else(|| ReadError::corrupt(CF_META, meta::KEY_FORMAT_VERSION, "no format version"))?;
+    codec::be_u32(&v).ok_or_else(|| ReadError::corrupt(CF_META, meta::KEY_FORMAT_VERSION, "format version is not 4 bytes"))
 }
 
-pub(crate) fn read_meta(db: &DB) -> Result<Meta, StoreError> {
+pub(crate) fn read_meta(db: &DB) -> Result<Meta, ReadError> {
     let cf = db.cf_handle(CF_META).expect("meta column family");
-    let v = db.get_pinned_cf(cf, meta::KEY_META)?.ok_or_else(|| StoreError::corrupt(CF_META, meta::KEY_META, "no meta record"))?;
-    serde_json::from_slice(&v).map_err(|e| StoreError::corrupt(CF_META, meta::KEY_META, format!("meta record: {e}")))
+    let v = db.get_pinned_cf(cf, meta::KEY_META).map_err(ReadError::Rocks)?.ok_or_else(|| ReadError::corrupt(CF_META, meta::KEY_META, "no meta record"))?;
+    serde_json::from_slice(&v).map_err(|e| ReadError::json(CF_META, meta::KEY_META, "meta", e))
 }
 
-pub(crate) fn write_meta(db: &DB, meta: &Meta) -> Result<(), StoreError> {
+pub(crate) fn write_meta(db: &DB, meta: &Meta) -> Result<(), WriteError> {
     let cf = db.cf_handle(CF_META).expect("meta column family");
     let mut batch = rocksdb::WriteBatch::default();
     batch.put_cf(cf, meta::KEY_FORMAT_VERSION, meta.format_version.to_be_bytes());

@@ -12,8 +12,9 @@
 use super::codec::{be_u32, get_varint, put_varint};
 use super::schema::{CF_TERM_TOKENS, CF_TOKENIZERS, CF_TOKEN_TRIE};
 use super::Store;
-use crate::error::StoreError;
+use crate::error::ReadError;
 use crate::linearize::{Linearization, Side};
+use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 /// Sorts after every token id: marks the end of a name in trie keys.
@@ -140,38 +141,23 @@ impl TokenIndex {
     /// the store's current dictionaries. Refused, naming the command to run, when the store
     /// was indexed with other tokenizers only, with another linearization, or when a load
     /// added or renamed entities or relations since.
-    pub fn open(store: Arc<Store>, fp: u64, linearization: &Linearization) -> Result<TokenIndex, StoreError> {
+    pub fn open(store: Arc<Store>, fp: u64, linearization: &Linearization) -> Result<TokenIndex, TokenIndexError> {
         let Some(info) = store.tokenizer_info(fp)? else {
-            let known: Vec<String> = store.tokenizers()?.into_iter().map(|i| format!("{} ({})", i.fingerprint, i.name)).collect();
-            return Err(StoreError::TokenizerNotIndexed {
-                path: store.dir().to_path_buf(),
-                fingerprint: format!("{fp:016x}"),
-                indexed: if known.is_empty() { "none".into() } else { known.join(", ") },
-            });
+            return Err(TokenIndexError::NotIndexed { path: store.dir().to_path_buf(), fingerprint: fp, indexed: store.tokenizers()? });
         };
         let meta = store.meta();
-        let why = if info.entities != meta.entities || info.relations != meta.relations {
-            Some(format!("it covers {} entities and {} relations, the store now has {} and {}", info.entities, info.relations, meta.entities, meta.relations))
+        let reason = if info.entities != meta.entities || info.relations != meta.relations {
+            Some(StaleReason::Counts { indexed_entities: info.entities, indexed_relations: info.relations, entities: meta.entities, relations: meta.relations })
         } else if info.dictionary_epoch != meta.dictionary_epoch {
-            Some(format!("names were changed by a load since it was built (dictionary epoch {}, now {})", info.dictionary_epoch, meta.dictionary_epoch))
+            Some(StaleReason::Renamed { indexed_epoch: info.dictionary_epoch, epoch: meta.dictionary_epoch })
         } else {
             None
         };
-        if let Some(why) = why {
-            return Err(StoreError::TokenIndexStale {
-                path: store.dir().to_path_buf(),
-                tokenizer: format!("{} ({})", info.fingerprint, info.name),
-                why,
-                linearization: linearization_arg(&info.linearization),
-            });
+        if let Some(reason) = reason {
+            return Err(TokenIndexError::Stale { path: store.dir().to_path_buf(), info: Box::new(info), reason });
         }
         if info.linearization_fingerprint != linearization.fingerprint_hex() {
-            return Err(StoreError::TokenIndexLinearization {
-                path: store.dir().to_path_buf(),
-                fingerprint: info.fingerprint,
-                indexed: format!("{} ({})", info.linearization.name, info.linearization_fingerprint),
-                wanted: linearization_arg(linearization),
-            });
+            return Err(TokenIndexError::Linearization { path: store.dir().to_path_buf(), info: Box::new(info), wanted: linearization_arg(linearization) });
         }
         Ok(TokenIndex { store, fp, info, roots: Default::default() })
     }
@@ -185,17 +171,17 @@ impl TokenIndex {
     }
 
     /// The token ids of a term's name, as written inside a path.
-    pub fn tokens(&self, side: Side, id: u32) -> Result<Option<Vec<u32>>, StoreError> {
+    pub fn tokens(&self, side: Side, id: u32) -> Result<Option<Vec<u32>>, ReadError> {
         let key = term_key(self.fp, side, id);
-        match self.store.db().get_pinned_cf(self.store.cf(CF_TERM_TOKENS), key)? {
+        match self.store.db().get_pinned_cf(self.store.cf(CF_TERM_TOKENS), key).map_err(|e| self.store.read_error(e))? {
             None => Ok(None),
-            Some(v) => decode_tokens(&v).map(Some).ok_or_else(|| StoreError::corrupt(CF_TERM_TOKENS, &key, "malformed token list")),
+            Some(v) => decode_tokens(&v).map(Some).ok_or_else(|| ReadError::corrupt(CF_TERM_TOKENS, &key, "malformed token list")),
         }
     }
 
     /// The token lists of many terms in one batched read, in the order of `ids` (`None` for
     /// an id the index does not hold).
-    pub fn tokens_many(&self, side: Side, ids: &[u32]) -> Result<Vec<Option<Vec<u32>>>, StoreError> {
+    pub fn tokens_many(&self, side: Side, ids: &[u32]) -> Result<Vec<Option<Vec<u32>>>, ReadError> {
         // Sorted keys share index and data blocks; the answers go back to input order.
         let mut order: Vec<usize> = (0..ids.len()).collect();
         order.sort_unstable_by_key(|&i| ids[i]);
@@ -203,8 +189,8 @@ impl TokenIndex {
         let values = self.store.db().batched_multi_get_cf(self.store.cf(CF_TERM_TOKENS), &keys, true);
         let mut out = vec![None; ids.len()];
         for ((&i, key), value) in order.iter().zip(&keys).zip(values) {
-            if let Some(v) = value? {
-                out[i] = Some(decode_tokens(&v).ok_or_else(|| StoreError::corrupt(CF_TERM_TOKENS, key, "malformed token list"))?);
+            if let Some(v) = value.map_err(|e| self.store.read_error(e))? {
+                out[i] = Some(decode_tokens(&v).ok_or_else(|| ReadError::corrupt(CF_TERM_TOKENS, key, "malformed token list"))?);
             }
         }
         Ok(out)
@@ -212,29 +198,29 @@ impl TokenIndex {
 
     /// The tokens that continue `prefix` towards some name, ascending (the root's from the
     /// cache).
-    pub fn children(&self, side: Side, prefix: &[u32]) -> Result<Vec<u32>, StoreError> {
+    pub fn children(&self, side: Side, prefix: &[u32]) -> Result<Vec<u32>, ReadError> {
         if prefix.is_empty() {
             return Ok(self.root_children(side)?.to_vec());
         }
         let mut it = self.store.db().raw_iterator_cf(self.store.cf(CF_TOKEN_TRIE));
-        scan_children(&mut it, &trie_prefix(self.fp, side, prefix))
+        scan_children(&self.store, &mut it, &trie_prefix(self.fp, side, prefix))
     }
 
     /// The root's children of a side, read on first use and kept.
-    pub fn root_children(&self, side: Side) -> Result<&[u32], StoreError> {
+    pub fn root_children(&self, side: Side) -> Result<&[u32], ReadError> {
         let cell = &self.roots[side as usize];
         if let Some(v) = cell.get() {
             return Ok(v);
         }
         let mut it = self.store.db().raw_iterator_cf(self.store.cf(CF_TOKEN_TRIE));
-        let v = scan_children(&mut it, &trie_prefix(self.fp, side, &[]))?;
+        let v = scan_children(&self.store, &mut it, &trie_prefix(self.fp, side, &[]))?;
         Ok(cell.get_or_init(|| v))
     }
 
     /// The terms whose whole name is `tokens`, ascending.
-    pub fn complete(&self, side: Side, tokens: &[u32]) -> Result<Vec<u32>, StoreError> {
+    pub fn complete(&self, side: Side, tokens: &[u32]) -> Result<Vec<u32>, ReadError> {
         let mut it = self.store.db().raw_iterator_cf(self.store.cf(CF_TOKEN_TRIE));
-        scan_ending(&mut it, &trie_prefix(self.fp, side, tokens))
+        scan_ending(&self.store, &mut it, &trie_prefix(self.fp, side, tokens))
     }
 
     /// A cursor at the root of a side's trie.
@@ -251,7 +237,7 @@ impl TokenIndex {
     /// Among `ids` (the neighbours reachable from the current path), those whose name
     /// continues `prefix` (with their next token) and those whose name is `prefix`: one
     /// batched read of their token lists, no trie scan. Ids without a token list are left out.
-    pub fn children_within(&self, side: Side, prefix: &[u32], ids: &[u32]) -> Result<Within, StoreError> {
+    pub fn children_within(&self, side: Side, prefix: &[u32], ids: &[u32]) -> Result<Within, ReadError> {
         let mut sorted = ids.to_vec();
         sorted.sort_unstable();
         sorted.dedup();
@@ -271,18 +257,51 @@ impl TokenIndex {
 }
 
 /// How to name a linearization on the command line: its preset name when it is the preset.
-fn linearization_arg(l: &Linearization) -> String {
+fn linearization_arg(l: &Linearization) -> &'static str {
     match l.name.as_str() {
-        "trellis" if *l == Linearization::trellis() => "trellis".into(),
-        "dialoggsr" if *l == Linearization::dialoggsr() => "dialoggsr".into(),
-        _ => "FILE.json".into(),
+        "trellis" if *l == Linearization::trellis() => "trellis",
+        "dialoggsr" if *l == Linearization::dialoggsr() => "dialoggsr",
+        _ => "FILE.json",
     }
+}
+
+/// Opening a token index: refused (naming the command to run) or a failed read.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenIndexError {
+    #[error("{path}: no token index for the tokenizer with fingerprint {fingerprint:016x} (indexed: {}); run `trellis index-tokens --store {path} --tokenizer FILE`", indexed_list(.indexed))]
+    NotIndexed { path: PathBuf, fingerprint: u64, indexed: Vec<TokenizerInfo> },
+    #[error("{path}: the token index of tokenizer {} ({}) is stale: {reason}; run `trellis index-tokens --store {path} --tokenizer FILE --linearization {}` again", .info.fingerprint, .info.name, linearization_arg(&.info.linearization))]
+    Stale { path: PathBuf, info: Box<TokenizerInfo>, reason: StaleReason },
+    /// `wanted` is how the command line names the linearization asked for.
+    #[error(
+        "{path}: the token index of tokenizer {} was built with linearization {} ({}), not {wanted}; run `trellis index-tokens --store {path} --tokenizer FILE --linearization {wanted}`",
+        .info.fingerprint, .info.linearization.name, .info.linearization_fingerprint
+    )]
+    Linearization { path: PathBuf, info: Box<TokenizerInfo>, wanted: &'static str },
+    #[error(transparent)]
+    Read(#[from] ReadError),
+}
+
+/// Why a token index no longer matches the store's names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StaleReason {
+    #[error("it covers {indexed_entities} entities and {indexed_relations} relations, the store now has {entities} and {relations}")]
+    Counts { indexed_entities: u64, indexed_relations: u64, entities: u64, relations: u64 },
+    #[error("names were changed by a load since it was built (dictionary epoch {indexed_epoch}, now {epoch})")]
+    Renamed { indexed_epoch: u64, epoch: u64 },
+}
+
+fn indexed_list(indexed: &[TokenizerInfo]) -> String {
+    if indexed.is_empty() {
+        return "none".into();
+    }
+    indexed.iter().map(|i| format!("{} ({})", i.fingerprint, i.name)).collect::<Vec<_>>().join(", ")
 }
 
 type TrieIter<'a> = rocksdb::DBRawIteratorWithThreadMode<'a, rocksdb::DB>;
 
 /// Skip-scan: one seek per distinct child of the node with key prefix `base`.
-fn scan_children(it: &mut TrieIter<'_>, base: &[u8]) -> Result<Vec<u32>, StoreError> {
+fn scan_children(store: &Store, it: &mut TrieIter<'_>, base: &[u8]) -> Result<Vec<u32>, ReadError> {
     let mut out = Vec::new();
     let mut skip = base.to_vec();
     it.seek(base);
@@ -290,7 +309,7 @@ fn scan_children(it: &mut TrieIter<'_>, base: &[u8]) -> Result<Vec<u32>, StoreEr
         if !k.starts_with(base) {
             break;
         }
-        let next = k.get(base.len()..base.len() + 4).and_then(be_u32).ok_or_else(|| StoreError::corrupt(CF_TOKEN_TRIE, k, "short trie key"))?;
+        let next = k.get(base.len()..base.len() + 4).and_then(be_u32).ok_or_else(|| ReadError::corrupt(CF_TOKEN_TRIE, k, "short trie key"))?;
         if next == END {
             break; // END sorts last: no child after it
         }
@@ -300,12 +319,12 @@ fn scan_children(it: &mut TrieIter<'_>, base: &[u8]) -> Result<Vec<u32>, StoreEr
         skip.extend_from_slice(&(next + 1).to_be_bytes());
         it.seek(&skip);
     }
-    it.status()?;
+    it.status().map_err(|e| store.read_error(e))?;
     Ok(out)
 }
 
 /// The ids of the names that end at the node with key prefix `base`.
-fn scan_ending(it: &mut TrieIter<'_>, base: &[u8]) -> Result<Vec<u32>, StoreError> {
+fn scan_ending(store: &Store, it: &mut TrieIter<'_>, base: &[u8]) -> Result<Vec<u32>, ReadError> {
     let mut end = base.to_vec();
     end.extend_from_slice(&END.to_be_bytes());
     let mut out = Vec::new();
@@ -314,11 +333,11 @@ fn scan_ending(it: &mut TrieIter<'_>, base: &[u8]) -> Result<Vec<u32>, StoreErro
         if !k.starts_with(&end) {
             break;
         }
-        let id = k.get(end.len()..).and_then(be_u32).ok_or_else(|| StoreError::corrupt(CF_TOKEN_TRIE, k, "bad trie key end"))?;
+        let id = k.get(end.len()..).and_then(be_u32).ok_or_else(|| ReadError::corrupt(CF_TOKEN_TRIE, k, "bad trie key end"))?;
         out.push(id);
         it.next();
     }
-    it.status()?;
+    it.status().map_err(|e| store.read_error(e))?;
     Ok(out)
 }
 
@@ -351,7 +370,7 @@ impl TrieCursor<'_> {
     }
 
     /// Moves down by `token` when some name continues with it (true); otherwise stays (false).
-    pub fn advance(&mut self, token: u32) -> Result<bool, StoreError> {
+    pub fn advance(&mut self, token: u32) -> Result<bool, ReadError> {
         if token == END {
             return Ok(false);
         }
@@ -363,7 +382,7 @@ impl TrieCursor<'_> {
                 self.key.extend_from_slice(&token.to_be_bytes());
                 self.it.seek(&self.key);
                 let hit = self.it.key().is_some_and(|k| k.starts_with(&self.key));
-                self.it.status()?;
+                self.it.status().map_err(|e| self.index.store.read_error(e))?;
                 self.key.truncate(len);
                 hit
             }
@@ -376,17 +395,17 @@ impl TrieCursor<'_> {
     }
 
     /// The tokens that continue this node, ascending.
-    pub fn children(&mut self) -> Result<&[u32], StoreError> {
+    pub fn children(&mut self) -> Result<&[u32], ReadError> {
         if self.children.is_none() {
-            let c = if self.depth() == 0 { self.index.root_children(self.side)?.to_vec() } else { scan_children(&mut self.it, &self.key)? };
+            let c = if self.depth() == 0 { self.index.root_children(self.side)?.to_vec() } else { scan_children(&self.index.store, &mut self.it, &self.key)? };
             self.children = Some(c);
         }
         Ok(self.children.as_deref().unwrap_or_default())
     }
 
     /// The ids whose whole name ends at this node, ascending.
-    pub fn ending(&mut self) -> Result<Vec<u32>, StoreError> {
-        scan_ending(&mut self.it, &self.key)
+    pub fn ending(&mut self) -> Result<Vec<u32>, ReadError> {
+        scan_ending(&self.index.store, &mut self.it, &self.key)
     }
 
     /// Back to the root (keeps the iterator).
@@ -398,23 +417,23 @@ impl TrieCursor<'_> {
 
 impl Store {
     /// The tokenizers whose token index this store holds.
-    pub fn tokenizers(&self) -> Result<Vec<TokenizerInfo>, StoreError> {
+    pub fn tokenizers(&self) -> Result<Vec<TokenizerInfo>, ReadError> {
         let mut out = Vec::new();
         let mut it = self.db().raw_iterator_cf(self.cf(CF_TOKENIZERS));
         it.seek_to_first();
         while let Some((k, v)) = it.item() {
-            out.push(serde_json::from_slice(v).map_err(|e| StoreError::corrupt(CF_TOKENIZERS, k, format!("tokenizer record: {e}")))?);
+            out.push(serde_json::from_slice(v).map_err(|e| ReadError::json(CF_TOKENIZERS, k, "tokenizer", e))?);
             it.next();
         }
-        it.status()?;
+        it.status().map_err(|e| self.read_error(e))?;
         Ok(out)
     }
 
-    pub fn tokenizer_info(&self, fp: u64) -> Result<Option<TokenizerInfo>, StoreError> {
+    pub fn tokenizer_info(&self, fp: u64) -> Result<Option<TokenizerInfo>, ReadError> {
         let key = tokenizer_key(fp);
-        match self.db().get_pinned_cf(self.cf(CF_TOKENIZERS), key)? {
+        match self.db().get_pinned_cf(self.cf(CF_TOKENIZERS), key).map_err(|e| self.read_error(e))? {
             None => Ok(None),
-            Some(v) => serde_json::from_slice(&v).map(Some).map_err(|e| StoreError::corrupt(CF_TOKENIZERS, &key, format!("tokenizer record: {e}"))),
+            Some(v) => serde_json::from_slice(&v).map(Some).map_err(|e| ReadError::json(CF_TOKENIZERS, &key, "tokenizer", e)),
         }
     }
 }

@@ -14,7 +14,7 @@ use super::codec::{self, NameTarget};
 use super::idlist;
 use super::schema::*;
 use super::Store;
-use crate::error::StoreError;
+use crate::error::ReadError;
 use crate::ids::{Direction, EntityId, RelationId};
 
 const MAX_PROBLEMS: usize = 50;
@@ -47,7 +47,7 @@ impl ValidationReport {
     }
 }
 
-pub(super) fn validate(store: &Store) -> Result<ValidationReport, StoreError> {
+pub(super) fn validate(store: &Store) -> Result<ValidationReport, ReadError> {
     let mut report = ValidationReport::default();
     let meta = store.meta().clone();
     report.entities = check_dictionary(store, CF_ENTITIES, CF_ENTITY_KEYS, meta.entities, &mut report)?;
@@ -67,7 +67,7 @@ pub(super) fn validate(store: &Store) -> Result<ValidationReport, StoreError> {
     Ok(report)
 }
 
-fn check_dictionary(store: &Store, cf: &'static str, keys_cf: &'static str, expected: u64, report: &mut ValidationReport) -> Result<u64, StoreError> {
+fn check_dictionary(store: &Store, cf: &'static str, keys_cf: &'static str, expected: u64, report: &mut ValidationReport) -> Result<u64, ReadError> {
     let db = store.db();
     let mut it = db.raw_iterator_cf(store.cf(cf));
     it.seek_to_first();
@@ -85,7 +85,7 @@ fn check_dictionary(store: &Store, cf: &'static str, keys_cf: &'static str, expe
         next_id += 1;
         match codec::decode_term(v) {
             None => report.problem(format!("{cf}: record of id {id} does not decode")),
-            Some(rec) => match db.get_pinned_cf(store.cf(keys_cf), rec.key.as_bytes())? {
+            Some(rec) => match db.get_pinned_cf(store.cf(keys_cf), rec.key.as_bytes()).map_err(|e| store.read_error(e))? {
                 None => report.problem(format!("{keys_cf}: no entry for {:?} (id {id})", rec.key)),
                 Some(b) if codec::be_u32(&b) != Some(id) => {
                     report.problem(format!("{keys_cf}: {:?} maps to {}, not to id {id}", rec.key, crate::error::hex(&b)))
@@ -95,7 +95,7 @@ fn check_dictionary(store: &Store, cf: &'static str, keys_cf: &'static str, expe
         }
         it.next();
     }
-    it.status()?;
+    it.status().map_err(|e| store.read_error(e))?;
     if next_id != expected {
         report.problem(format!("meta says {expected} entries in {cf}, found {next_id}"));
     }
@@ -106,7 +106,7 @@ fn check_dictionary(store: &Store, cf: &'static str, keys_cf: &'static str, expe
     Ok(next_id)
 }
 
-fn count_keys(store: &Store, cf: &'static str) -> Result<u64, StoreError> {
+fn count_keys(store: &Store, cf: &'static str) -> Result<u64, ReadError> {
     let mut it = store.db().raw_iterator_cf(store.cf(cf));
     it.seek_to_first();
     let mut n = 0;
@@ -114,17 +114,17 @@ fn count_keys(store: &Store, cf: &'static str) -> Result<u64, StoreError> {
         n += 1;
         it.next();
     }
-    it.status()?;
+    it.status().map_err(|e| store.read_error(e))?;
     Ok(n)
 }
 
 /// A name index entry (normalized or folded form) -> its flags, as `codec::name_entries` gives.
 type NameEntries = std::collections::BTreeMap<String, u8>;
 
-fn check_names(store: &Store, report: &mut ValidationReport) -> Result<(), StoreError> {
+fn check_names(store: &Store, report: &mut ValidationReport) -> Result<(), ReadError> {
     let db = store.db();
     // The entries a target should have, by `codec::name_entries`.
-    let expected = |target: NameTarget| -> Result<Option<(String, NameEntries)>, StoreError> {
+    let expected = |target: NameTarget| -> Result<Option<(String, NameEntries)>, ReadError> {
         Ok(match target {
             NameTarget::Entity(e) => match store.entity(e)? {
                 Some(rec) => {
@@ -157,7 +157,7 @@ fn check_names(store: &Store, report: &mut ValidationReport) -> Result<(), Store
         }
         it.next();
     }
-    it.status()?;
+    it.status().map_err(|e| store.read_error(e))?;
     // Every entry a target should have exists.
     for (cf, entity) in [(CF_ENTITIES, true), (CF_RELATIONS, false)] {
         let mut it = db.raw_iterator_cf(store.cf(cf));
@@ -167,7 +167,7 @@ fn check_names(store: &Store, report: &mut ValidationReport) -> Result<(), Store
                 let target = if entity { NameTarget::Entity(EntityId(id)) } else { NameTarget::Relation(RelationId(id)) };
                 if let Some((name, entries)) = expected(target)? {
                     for norm in entries.keys() {
-                        if db.get_pinned_cf(store.cf(CF_NAMES), codec::name_key(norm, target))?.is_none() {
+                        if db.get_pinned_cf(store.cf(CF_NAMES), codec::name_key(norm, target)).map_err(|e| store.read_error(e))?.is_none() {
                             report.problem(format!("names: no entry {norm:?} for {name:?} ({target:?})"));
                         }
                     }
@@ -175,7 +175,7 @@ fn check_names(store: &Store, report: &mut ValidationReport) -> Result<(), Store
             }
             it.next();
         }
-        it.status()?;
+        it.status().map_err(|e| store.read_error(e))?;
     }
     // Every alias belongs to an entity.
     let mut it = db.raw_iterator_cf(store.cf(CF_ALIASES));
@@ -189,12 +189,12 @@ fn check_names(store: &Store, report: &mut ValidationReport) -> Result<(), Store
         }
         it.next();
     }
-    it.status()?;
+    it.status().map_err(|e| store.read_error(e))?;
     Ok(())
 }
 
 /// Every token list has its trie key and the other way round, ids in range, per tokenizer.
-fn check_token_index(store: &Store, report: &mut ValidationReport) -> Result<(), StoreError> {
+fn check_token_index(store: &Store, report: &mut ValidationReport) -> Result<(), ReadError> {
     use super::tokens::{decode_tokens, trie_key, END};
     use crate::linearize::Side;
     let db = store.db();
@@ -232,7 +232,7 @@ fn check_token_index(store: &Store, report: &mut ValidationReport) -> Result<(),
             let limit = if side == Side::Entity { info.entities } else { info.relations };
             match (id, decode_tokens(v)) {
                 (Some(id), Some(tokens)) if u64::from(id) < limit => {
-                    if db.get_pinned_cf(store.cf(CF_TOKEN_TRIE), trie_key(fp, side, &tokens, id))?.is_none() {
+                    if db.get_pinned_cf(store.cf(CF_TOKEN_TRIE), trie_key(fp, side, &tokens, id)).map_err(|e| store.read_error(e))?.is_none() {
                         report.problem(format!("token_trie: no entry for {side:?} {id} of tokenizer {}", info.fingerprint));
                     }
                 }
@@ -240,7 +240,7 @@ fn check_token_index(store: &Store, report: &mut ValidationReport) -> Result<(),
             }
             it.next();
         }
-        it.status()?;
+        it.status().map_err(|e| store.read_error(e))?;
         if lists != info.entities + info.relations {
             report.problem(format!(
                 "term_tokens: tokenizer {} has {lists} token lists for {} entities and {} relations",
@@ -260,7 +260,7 @@ fn check_token_index(store: &Store, report: &mut ValidationReport) -> Result<(),
             }
             it.next();
         }
-        it.status()?;
+        it.status().map_err(|e| store.read_error(e))?;
         if trie != lists {
             report.problem(format!("token_trie: tokenizer {} has {trie} trie entries for {lists} token lists", info.fingerprint));
         }
@@ -276,7 +276,7 @@ fn fact_hash(s: u32, r: u32, o: u32, seed: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-fn check_adjacency(store: &Store, report: &mut ValidationReport) -> Result<(), StoreError> {
+fn check_adjacency(store: &Store, report: &mut ValidationReport) -> Result<(), ReadError> {
     let db = store.db();
     let n_entities = store.meta().entities;
     let n_relations = store.meta().relations;
@@ -292,7 +292,7 @@ fn check_adjacency(store: &Store, report: &mut ValidationReport) -> Result<(), S
                          deg: u64,
                          report: &mut ValidationReport,
                          degrees: &mut rocksdb::DBRawIteratorWithThreadMode<'_, rocksdb::DB>|
-     -> Result<(), StoreError> {
+     -> Result<(), ReadError> {
         let Some((dir, e)) = cur else { return Ok(()) };
         let want = codec::degree_key(dir, e);
         // Degree entries without adjacency before this one are stale.
@@ -312,7 +312,7 @@ fn check_adjacency(store: &Store, report: &mut ValidationReport) -> Result<(), S
             }
             _ => report.problem(format!("degrees: no entry for {e} {dir:?} (degree {deg})")),
         }
-        degrees.status()?;
+        degrees.status().map_err(|e| store.read_error(e))?;
         Ok(())
     };
     while let Some((k, v)) = it.item() {
@@ -356,7 +356,7 @@ fn check_adjacency(store: &Store, report: &mut ValidationReport) -> Result<(), S
         }
         it.next();
     }
-    it.status()?;
+    it.status().map_err(|e| store.read_error(e))?;
     finish_entity(current, current_degree, report, &mut degrees)?;
     while let Some(k) = degrees.key() {
         report.problem(format!("degrees: entry {} has no adjacency", crate::error::hex(k)));
@@ -370,7 +370,7 @@ fn check_adjacency(store: &Store, report: &mut ValidationReport) -> Result<(), S
 }
 
 /// Slow path after a set-hash mismatch: name the facts that one side lacks.
-fn locate_direction_mismatch(store: &Store, report: &mut ValidationReport) -> Result<(), StoreError> {
+fn locate_direction_mismatch(store: &Store, report: &mut ValidationReport) -> Result<(), ReadError> {
     let mut it = store.db().raw_iterator_cf(store.cf(CF_ADJACENCY));
     it.seek_to_first();
     while let Some((k, v)) = it.item() {
@@ -387,6 +387,6 @@ fn locate_direction_mismatch(store: &Store, report: &mut ValidationReport) -> Re
         }
         it.next();
     }
-    it.status()?;
+    it.status().map_err(|e| store.read_error(e))?;
     Ok(())
 }

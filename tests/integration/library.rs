@@ -317,6 +317,7 @@ fn newer_and_unsupported_formats_are_refused() {
     set_format_version(&s, 7);
     let err = Store::open_read_only(&s).err().expect("refused").to_string();
     assert!(err.contains("format version 7, written by a newer Trellis; this build reads versions up to 3"), "{err}");
+    assert!(matches!(Store::open_read_only(&s), Err(trellis::OpenError::TooNew { found: 7, supported: 3, .. })));
     assert!(Store::open(&s).is_err());
     let out = trellis().arg("stats").arg("--store").arg(&s).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -329,6 +330,8 @@ fn newer_and_unsupported_formats_are_refused() {
     assert!(err.contains("run `trellis migrate"), "{err}");
     let err = trellis::store::migrate(&s).expect_err("refused").to_string();
     assert!(err.contains("older than the oldest this build migrates (1)"), "{err}");
+    assert!(matches!(trellis::store::migrate(&s), Err(trellis::MigrateError::TooOld { found: 0, oldest: 1, .. })));
+    assert!(matches!(Store::open_read_only(&s), Err(trellis::OpenError::NeedsMigration { found: 0, current: 3, .. })));
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use trellis::linearize::{HopText, Linearization, Side};
 use trellis::model::NameTokenizer;
-use trellis::store::tokens::{TokenIndex, Within};
+use trellis::store::tokens::{StaleReason, TokenIndex, TokenIndexError, Within};
 use trellis::Store;
 
 fn tokenizer() -> NameTokenizer {
@@ -241,6 +241,9 @@ fn a_labels_only_load_makes_the_index_stale() {
     assert_eq!((store.meta().entities, store.meta().relations), (3, 2), "same counts as when indexed");
     let err = open_err(&store, &tokenizer());
     assert!(err.contains("is stale: names were changed by a load since it was built"), "{err}");
+    // Callers can tell why without reading the message.
+    let typed = TokenIndex::open(store.clone(), tokenizer().fingerprint(), &Linearization::trellis()).err().expect("refused");
+    assert!(matches!(typed, TokenIndexError::Stale { reason: StaleReason::Renamed { indexed_epoch, epoch }, .. } if epoch > indexed_epoch), "{typed:?}");
     assert!(err.contains(&format!("run `trellis index-tokens --store {} --tokenizer FILE --linearization trellis`", s.display())), "{err}");
     drop(store);
     // Indexing again fixes it, with the new name's tokens.
