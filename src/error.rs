@@ -182,6 +182,8 @@ pub enum Error {
     Linearize(#[from] crate::linearize::LinearizeError),
     #[error(transparent)]
     Dataset(#[from] crate::eval::DatasetError),
+    #[error(transparent)]
+    Matcher(#[from] crate::eval::linking::MatcherError),
 }
 
 /// Lowercase hex of a key, for error messages.

@@ -4,11 +4,16 @@
 //! - [`store`]: the on-disk store (dictionaries, name index, adjacency), its format
 //!   (`schema/`), validation and migrations.
 //! - [`ingest`]: bulk loading of TSV, pipe and N-Triples dumps.
-//! - [`graph`]: neighbourhood walks over the store.
+//! - [`graph`]: neighbourhood walks, candidate subgraphs, informativeness, the PCST solver.
+//! - [`link`]: entity linking from dialog text.
 //! - [`linearize`]: how a path is written as text and tokens (one definition for all).
+//! - [`model`]: the tokenizer (names as the retriever's token ids).
+//! - [`retrieve`]: one retriever interface and the non-neural retrievers.
+//! - [`eval`]: data sets and evaluations (linking, retrieval).
+//! - [`error`]: one error type per operation family, and the [`Error`] umbrella.
 //!
 //! The library never prints and never installs a tracing subscriber; long work reports
-//! progress through callbacks.
+//! progress through callbacks. The command line (`src/cli`, feature `cli`) is the binary's.
 
 pub mod error;
 pub mod eval;
