@@ -85,7 +85,7 @@ pub fn intersection_count(a: &[u32], b: &[u32]) -> u64 {
 }
 
 /// Neighbour ids an `Informativeness` keeps cached (4 bytes each: 16 MB).
-const CACHE_IDS: usize = 4 << 20;
+const DEFAULT_CACHE_IDS: usize = 4 << 20;
 
 /// Scores entities against one mentioned set, caching neighbour lists across calls.
 pub struct Informativeness {
@@ -93,9 +93,10 @@ pub struct Informativeness {
     cfg: KatzConfig,
     /// Each mentioned entity with its neighbour list, `None` for a hub (never read).
     mentioned: Vec<(EntityId, Option<Vec<u32>>)>,
-    /// Neighbour lists of intermediates (K = 3), bounded by `CACHE_IDS` ids in all.
+    /// Neighbour lists of intermediates (K = 3), bounded by `cache_budget` ids in all.
     cache: HashMap<u32, Vec<u32>>,
     cached_ids: usize,
+    cache_budget: usize,
     scores: HashMap<EntityId, Score>,
 }
 
@@ -106,7 +107,14 @@ impl Informativeness {
             let hub = facts(&store, e)? > cfg.hub_degree as u64;
             m.push((e, if hub { None } else { Some(neighbour_set(&store, e)?) }));
         }
-        Ok(Informativeness { store, cfg, mentioned: m, cache: HashMap::new(), cached_ids: 0, scores: HashMap::new() })
+        Ok(Informativeness { store, cfg, mentioned: m, cache: HashMap::new(), cached_ids: 0, cache_budget: DEFAULT_CACHE_IDS, scores: HashMap::new() })
+    }
+
+    /// At most this many neighbour ids stay cached (default 4M, 16 MB); past it the cache
+    /// starts over. Scores do not depend on it, only how often lists are re-read.
+    pub fn with_cache_budget(mut self, ids: usize) -> Informativeness {
+        self.cache_budget = ids;
+        self
     }
 
     fn neighbours(&mut self, e: u32) -> Result<&Vec<u32>, ReadError> {
@@ -114,7 +122,7 @@ impl Informativeness {
             let n = neighbour_set(&self.store, EntityId(e))?;
             // A long-lived scorer (a whole decode) must not grow without bound: past the
             // budget the cache starts over (lists are re-read, scores stay exact).
-            if self.cached_ids + n.len() > CACHE_IDS {
+            if self.cached_ids + n.len() > self.cache_budget {
                 self.cache.clear();
                 self.cached_ids = 0;
             }
