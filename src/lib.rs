@@ -15,6 +15,7 @@
 //! The library never prints and never installs a tracing subscriber; long work reports
 //! progress through callbacks. The command line (`src/cli`, feature `cli`) is the binary's.
 
+pub mod decode;
 pub mod error;
 pub mod eval;
 pub mod graph;

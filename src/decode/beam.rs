@@ -1,0 +1,609 @@
+//! Beam search over a step function, with the semantics of transformers' `generate`
+//! (num_beams, length_penalty, early_stopping), so a model decodes here as it does there.
+//!
+//! Per input, at most `beams` running hypotheses; at the first step only one (the start
+//! token). Each step scores every (running beam, allowed token) pair as
+//! `beam score + token score`, takes the best `2 * beams` (ties: lower beam, then lower
+//! token), and walks them in order: an end-of-sequence candidate ranked below `beams`
+//! becomes a finished hypothesis scored `sum / generated_len ^ length_penalty` (EOS
+//! counted, the start token not); one ranked lower is dropped; the others become the next
+//! running beams until there are `beams`. With `early_stopping` an input is done once it
+//! has `beams` finished hypotheses. At `max_new_tokens` the running beams are finished as
+//! they are. Candidates scoring -inf are never taken (transformers may fill a beam with
+//! one; here it stays empty, so an input with few valid continuations runs fewer beams).
+//!
+//! A token's score: `lp = log_softmax(logits)[w]` over the whole vocabulary (one
+//! log-sum-exp per row, then only the allowed ids are read), mixed with the constraint's
+//! log prior as `alpha * lp + (1 - alpha) * log_prior` when `alpha` is set, else `lp`.
+//!
+//! Many inputs decode together: their running beams are the rows of one model call. The
+//! model keeps whatever per-row cache it has and is told which old row each new row
+//! continues ([`StepModel::reorder`]). Everything here is sequential and ordered, so the
+//! output depends only on the logits.
+
+/// How to search.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchConfig {
+    pub beams: usize,
+    /// Finished hypotheses returned per input (at most `beams`).
+    pub return_sequences: usize,
+    pub length_penalty: f64,
+    pub max_new_tokens: usize,
+    pub early_stopping: bool,
+    /// The model's weight against the prior; `None`: the score is the model's alone.
+    pub alpha: Option<f64>,
+    /// The token fed first (T5: `decoder_start_token_id`); never part of a hypothesis.
+    pub start_token: u32,
+    pub eos_token: u32,
+}
+
+/// What a constraint allows after a state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Allowed {
+    /// The tokens written into the buffer (ascending), each with its log prior.
+    Listed,
+    /// Every token of the vocabulary, with prior 0 (unconstrained decoding).
+    Everything,
+}
+
+/// The tokens a hypothesis may take next. One per input; its beams share it (and
+/// whatever it caches).
+pub trait Constraint {
+    type State: Clone;
+    type Error;
+    fn start(&mut self) -> Result<Self::State, Self::Error>;
+    /// Fills `out` (cleared first) with the allowed tokens and their log priors.
+    fn allowed(&mut self, state: &Self::State, out: &mut Vec<(u32, f64)>) -> Result<Allowed, Self::Error>;
+    /// The state after `token`, which `allowed` offered.
+    fn advance(&mut self, state: &Self::State, token: u32) -> Result<Self::State, Self::Error>;
+}
+
+/// No constraint: every token, prior 0 (the `none` ablation).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Unconstrained;
+
+impl Constraint for Unconstrained {
+    type State = ();
+    type Error = std::convert::Infallible;
+    fn start(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+    fn allowed(&mut self, _: &(), out: &mut Vec<(u32, f64)>) -> Result<Allowed, Self::Error> {
+        out.clear();
+        Ok(Allowed::Everything)
+    }
+    fn advance(&mut self, _: &(), _: u32) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+/// A decoder with a per-row cache.
+pub trait StepModel {
+    type Error;
+    fn vocab_size(&self) -> usize;
+    /// Feeds one token per row and returns the next-token logits, `rows x vocab`.
+    fn step(&mut self, tokens: &[u32]) -> Result<&[f32], Self::Error>;
+    /// New row i continues old row `parents[i]` (rows may repeat, or be dropped).
+    fn reorder(&mut self, parents: &[usize]) -> Result<(), Self::Error>;
+}
+
+/// One finished sequence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hypothesis<S> {
+    /// The generated tokens (EOS included when it ended with one).
+    pub tokens: Vec<u32>,
+    /// `sum / generated_len ^ length_penalty`: what hypotheses are ranked by.
+    pub score: f64,
+    /// The sum of the token scores.
+    pub sum: f64,
+    /// Per token: the model's log-probability and the log prior.
+    pub token_scores: Vec<(f64, f64)>,
+    /// The constraint's state after the last token.
+    pub state: S,
+}
+
+/// A search failed: the model, a constraint, or logits no search can use.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError<M, C> {
+    #[error(transparent)]
+    Model(M),
+    #[error(transparent)]
+    Constraint(C),
+    #[error("the model returned {got} logits for {rows} rows of a {vocab}-token vocabulary")]
+    LogitsShape { got: usize, rows: usize, vocab: usize },
+    #[error("the model returned a NaN logit (row {row}, token {token})")]
+    NaN { row: usize, token: usize },
+    #[error("the constraint offered token {token}, outside the model's {vocab}-token vocabulary")]
+    TokenOutOfRange { token: u32, vocab: usize },
+}
+
+struct Beam<S> {
+    tokens: Vec<u32>,
+    sum: f64,
+    token_scores: Vec<(f64, f64)>,
+    state: S,
+}
+
+#[derive(Clone, Copy)]
+struct Candidate {
+    score: f64,
+    beam: usize,
+    token: u32,
+    lp: f64,
+    prior: f64,
+}
+
+/// Best first; ties: lower beam, then lower token.
+fn better(a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
+    b.score.total_cmp(&a.score).then(a.beam.cmp(&b.beam)).then(a.token.cmp(&b.token))
+}
+
+/// The finished hypotheses of one input: the best `beams`, in the order they came.
+struct Finished<S> {
+    hyps: Vec<Hypothesis<S>>,
+    beams: usize,
+}
+
+impl<S> Finished<S> {
+    fn worst(&self) -> f64 {
+        self.hyps.iter().map(|h| h.score).fold(f64::INFINITY, f64::min)
+    }
+
+    fn add(&mut self, h: Hypothesis<S>) {
+        if self.hyps.len() < self.beams {
+            self.hyps.push(h);
+        } else if h.score > self.worst() {
+            // Drop the worst (the first of equal worst ones, as transformers does).
+            let worst = self.worst();
+            if let Some(i) = self.hyps.iter().position(|x| x.score == worst) {
+                self.hyps.remove(i);
+            }
+            self.hyps.push(h);
+        }
+    }
+
+    fn full(&self) -> bool {
+        self.hyps.len() >= self.beams
+    }
+}
+
+fn length_normalized(sum: f64, len: usize, penalty: f64) -> f64 {
+    sum / (len.max(1) as f64).powf(penalty)
+}
+
+/// log(sum(exp(row))), in f64.
+fn log_sum_exp(row: &[f32]) -> f64 {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    if max == f64::NEG_INFINITY {
+        return max;
+    }
+    let s: f64 = row.iter().map(|&x| (x as f64 - max).exp()).sum();
+    max + s.ln()
+}
+
+/// Decodes every input (one constraint each) together; per input, its best
+/// `return_sequences` hypotheses, best first. The model must start with one row per input,
+/// in order, fed nothing yet.
+pub fn beam_search<M: StepModel, C: Constraint>(
+    model: &mut M,
+    constraints: &mut [C],
+    cfg: &SearchConfig,
+) -> Result<Vec<Vec<Hypothesis<C::State>>>, SearchError<M::Error, C::Error>> {
+    let n = constraints.len();
+    let beams = cfg.beams.max(1);
+    let vocab = model.vocab_size();
+    let mut running: Vec<Vec<Beam<C::State>>> = Vec::with_capacity(n);
+    for c in constraints.iter_mut() {
+        let state = c.start().map_err(SearchError::Constraint)?;
+        running.push(vec![Beam { tokens: Vec::new(), sum: 0.0, token_scores: Vec::new(), state }]);
+    }
+    let mut finished: Vec<Finished<C::State>> = (0..n).map(|_| Finished { hyps: Vec::new(), beams }).collect();
+    let mut done = vec![false; n];
+    let mut feed: Vec<u32> = vec![cfg.start_token; n];
+    let mut allowed = Vec::new();
+    let mut cands: Vec<Candidate> = Vec::new();
+    for step in 0..cfg.max_new_tokens {
+        if feed.is_empty() {
+            break;
+        }
+        let rows = feed.len();
+        let logits = model.step(&feed).map_err(SearchError::Model)?;
+        if logits.len() != rows * vocab {
+            return Err(SearchError::LogitsShape { got: logits.len(), rows, vocab });
+        }
+        let mut parents = Vec::with_capacity(rows);
+        let mut next_feed = Vec::with_capacity(rows);
+        let mut row = 0;
+        for i in 0..n {
+            if done[i] {
+                continue;
+            }
+            cands.clear();
+            let first_row = row;
+            for (b, beam) in running[i].iter().enumerate() {
+                let r = &logits[row * vocab..(row + 1) * vocab];
+                if let Some(t) = r.iter().position(|x| x.is_nan()) {
+                    return Err(SearchError::NaN { row, token: t });
+                }
+                let lse = log_sum_exp(r);
+                let mut push = |token: u32, prior: f64| {
+                    let lp = r[token as usize] as f64 - lse;
+                    let s = match cfg.alpha {
+                        Some(a) => a * lp + (1.0 - a) * prior,
+                        None => lp,
+                    };
+                    let score = beam.sum + s;
+                    if score > f64::NEG_INFINITY {
+                        cands.push(Candidate { score, beam: b, token, lp, prior });
+                    }
+                };
+                match constraints[i].allowed(&beam.state, &mut allowed).map_err(SearchError::Constraint)? {
+                    Allowed::Listed => {
+                        for &(t, prior) in &allowed {
+                            if t as usize >= vocab {
+                                return Err(SearchError::TokenOutOfRange { token: t, vocab });
+                            }
+                            push(t, prior);
+                        }
+                    }
+                    Allowed::Everything => (0..vocab as u32).for_each(|t| push(t, 0.0)),
+                }
+                row += 1;
+            }
+            let keep = 2 * beams;
+            if cands.len() > keep {
+                cands.select_nth_unstable_by(keep - 1, better);
+                cands.truncate(keep);
+            }
+            cands.sort_unstable_by(better);
+            let mut next: Vec<Beam<C::State>> = Vec::with_capacity(beams);
+            for (rank, c) in cands.iter().enumerate() {
+                let parent = &running[i][c.beam];
+                if c.token == cfg.eos_token {
+                    if rank >= beams {
+                        continue;
+                    }
+                    let mut tokens = parent.tokens.clone();
+                    tokens.push(c.token);
+                    let mut token_scores = parent.token_scores.clone();
+                    token_scores.push((c.lp, c.prior));
+                    let state = constraints[i].advance(&parent.state, c.token).map_err(SearchError::Constraint)?;
+                    let score = length_normalized(c.score, tokens.len(), cfg.length_penalty);
+                    finished[i].add(Hypothesis { tokens, score, sum: c.score, token_scores, state });
+                } else {
+                    let state = constraints[i].advance(&parent.state, c.token).map_err(SearchError::Constraint)?;
+                    let mut tokens = parent.tokens.clone();
+                    tokens.push(c.token);
+                    let mut token_scores = parent.token_scores.clone();
+                    token_scores.push((c.lp, c.prior));
+                    next.push(Beam { tokens, sum: c.score, token_scores, state });
+                    parents.push(first_row + c.beam);
+                    next_feed.push(c.token);
+                }
+                if next.len() == beams {
+                    break;
+                }
+            }
+            let generated = step + 1;
+            let stop = if next.is_empty() {
+                true
+            } else if !finished[i].full() {
+                false
+            } else if cfg.early_stopping {
+                true
+            } else {
+                // transformers' heuristic: no running beam can still beat the worst
+                // finished hypothesis at its current length.
+                let best = next.iter().map(|b| b.sum).fold(f64::NEG_INFINITY, f64::max);
+                finished[i].worst() >= length_normalized(best, generated, cfg.length_penalty)
+            };
+            if stop {
+                done[i] = true;
+                // Its rows leave the batch.
+                let dropped = next.len();
+                parents.truncate(parents.len() - dropped);
+                next_feed.truncate(next_feed.len() - dropped);
+                next.clear();
+            }
+            running[i] = next;
+        }
+        if next_feed.is_empty() {
+            feed.clear();
+            break;
+        }
+        if step + 1 < cfg.max_new_tokens {
+            model.reorder(&parents).map_err(SearchError::Model)?;
+        }
+        feed = next_feed;
+    }
+    // Out of steps: the running beams finish as they are.
+    for i in 0..n {
+        for beam in std::mem::take(&mut running[i]) {
+            let score = length_normalized(beam.sum, beam.tokens.len(), cfg.length_penalty);
+            finished[i].add(Hypothesis { tokens: beam.tokens, score, sum: beam.sum, token_scores: beam.token_scores, state: beam.state });
+        }
+    }
+    Ok(finished
+        .into_iter()
+        .map(|f| {
+            let mut hyps = f.hyps;
+            // Stable: equal scores keep the order they finished in.
+            hyps.sort_by(|a, b| b.score.total_cmp(&a.score));
+            hyps.truncate(cfg.return_sequences.min(beams));
+            hyps
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Logits that are a fixed function of the whole sequence fed so far: a row's history
+    /// is kept as the model's "cache", so wrong reordering shows up as wrong scores.
+    struct ToyModel {
+        vocab: usize,
+        seed: u64,
+        rows: Vec<Vec<u32>>,
+        out: Vec<f32>,
+        calls: usize,
+    }
+
+    fn toy_logits(seed: u64, seq: &[u32], vocab: usize) -> Vec<f32> {
+        (0..vocab)
+            .map(|t| {
+                // splitmix64 over the sequence: distinct sequences get unrelated values.
+                let mut h = seed;
+                for &x in seq.iter().chain([t as u32].iter()) {
+                    h = h.wrapping_add(u64::from(x)).wrapping_add(0x9e37_79b9_7f4a_7c15);
+                    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                    h ^= h >> 31;
+                }
+                ((h >> 40) as f32 / (1u64 << 24) as f32) * 6.0 - 3.0
+            })
+            .collect()
+    }
+
+    impl ToyModel {
+        fn new(inputs: usize, vocab: usize, seed: u64) -> ToyModel {
+            ToyModel { vocab, seed, rows: (0..inputs).map(|i| vec![1000 + i as u32]).collect(), out: Vec::new(), calls: 0 }
+        }
+    }
+
+    impl StepModel for ToyModel {
+        type Error = std::convert::Infallible;
+        fn vocab_size(&self) -> usize {
+            self.vocab
+        }
+        fn step(&mut self, tokens: &[u32]) -> Result<&[f32], Self::Error> {
+            assert_eq!(tokens.len(), self.rows.len(), "one token per row");
+            self.calls += 1;
+            self.out.clear();
+            for (row, &t) in self.rows.iter_mut().zip(tokens) {
+                row.push(t);
+                self.out.extend(toy_logits(self.seed, row, self.vocab));
+            }
+            Ok(&self.out)
+        }
+        fn reorder(&mut self, parents: &[usize]) -> Result<(), Self::Error> {
+            self.rows = parents.iter().map(|&p| self.rows[p].clone()).collect();
+            Ok(())
+        }
+    }
+
+    fn log_softmax(l: &[f32]) -> Vec<f64> {
+        let lse = log_sum_exp(l);
+        l.iter().map(|&x| x as f64 - lse).collect()
+    }
+
+    /// A constraint over an explicit set of token strings (each ending in EOS), with a
+    /// prior uniform over the allowed tokens: the brute force enumerates the same set.
+    #[derive(Clone)]
+    struct SetConstraint {
+        strings: Vec<Vec<u32>>,
+    }
+
+    impl Constraint for SetConstraint {
+        type State = Vec<u32>;
+        type Error = std::convert::Infallible;
+        fn start(&mut self) -> Result<Vec<u32>, Self::Error> {
+            Ok(Vec::new())
+        }
+        fn allowed(&mut self, s: &Vec<u32>, out: &mut Vec<(u32, f64)>) -> Result<Allowed, Self::Error> {
+            let mut next: Vec<u32> = self.strings.iter().filter(|x| x.starts_with(s) && x.len() > s.len()).map(|x| x[s.len()]).collect();
+            next.sort_unstable();
+            next.dedup();
+            let p = -(next.len() as f64).ln();
+            out.clear();
+            out.extend(next.into_iter().map(|t| (t, p)));
+            Ok(Allowed::Listed)
+        }
+        fn advance(&mut self, s: &Vec<u32>, t: u32) -> Result<Vec<u32>, Self::Error> {
+            let mut s = s.clone();
+            s.push(t);
+            Ok(s)
+        }
+    }
+
+    fn cfg(beams: usize, max_new_tokens: usize, alpha: Option<f64>) -> SearchConfig {
+        SearchConfig { beams, return_sequences: beams, length_penalty: 0.0, max_new_tokens, early_stopping: false, alpha, start_token: 0, eos_token: 1 }
+    }
+
+    /// Every sequence of at most `max` tokens that ends in EOS or has `max` tokens, with its
+    /// summed score, computed straight from the logits function.
+    fn brute_force(seed: u64, input: usize, vocab: usize, max: usize, alpha: Option<f64>, set: Option<&SetConstraint>) -> Vec<(Vec<u32>, f64)> {
+        let mut out = Vec::new();
+        let mut stack = vec![(Vec::<u32>::new(), 0.0f64)];
+        while let Some((seq, sum)) = stack.pop() {
+            let mut fed = vec![1000 + input as u32, 0];
+            fed.extend(&seq);
+            let lp = log_softmax(&toy_logits(seed, &fed, vocab));
+            let options: Vec<(u32, f64)> = match set {
+                None => (0..vocab as u32).map(|t| (t, 0.0)).collect(),
+                Some(c) => {
+                    let mut c = c.clone();
+                    let mut buf = Vec::new();
+                    c.allowed(&seq, &mut buf).unwrap();
+                    buf
+                }
+            };
+            for (t, prior) in options {
+                let s = sum + alpha.map_or(lp[t as usize], |a| a * lp[t as usize] + (1.0 - a) * prior);
+                let mut next = seq.clone();
+                next.push(t);
+                if t == 1 || next.len() == max {
+                    out.push((next, s));
+                } else {
+                    stack.push((next, s));
+                }
+            }
+        }
+        out.sort_by(|a, b| b.1.total_cmp(&a.1));
+        out
+    }
+
+    #[test]
+    fn a_beam_wider_than_the_tree_finds_the_exact_best_sequences() {
+        // vocab 4 (EOS = 1), 3 steps: 40 sequences, fewer than 64 beams, so nothing is
+        // pruned and (length penalty 0) the result is the exhaustive ranking.
+        for seed in 0..20 {
+            let mut model = ToyModel::new(2, 4, seed);
+            let out = beam_search(&mut model, &mut [Unconstrained, Unconstrained], &cfg(64, 3, None)).unwrap();
+            for (input, hyps) in out.iter().enumerate() {
+                let want = brute_force(seed, input, 4, 3, None, None);
+                assert_eq!(hyps.len(), want.len());
+                for (h, (seq, sum)) in hyps.iter().zip(&want) {
+                    assert_eq!(&h.tokens, seq, "seed {seed} input {input}");
+                    assert!((h.sum - sum).abs() < 1e-9 && (h.score - sum).abs() < 1e-9);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn constrained_search_with_a_prior_matches_the_brute_force_over_the_allowed_set() {
+        let set = SetConstraint { strings: vec![vec![2, 3, 1], vec![2, 4, 1], vec![2, 4, 5, 1], vec![5, 1], vec![3, 3, 3, 1]] };
+        for seed in 0..20 {
+            let mut model = ToyModel::new(1, 6, seed);
+            let mut cs = [set.clone()];
+            let out = beam_search(&mut model, &mut cs, &cfg(16, 6, Some(0.8))).unwrap();
+            let want = brute_force(seed, 0, 6, 6, Some(0.8), Some(&set));
+            assert_eq!(want.len(), 5);
+            let got: Vec<(Vec<u32>, f64)> = out[0].iter().map(|h| (h.tokens.clone(), h.sum)).collect();
+            assert_eq!(got.iter().map(|g| &g.0).collect::<Vec<_>>(), want.iter().map(|w| &w.0).collect::<Vec<_>>(), "seed {seed}");
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g.1 - w.1).abs() < 1e-9);
+            }
+            // Every token score is alpha * lp + (1 - alpha) * prior, and they add up.
+            for h in &out[0] {
+                let total: f64 = h.token_scores.iter().map(|(lp, p)| 0.8 * lp + 0.2 * p).sum();
+                assert!((total - h.sum).abs() < 1e-9);
+                assert!(set.strings.contains(&h.tokens));
+            }
+        }
+    }
+
+    /// A model whose logits are given per step and row: for hand-worked cases.
+    struct Scripted {
+        steps: Vec<Vec<Vec<f32>>>,
+        at: usize,
+        out: Vec<f32>,
+        reorders: Vec<Vec<usize>>,
+    }
+
+    impl StepModel for Scripted {
+        type Error = std::convert::Infallible;
+        fn vocab_size(&self) -> usize {
+            self.steps[0][0].len()
+        }
+        fn step(&mut self, tokens: &[u32]) -> Result<&[f32], Self::Error> {
+            let rows = &self.steps[self.at];
+            self.at += 1;
+            self.out = (0..tokens.len()).flat_map(|r| rows[r.min(rows.len() - 1)].clone()).collect();
+            Ok(&self.out)
+        }
+        fn reorder(&mut self, parents: &[usize]) -> Result<(), Self::Error> {
+            self.reorders.push(parents.to_vec());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_eos_ranked_past_the_beam_count_is_dropped_and_early_stopping_ends_the_input() {
+        // Tokens: 0 start, 1 EOS, 2, 3; two beams, so four candidates per step; length
+        // penalty 1. Probabilities are chosen so every product below is distinct.
+        // Step 0: 2 (.6), 3 (.3): the running beams [2], [3].
+        // Step 1: [2,EOS] .30 (rank 0: finishes), [2,2] .21 (runs), [3,EOS] .18 (rank 2 >=
+        //   2 beams: dropped), [3,2] .105 (runs).
+        // Step 2: [2,2,2] .0945 (runs), [2,2,EOS] .063 (rank 1: finishes), [2,2,3] .0525
+        //   (runs; the beams are full). Two finished: early stopping ends the input.
+        // Result: [2,EOS] ln(.30)/2 = -0.602, [2,2,EOS] ln(.063)/3 = -0.921. Had [3,EOS]
+        // been kept, its ln(.18)/2 = -0.857 would be second.
+        let ln = |p: f64| p.ln() as f32;
+        let row = |eos: f64, two: f64, three: f64| vec![-60.0, ln(eos), ln(two), ln(three)];
+        let step0 = vec![row(0.1, 0.6, 0.3)];
+        let step1 = vec![row(0.5, 0.35, 0.15), row(0.6, 0.35, 0.05)];
+        let step2 = vec![row(0.3, 0.45, 0.25)];
+        let mut m = Scripted { steps: vec![step0, step1, step2], at: 0, out: Vec::new(), reorders: Vec::new() };
+        let c = SearchConfig {
+            beams: 2,
+            return_sequences: 2,
+            length_penalty: 1.0,
+            max_new_tokens: 10,
+            early_stopping: true,
+            alpha: None,
+            start_token: 0,
+            eos_token: 1,
+        };
+        let out = beam_search(&mut m, &mut [Unconstrained], &c).unwrap();
+        assert_eq!(m.at, 3, "done after three steps");
+        // Step 1 continues row 0 twice; step 2 continues [2] (row 0) and [3] (row 1).
+        assert_eq!(m.reorders, vec![vec![0, 0], vec![0, 1]]);
+        let h = &out[0];
+        assert_eq!(h.iter().map(|x| x.tokens.clone()).collect::<Vec<_>>(), vec![vec![2, 1], vec![2, 2, 1]]);
+        assert!((h[0].score - 0.30f64.ln() / 2.0).abs() < 1e-6, "{}", h[0].score);
+        assert!((h[1].score - 0.063f64.ln() / 3.0).abs() < 1e-6, "{}", h[1].score);
+    }
+
+    #[test]
+    fn bad_logits_are_errors() {
+        let mut m = Scripted { steps: vec![vec![vec![0.0, f32::NAN, 0.0]]], at: 0, out: Vec::new(), reorders: Vec::new() };
+        let c = cfg(2, 3, None);
+        assert!(matches!(beam_search(&mut m, &mut [Unconstrained], &c), Err(SearchError::NaN { row: 0, token: 1 })));
+        struct Short;
+        impl StepModel for Short {
+            type Error = std::convert::Infallible;
+            fn vocab_size(&self) -> usize {
+                5
+            }
+            fn step(&mut self, _: &[u32]) -> Result<&[f32], Self::Error> {
+                Ok(&[0.0; 3])
+            }
+            fn reorder(&mut self, _: &[usize]) -> Result<(), Self::Error> {
+                Ok(())
+            }
+        }
+        assert!(matches!(beam_search(&mut Short, &mut [Unconstrained], &c), Err(SearchError::LogitsShape { got: 3, rows: 1, vocab: 5 })));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Deciding inputs together or one at a time gives the same hypotheses: rows of
+        /// finished inputs leave the batch without disturbing the others.
+        #[test]
+        fn batching_inputs_does_not_change_results(seed in 0u64..1000, beams in 1usize..5, inputs in 1usize..4, early: bool, lp in 0.0f64..2.0) {
+            let c = SearchConfig { beams, return_sequences: beams, length_penalty: lp, max_new_tokens: 5, early_stopping: early, alpha: None, start_token: 0, eos_token: 1 };
+            let mut model = ToyModel::new(inputs, 5, seed);
+            let mut cs = vec![Unconstrained; inputs];
+            let together = beam_search(&mut model, &mut cs, &c).unwrap();
+            for (i, got) in together.iter().enumerate() {
+                let mut alone = ToyModel::new(1, 5, seed);
+                alone.rows[0] = vec![1000 + i as u32];
+                let want = beam_search(&mut alone, &mut [Unconstrained], &c).unwrap();
+                prop_assert_eq!(got, &want[0]);
+            }
+        }
+    }
+}

@@ -1,0 +1,3 @@
+//! Generative retrieval's decoding: beam search over a step function (`beam`).
+
+pub mod beam;
