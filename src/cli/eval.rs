@@ -116,6 +116,7 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
                     "retriever {:?} on {} turns ({} with a gold triple not in the store: {} naming an entity or relation it lacks, {} with an empty name)",
                     retriever.retriever, report.turns, report.gold_not_in_store, report.gold_unknown_name, report.gold_empty_name
                 );
+                println!("candidate recall {:.4} (turns whose gold path the retriever could return: the ceiling of path@k)", report.candidate_recall);
                 println!("path       {}", at(&report.path_at));
                 println!("triple rec {}", at(&report.triple_recall_at));
                 println!("hits       {}", at(&report.hits_at));

@@ -24,6 +24,9 @@ pub struct RetrievalReport {
     /// Of those, turns whose gold path has an empty entity or relation name (loads reject
     /// empty names, so such a triple can never be in a store).
     pub gold_empty_name: u64,
+    /// Share of turns whose gold path is among the retriever's candidates (linked start
+    /// entity, caps): the ceiling of path@k.
+    pub candidate_recall: f64,
     /// k -> share of turns whose exact gold path is among the top k.
     pub path_at: BTreeMap<usize, f64>,
     /// k -> mean share of gold triples among the triples of the top k paths.
@@ -63,6 +66,7 @@ pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[
     let hit_ks = [1usize, 3, 10];
     let mut hits = [0u64; 3];
     let (mut mrr, mut p_sum, mut r_sum, mut f_sum, mut size) = (0f64, 0f64, 0f64, 0f64, 0u64);
+    let mut candidates = 0u64;
     let mut latencies = Vec::new();
     let prefix = store.meta().reverse_prefix.clone();
     let started = std::time::Instant::now();
@@ -90,9 +94,19 @@ pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[
                     right_paths.push(facts);
                 }
             }
+            let history = &dialog.messages[..sample.upto];
             let t = std::time::Instant::now();
-            let ranked = retriever.retrieve(&dialog.messages[..sample.upto])?;
+            let mentioned = retriever.mentioned(history)?;
+            let ranked = retriever.rank(&crate::retrieve::RetrievalInput { history, mentioned: mentioned.clone() })?;
             latencies.push(t.elapsed().as_secs_f64() * 1e3);
+            let mut admitted = false;
+            for p in &right_paths {
+                if retriever.admits(&mentioned, p)? {
+                    admitted = true;
+                    break;
+                }
+            }
+            candidates += u64::from(admitted);
             size += ranked.len() as u64;
             let facts: Vec<Vec<Fact>> = ranked.iter().map(|p| p.hops.iter().map(|h| h.fact()).collect()).collect();
             let gold_set: HashSet<Fact> = gold.iter().copied().collect();
@@ -122,6 +136,7 @@ pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[
         }
     }
     let n = r.turns.max(1) as f64;
+    r.candidate_recall = candidates as f64 / n;
     r.path_at = ks.iter().zip(&path_hits).map(|(&k, &h)| (k, h as f64 / n)).collect();
     r.triple_recall_at = ks.iter().zip(&triple_recall).map(|(&k, &s)| (k, s / n)).collect();
     r.mrr = mrr / n;

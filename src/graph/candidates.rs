@@ -13,6 +13,18 @@ use crate::ids::{Direction, EntityId, RelationId};
 use crate::store::{Edge, NeighborCursor, Store};
 use std::ops::ControlFlow;
 
+/// Which paths a retriever chooses among.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum CandidateScope {
+    /// The capped candidate subgraph ([`candidate_subgraph`]), as the DialogGSR authors.
+    #[default]
+    Capped,
+    /// The whole 1- and 2-hop neighbourhood, hubs not expanded ([`in_neighbourhood`]); only
+    /// a retriever that walks it lazily (the generative one) can use it.
+    Uncapped,
+}
+
 #[derive(Clone, Debug)]
 pub struct CandidateConfig {
     pub facts_per_entity: usize,
@@ -130,4 +142,53 @@ pub fn candidate_subgraph(store: &Store, mentioned: &[EntityId], cfg: &Candidate
         }
     }
     Ok(out)
+}
+
+/// Whether `path` (facts in walking order, 1 or 2 of them) is in the whole 1- and 2-hop
+/// neighbourhood of the mentioned entities, the candidate set of the uncapped mode: it
+/// starts at a mentioned entity, its facts are in the store and join end to start, a second
+/// hop does not come back to the start, and its middle entity has at most `hub_degree` facts
+/// (hubs are not expanded). Reads only the few lists the path names.
+pub fn in_neighbourhood(store: &Store, mentioned: &[EntityId], path: &[Fact], hub_degree: usize) -> Result<bool, ReadError> {
+    if path.is_empty() || path.len() > 2 {
+        return Ok(false);
+    }
+    for &(s, r, o) in path {
+        if !store.neighbors_via(s, Direction::Out, r)?.contains(&o) {
+            return Ok(false);
+        }
+    }
+    // Every way to walk the path: its start, then each fact's far end.
+    for &start in mentioned {
+        let mut at = start;
+        let mut ok = true;
+        for (i, &(s, _, o)) in path.iter().enumerate() {
+            let next = if s == at {
+                o
+            } else if o == at {
+                s
+            } else {
+                ok = false;
+                break;
+            };
+            if i == 1 && next == start {
+                ok = false;
+                break;
+            }
+            if i == 0 && path.len() == 2 && store.degree(next, Direction::Out)? + store.degree(next, Direction::In)? > hub_degree as u64 {
+                ok = false;
+                break;
+            }
+            at = next;
+        }
+        if ok {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The paths of a candidate subgraph as facts in walking order (1-hop ones first).
+pub fn candidate_fact_paths(c: &Candidates) -> Vec<Vec<Fact>> {
+    c.one_hop.iter().map(|h| vec![h.fact()]).chain(c.two_hop.iter().map(|p| vec![p[0].fact(), p[1].fact()])).collect()
 }

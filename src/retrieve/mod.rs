@@ -7,7 +7,9 @@ pub mod jsonl;
 pub mod pcst;
 
 use crate::error::ReadError;
-use crate::graph::candidates::{candidate_subgraph, distinct_terms, CandidateConfig, Candidates, Fact, Hop};
+use crate::graph::candidates::{
+    candidate_fact_paths, candidate_subgraph, distinct_terms, in_neighbourhood, CandidateConfig, CandidateScope, Candidates, Fact, Hop,
+};
 use crate::graph::informativeness::{Informativeness, KatzConfig};
 use crate::ids::EntityId;
 use crate::link::{LinkConfig, Linker, Message};
@@ -61,6 +63,8 @@ pub enum RetrieverKind {
 pub struct RetrieverConfig {
     pub kind: RetrieverKind,
     pub candidates: CandidateConfig,
+    /// Capped candidates (every retriever) or the whole neighbourhood (generative only).
+    pub scope: CandidateScope,
     pub link: LinkConfig,
     pub katz: KatzConfig,
     /// BM25: average over the last 1..=L messages.
@@ -74,6 +78,7 @@ impl RetrieverConfig {
         RetrieverConfig {
             kind,
             candidates: CandidateConfig::default(),
+            scope: CandidateScope::Capped,
             link: LinkConfig::default(),
             katz: KatzConfig::default(),
             bm25_turns: 3,
@@ -109,9 +114,24 @@ impl Retriever {
 
     /// Links the history, then ranks its candidate paths; best first.
     pub fn retrieve(&self, history: &[Message]) -> Result<Vec<ScoredPath>, RetrieveError> {
-        let mentions = self.linker.link_dialog(history)?;
-        let mentioned = self.linker.turn_entities(&mentions, history.len()).into_iter().map(|(e, _)| e).collect();
+        let mentioned = self.mentioned(history)?;
         self.rank(&RetrievalInput { history, mentioned })
+    }
+
+    /// The entities the retriever starts from: those linked in the history.
+    pub fn mentioned(&self, history: &[Message]) -> Result<Vec<EntityId>, ReadError> {
+        let mentions = self.linker.link_dialog(history)?;
+        Ok(self.linker.turn_entities(&mentions, history.len()).into_iter().map(|(e, _)| e).collect())
+    }
+
+    /// Whether this retriever could return `path` (facts in walking order) for these
+    /// mentioned entities: it is one of its candidates. The share of turns whose gold path
+    /// it admits is the ceiling of its path@k.
+    pub fn admits(&self, mentioned: &[EntityId], path: &[Fact]) -> Result<bool, ReadError> {
+        match self.cfg.scope {
+            CandidateScope::Capped => Ok(candidate_fact_paths(&candidate_subgraph(&self.store, mentioned, &self.cfg.candidates)?).iter().any(|p| p == path)),
+            CandidateScope::Uncapped => in_neighbourhood(&self.store, mentioned, path, self.cfg.katz.hub_degree),
+        }
     }
 
     /// Ranks the candidate paths of already linked entities.

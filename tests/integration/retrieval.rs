@@ -401,3 +401,51 @@ fn gold_counts_on_the_shared_dev_sets() {
     assert_eq!(m["gold_unknown_name"], 81);
     assert_eq!(m["gold_empty_name"], 0);
 }
+
+#[test]
+fn candidate_recall_is_the_share_of_gold_paths_among_the_candidates() {
+    use trellis::graph::candidates::{in_neighbourhood, CandidateScope};
+    let dir = tempfile::tempdir().unwrap();
+    let kg = write(dir.path(), "g.tsv", b"Alpha\tr\tBravo\nAlpha\ts\tCharlie\nBravo\tt\tDelta\n");
+    let s = dir.path().join("s");
+    ingest(&s, &[], &[&kg]);
+    let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
+    let id = |k: &str| store.entity_by_key(k).unwrap().unwrap();
+    let rel = |k: &str| store.relation_by_key(k).unwrap().unwrap();
+    let (a, b, c, d) = (id("Alpha"), id("Bravo"), id("Charlie"), id("Delta"));
+    let (r, s_, t) = (rel("r"), rel("s"), rel("t"));
+    let within =
+        |m: &[trellis::EntityId], p: &[(trellis::EntityId, trellis::RelationId, trellis::EntityId)], hub: usize| in_neighbourhood(&store, m, p, hub).unwrap();
+    assert!(within(&[a], &[(a, r, b)], 100));
+    assert!(within(&[b], &[(a, r, b)], 100), "walked backwards from Bravo");
+    assert!(!within(&[c], &[(a, r, b)], 100), "not at a mentioned entity");
+    assert!(within(&[a], &[(a, r, b), (b, t, d)], 100));
+    assert!(!within(&[d], &[(a, r, b), (b, t, d)], 100), "facts in walking order: from Delta the first is t");
+    assert!(within(&[d], &[(b, t, d), (a, r, b)], 100));
+    assert!(!within(&[a], &[(a, s_, c), (a, s_, c)], 100), "a second hop back to the start");
+    assert!(!within(&[a], &[(a, r, b), (b, t, d)], 1), "Bravo (2 facts) is a hub at 1: not expanded");
+    assert!(within(&[a], &[(a, r, b)], 1), "a hub still ends a 1-hop path");
+    assert!(!within(&[a], &[(a, r, c)], 100), "no such fact");
+
+    // Two dialogs naming Alpha; gold paths s(Alpha, Charlie) and t(Bravo, Delta).
+    let dialog = |path: &str| {
+        let m = format!(
+            r#"[{{"type": "chat", "sender": "user", "message": "Tell me about Alpha"}}, {{"type": "action", "sender": "assistant", "metadata": {{"path": [1, [{path}], "x"]}}}}]"#
+        );
+        format!("\"{}\",5,5\n", m.replace('"', "\"\""))
+    };
+    let csv = format!("Messages,User Rating,Assistant Rating\n{}{}", dialog(r#"["Alpha", "s", "Charlie"]"#), dialog(r#"["Bravo", "t", "Delta"]"#));
+    let dialogs = opendialkg::read(&write(dir.path(), "d.csv", csv.as_bytes())).unwrap();
+    // One fact per entity: Alpha's candidates are r(Alpha, Bravo) and its 2-hop path only.
+    let mut cfg = RetrieverConfig::new(RetrieverKind::All);
+    cfg.candidates.facts_per_entity = 1;
+    let report = retrieval::evaluate(&store, &Retriever::new(store.clone(), cfg.clone()), &dialogs, &[1]).unwrap();
+    assert_eq!(report.candidate_recall, 0.0);
+    cfg.candidates.facts_per_entity = 100;
+    let report = retrieval::evaluate(&store, &Retriever::new(store.clone(), cfg.clone()), &dialogs, &[1]).unwrap();
+    assert_eq!(report.candidate_recall, 0.5, "s(Alpha, Charlie) is a candidate; t(Bravo, Delta) does not start at Alpha");
+    cfg.candidates.facts_per_entity = 1;
+    cfg.scope = CandidateScope::Uncapped;
+    let report = retrieval::evaluate(&store, &Retriever::new(store.clone(), cfg), &dialogs, &[1]).unwrap();
+    assert_eq!(report.candidate_recall, 0.5, "uncapped: no caps");
+}
