@@ -7,6 +7,7 @@
 //! - [`graph`]: neighbourhood walks, candidate subgraphs, informativeness, the PCST solver.
 //! - [`link`]: entity linking from dialog text.
 //! - [`linearize`]: how a path is written as text and tokens (one definition for all).
+//! - [`decode`]: the constraint automaton over a request's candidate paths and the graph prior.
 //! - [`model`]: the tokenizer (names as the retriever's token ids).
 //! - [`retrieve`]: one retriever interface and the non-neural retrievers.
 //! - [`eval`]: data sets and evaluations (linking, retrieval).
@@ -15,6 +16,7 @@
 //! The library never prints and never installs a tracing subscriber; long work reports
 //! progress through callbacks. The command line (`src/cli`, feature `cli`) is the binary's.
 
+pub mod decode;
 pub mod error;
 pub mod eval;
 pub mod graph;
