@@ -7,6 +7,7 @@
 //! - [`graph`]: neighbourhood walks, candidate subgraphs, informativeness, the PCST solver.
 //! - [`link`]: entity linking from dialog text.
 //! - [`linearize`]: how a path is written as text and tokens (one definition for all).
+//! - [`decode`]: the constraint automaton over a request's candidate paths and the graph prior.
 //! - [`model`]: the tokenizer (names as the retriever's token ids).
 //! - [`retrieve`]: one retriever interface and the non-neural retrievers.
 //! - [`eval`]: data sets and evaluations (linking, retrieval).

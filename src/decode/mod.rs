@@ -1,3 +1,20 @@
-//! Generative retrieval's decoding: beam search over a step function (`beam`).
+//! Generative subgraph retrieval's decoding side (GSR-SPEC §3-5): the constraint automaton
+//! that admits exactly the candidate paths of a request ([`automaton`]), the graph prior
+//! that scores its tokens ([`prior`]), and beam search over a step function ([`beam`]).
 
+pub mod automaton;
 pub mod beam;
+pub mod prior;
+
+#[cfg(test)]
+mod tests;
+
+pub use automaton::{Allowed, Boundaries, CandidateMode, DecodeError, DecodedPath, PathGraph, State};
+pub use prior::{PriorConfig, PriorMode, PriorNorm};
+
+// One request's automaton may be handed to another thread (a batch worker).
+const _: () = {
+    const fn sendable<T: Send>() {}
+    sendable::<PathGraph<'static>>();
+    sendable::<State>();
+};
