@@ -411,6 +411,12 @@ impl<'a> PathGraph<'a> {
         Ok(())
     }
 
+    /// Drops the memoized allowed sets (store reads and built groups stay cached): frees
+    /// their memory; the benchmark uses it to time the computation itself.
+    pub fn forget_allowed(&mut self) {
+        self.memo = HashMap::new();
+    }
+
     /// The state after `token`, `None` when `token` is not allowed.
     pub fn advance(&mut self, s: &State, token: u32) -> Result<Option<State>, DecodeError> {
         match s.0 {
