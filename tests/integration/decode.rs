@@ -80,7 +80,12 @@ fn brute(x: &Indexed, mentioned: &[EntityId], mode: &CandidateMode) -> BTreeMap<
                 }
                 seen.push(m);
                 let mut first = Vec::new();
-                x.store.for_each_neighbor(m, None, None, |e| ControlFlow::Continue(first.push(e))).unwrap();
+                x.store
+                    .for_each_neighbor(m, None, None, |e| {
+                        first.push(e);
+                        ControlFlow::Continue(())
+                    })
+                    .unwrap();
                 for e in first {
                     paths.push(vec![Hop { from: m, edge: e }]);
                     let facts = x.store.degree(e.other, Direction::Out).unwrap() + x.store.degree(e.other, Direction::In).unwrap();
