@@ -545,7 +545,8 @@ fn segments(f: &Fixture, p: &[Hop]) -> Vec<(usize, usize, Side, u32)> {
 /// log p_graph of every allowed token at `prefix`, by brute force over the admitted strings.
 fn brute_prior(f: &Fixture, all: &BTreeMap<Vec<u32>, Vec<Vec<Hop>>>, prefix: &[u32], mentioned: &[EntityId], prior: &PriorConfig) -> BTreeMap<u32, f64> {
     // Every path of every string consistent with the prefix (homonyms included).
-    let consistent: Vec<(&Vec<u32>, &Vec<Hop>)> = all.iter().filter(|(s, _)| s.starts_with(prefix)).flat_map(|(s, ps)| ps.iter().map(move |p| (s, p))).collect();
+    let consistent: Vec<(&Vec<u32>, &Vec<Hop>)> =
+        all.iter().filter(|(s, _)| s.starts_with(prefix)).flat_map(|(s, ps)| ps.iter().map(move |p| (s, p))).collect();
     let tokens: BTreeSet<u32> = consistent.iter().map(|(s, _)| s[prefix.len()]).collect();
     let at = prefix.len();
     // Every consistent string shares the segmentation up to `at` (boundaries are reserved).

@@ -4,6 +4,7 @@ mod bad_input;
 mod cli;
 mod common;
 mod crash;
+mod decode;
 mod graph;
 mod library;
 mod linking;
