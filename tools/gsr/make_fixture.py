@@ -455,6 +455,9 @@ def main():
         if args.shape != "tiny":
             out = args.out or Path.home() / ".cache/trellis/models/t5-small-random"
             write_model_dir(out, model, tok, tmp / "split")
+            # The PyTorch weights too (not part of the model directory format, ignored by
+            # Trellis): tools/gsr/bench_reference.py runs the Python reference from them.
+            model.save_pretrained(out)
             print(f"{out}: written", file=sys.stderr)
             return
         FIXTURES.mkdir(parents=True, exist_ok=True)
