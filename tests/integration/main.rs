@@ -7,6 +7,7 @@ mod crash;
 mod graph;
 mod library;
 mod linking;
+mod model;
 mod readers;
 mod real_data;
 mod retrieval;
