@@ -40,3 +40,37 @@ fi
 # (about 14 minutes cold on 2 cores) compiles once per machine, not once per clone.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/trellis/target}"
 mkdir -p "$CARGO_TARGET_DIR"
+# ONNX Runtime for the model (`ort` loads it at run time): the shared library of the PyPI
+# wheel onnxruntime==1.31.1, kept under ~/.cache/trellis/onnxruntime. Only the wheel's
+# libraries are extracted (no Python package is installed). ORT_DYLIB_PATH, when set, wins.
+ORT_VERSION=1.31.1
+ort_dir="$HOME/.cache/trellis/onnxruntime"
+ort_lib="$ort_dir/libonnxruntime.so.$ORT_VERSION"
+if [ -z "${ORT_DYLIB_PATH:-}" ] && [ ! -f "$ort_lib" ]; then
+    if ! command -v python3 >/dev/null 2>&1 || ! python3 -m pip --version >/dev/null 2>&1; then
+        echo "setup: python3 with pip is needed to fetch onnxruntime==$ORT_VERSION (or set ORT_DYLIB_PATH to a libonnxruntime.so of version 1.24 or later)" >&2
+        exit 1
+    fi
+    echo "setup: fetching the onnxruntime==$ORT_VERSION wheel for its shared library" >&2
+    ort_tmp="$(mktemp -d)"
+    python3 -m pip download --quiet --no-deps --only-binary=:all: "onnxruntime==$ORT_VERSION" -d "$ort_tmp" >&2
+    mkdir -p "$ort_dir"
+    # Extract to a temporary name first: an interrupted run leaves no half-written library
+    # that the check above would take for a complete one.
+    python3 - "$ort_tmp" "$ort_dir" <<'PY'
+import glob, os, sys, zipfile
+tmp, dest = sys.argv[1], sys.argv[2]
+(wheel,) = glob.glob(os.path.join(tmp, "onnxruntime-*.whl"))
+with zipfile.ZipFile(wheel) as z:
+    libs = [n for n in z.namelist() if n.startswith("onnxruntime/capi/lib") and ".so" in n]
+    # The main library last: its presence marks a finished extraction.
+    libs.sort(key=lambda n: os.path.basename(n).startswith("libonnxruntime.so"))
+    for name in libs:
+        out = os.path.join(dest, os.path.basename(name))
+        with z.open(name) as src, open(out + ".part", "wb") as dst:
+            dst.write(src.read())
+        os.replace(out + ".part", out)
+PY
+    rm -rf "$ort_tmp"
+fi
+export ORT_DYLIB_PATH="${ORT_DYLIB_PATH:-$ort_lib}"

@@ -1,5 +1,6 @@
 //! Argument parsing and dispatch.
 
+mod doctor;
 mod eval;
 mod ingest;
 mod link;
@@ -87,6 +88,9 @@ enum Command {
     /// Evaluations on the shared data sets.
     #[command(subcommand)]
     Eval(eval::EvalCommand),
+    /// Check the ONNX Runtime library and, with --model, a model directory's files and
+    /// graphs; each problem is one sentence (exit 65), an unusable runtime exits 1.
+    Doctor(doctor::DoctorArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -103,6 +107,7 @@ pub fn main() -> ExitCode {
         Command::Link(args) => link::link(args),
         Command::Retrieve(args) => retrieve::run(args),
         Command::Eval(cmd) => eval::run(cmd),
+        Command::Doctor(args) => doctor::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,7 +1,20 @@
-//! Models the engine runs. Today: the tokenizer, as the token index needs it; the ONNX
-//! retriever and generator sessions come with the decoding work.
+//! Models the engine runs: the tokenizer (names as the retriever's token ids) and the T5
+//! retriever on ONNX Runtime.
+//!
+//! - [`runtime`]: finding and loading the ONNX Runtime library, once per process.
+//! - [`dir`]: a model directory (`schema/model.md`): files, `config.json`, `trellis.json`,
+//!   and the encoder input of a dialog.
+//! - [`session`]: [`Seq2Seq`], the encoder-decoder with a KV cache and a session pool.
+//! - [`doctor`]: what `trellis doctor` checks.
 
+pub mod dir;
+pub mod doctor;
+pub mod runtime;
+pub mod session;
 pub mod tokenizer;
 
 pub use crate::linearize::Side;
+pub use dir::{Layout, ModelDir, ModelDirError, T5Config, TrellisConfig};
+pub use runtime::{Runtime, RuntimeError};
+pub use session::{DecoderState, Device, Encoded, RuntimeOptions, Seq2Seq, Seq2SeqError, SessionGuard, StepTimings};
 pub use tokenizer::{ModelError, NameTokenizer};

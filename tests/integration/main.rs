@@ -8,6 +8,7 @@ mod decode;
 mod graph;
 mod library;
 mod linking;
+mod model;
 mod readers;
 mod real_data;
 mod retrieval;

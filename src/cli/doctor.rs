@@ -1,0 +1,66 @@
+//! `trellis doctor`: is the ONNX Runtime library there and usable, and is a model
+//! directory what the decoder needs. Exit 0 when all is well, 65 when the model has
+//! problems (each printed as one sentence), 1 when the runtime or the device cannot be used.
+
+use anyhow::Result;
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use trellis::model::doctor::{doctor, DoctorOptions};
+use trellis::model::{Device, Layout};
+
+#[derive(Args)]
+pub struct DoctorArgs {
+    /// A model directory to check (optimum-layout ONNX files, tokenizer.json, config.json,
+    /// trellis.json).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// cpu, cuda or cuda:N. CUDA is registered with error-on-failure: no silent CPU fallback.
+    #[arg(long, default_value = "cpu", value_parser = parse_device)]
+    device: Device,
+    /// Intra-op threads per session (0: ONNX Runtime's default).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Force the split or merged decoder layout.
+    #[arg(long, value_parser = parse_layout)]
+    layout: Option<Layout>,
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_device(s: &str) -> Result<Device, String> {
+    s.parse()
+}
+
+fn parse_layout(s: &str) -> Result<Layout, String> {
+    s.parse()
+}
+
+pub fn run(args: DoctorArgs) -> Result<ExitCode> {
+    let report = doctor(&DoctorOptions { model: args.model, device: args.device, threads: args.threads, layout: args.layout })?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let rt = &report.runtime;
+        println!("onnx runtime: {} ({}, found by {})", rt.version, rt.library.display(), rt.found_by);
+        println!("execution providers: {}", rt.providers.join(", "));
+        println!("device: {}", report.device);
+        if let Some(m) = &report.model {
+            println!("model: {}", m.path.display());
+            println!("  layout: {}", if m.layout == Layout::Split { "split" } else { "merged" });
+            println!(
+                "  config: vocabulary {} (tokenizer {}), d_model {}, {}+{} layers, {} heads of {}",
+                m.vocab_size, m.tokenizer_tokens, m.d_model, m.encoder_layers, m.decoder_layers, m.heads, m.d_kv
+            );
+            println!("  trellis.json: {} (linearization {})", if m.trellis_json { "read" } else { "absent, defaults used" }, m.linearization);
+            for g in &m.graphs {
+                println!("  {}: {} inputs, {} outputs, checked", g.file.display(), g.inputs.len(), g.outputs.len());
+            }
+        }
+        for p in &report.problems {
+            println!("problem: {p}");
+        }
+        println!("{}", if report.ok { "ok" } else { "not ok" });
+    }
+    Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_DATA_ERROR) })
+}

@@ -1,0 +1,583 @@
+//! A model directory (`schema/model.md`): the optimum-layout ONNX files, `tokenizer.json`,
+//! the Hugging Face `config.json` and Trellis's own `trellis.json`, read and checked before
+//! any session is built. Every problem names the file and the field.
+//!
+//! Also the retriever's encoder input (spec §2): which messages, how they are joined, how
+//! earlier paths are appended, how the ids are cut to `max_tokens`.
+
+use crate::linearize::{Linearization, Position};
+use crate::link::Message;
+use crate::model::tokenizer::{ModelError, NameTokenizer};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use tokenizers::Tokenizer;
+
+pub const ENCODER_FILE: &str = "encoder_model.onnx";
+pub const DECODER_FILE: &str = "decoder_model.onnx";
+pub const DECODER_WITH_PAST_FILE: &str = "decoder_with_past_model.onnx";
+pub const MERGED_FILE: &str = "decoder_model_merged.onnx";
+pub const TOKENIZER_FILE: &str = "tokenizer.json";
+pub const CONFIG_FILE: &str = "config.json";
+pub const TRELLIS_FILE: &str = "trellis.json";
+
+/// Which decoder files are used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// `decoder_model.onnx` (first step) + `decoder_with_past_model.onnx` (later steps).
+    Split,
+    /// `decoder_model_merged.onnx` (`use_cache_branch` picks the step kind).
+    Merged,
+}
+
+impl std::str::FromStr for Layout {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Layout, String> {
+        match s {
+            "split" => Ok(Layout::Split),
+            "merged" => Ok(Layout::Merged),
+            other => Err(format!("unknown layout {other:?} (split or merged)")),
+        }
+    }
+}
+
+/// What is wrong with one field of a JSON file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FieldProblem {
+    #[error("missing")]
+    Missing,
+    #[error("not {expected}")]
+    Type { expected: &'static str },
+    #[error("{value} is out of range ({min}..={max})")]
+    Range { value: f64, min: f64, max: f64 },
+    /// `value` is the file's text (data).
+    #[error("{value:?} is not one of {allowed}")]
+    Unknown { value: String, allowed: &'static str },
+    #[error("{0}")]
+    Linearization(String),
+}
+
+/// Why a model directory cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelDirError {
+    #[error("{}: not a model directory (no such directory)", path.display())]
+    NotADirectory { path: PathBuf },
+    #[error("{}: no decoder: neither {DECODER_FILE} + {DECODER_WITH_PAST_FILE} nor {MERGED_FILE} is there", dir.display())]
+    NoDecoder { dir: PathBuf },
+    #[error("{}: the {layout:?} layout was asked for, but {} is missing", dir.display(), missing.join(" and "))]
+    LayoutMissing { dir: PathBuf, layout: Layout, missing: Vec<&'static str> },
+    #[error("{}: missing (a model directory needs it)", path.display())]
+    MissingFile { path: PathBuf },
+    #[error("{}: cannot read: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{}: not valid JSON for this file: {source}", path.display())]
+    Json { path: PathBuf, source: serde_json::Error },
+    #[error("{}: field `{field}`: {problem}", path.display())]
+    Field { path: PathBuf, field: String, problem: FieldProblem },
+    #[error("{}: the tokenizer has {tokens} tokens but config.json's vocab_size is {vocab_size}: the model cannot write them all", path.display())]
+    VocabTooSmall { path: PathBuf, tokens: usize, vocab_size: u32 },
+    #[error(transparent)]
+    Tokenizer(#[from] ModelError),
+}
+
+/// The fields of the Hugging Face T5 `config.json` Trellis reads.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct T5Config {
+    pub vocab_size: u32,
+    pub d_model: usize,
+    pub d_kv: usize,
+    pub num_heads: usize,
+    /// Encoder layers.
+    pub num_layers: usize,
+    /// Decoder layers (`num_layers` when absent).
+    pub num_decoder_layers: usize,
+    pub decoder_start_token_id: u32,
+    pub eos_token_id: u32,
+    pub pad_token_id: u32,
+}
+
+/// How the graph prior is applied (spec §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PriorKind {
+    None,
+    Hard,
+    Connection,
+    Katz,
+}
+
+/// How entity masses become `p_graph` (spec §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PriorNorm {
+    Proportional,
+    Softmax,
+}
+
+/// `trellis.json` `input`: how the encoder text is made (spec §2).
+#[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InputConfig {
+    /// The last `turns` messages (all when 0).
+    pub turns: usize,
+    pub speaker_prefix: bool,
+    pub separator: String,
+    pub max_tokens: usize,
+}
+
+impl Default for InputConfig {
+    fn default() -> Self {
+        InputConfig { turns: 3, speaker_prefix: false, separator: " ".into(), max_tokens: 256 }
+    }
+}
+
+/// `trellis.json` `decoding`: the defaults command-line flags override.
+#[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DecodingConfig {
+    pub beams: usize,
+    pub return_sequences: usize,
+    pub alpha: f64,
+    pub prior: PriorKind,
+    pub prior_norm: PriorNorm,
+    pub prior_epsilon: f64,
+    pub length_penalty: f64,
+    pub max_new_tokens: usize,
+    pub early_stopping: bool,
+}
+
+impl Default for DecodingConfig {
+    fn default() -> Self {
+        DecodingConfig {
+            beams: 5,
+            return_sequences: 5,
+            alpha: 0.8,
+            prior: PriorKind::Katz,
+            prior_norm: PriorNorm::Proportional,
+            prior_epsilon: 0.001,
+            length_penalty: 1.0,
+            max_new_tokens: 64,
+            early_stopping: true,
+        }
+    }
+}
+
+fn default_format() -> u32 {
+    1
+}
+fn default_task() -> String {
+    "retriever".into()
+}
+fn default_linearization() -> serde_json::Value {
+    serde_json::Value::String("dialoggsr".into())
+}
+
+/// `trellis.json` as written (format 1).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrellisFile {
+    #[serde(default = "default_format")]
+    format: u32,
+    #[serde(default = "default_task")]
+    task: String,
+    /// A preset name or a full [`Linearization`] object.
+    #[serde(default = "default_linearization")]
+    linearization: serde_json::Value,
+    #[serde(default)]
+    input: InputConfig,
+    #[serde(default)]
+    decoding: DecodingConfig,
+}
+
+/// `trellis.json`, checked, with the linearization resolved.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct TrellisConfig {
+    pub format: u32,
+    pub task: String,
+    pub linearization: Linearization,
+    pub input: InputConfig,
+    pub decoding: DecodingConfig,
+}
+
+impl Default for TrellisConfig {
+    fn default() -> Self {
+        TrellisConfig {
+            format: 1,
+            task: "retriever".into(),
+            linearization: Linearization::dialoggsr(),
+            input: InputConfig::default(),
+            decoding: DecodingConfig::default(),
+        }
+    }
+}
+
+/// The decoder files of the chosen layout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DecoderFiles {
+    Split { first: PathBuf, with_past: PathBuf },
+    Merged { merged: PathBuf },
+}
+
+/// A model directory, read and checked.
+pub struct ModelDir {
+    path: PathBuf,
+    layout: Layout,
+    encoder: PathBuf,
+    decoder: DecoderFiles,
+    config: T5Config,
+    trellis: TrellisConfig,
+    /// Whether `trellis.json` was there (defaults otherwise).
+    trellis_present: bool,
+    names: NameTokenizer,
+    /// The same tokenizer with its own truncation and padding turned off: the encoder input
+    /// is cut from the left here (recent turns are kept), never by the file's settings.
+    tokenizer: Tokenizer,
+    /// Whether the post-processor appends EOS (T5's does).
+    appends_eos: bool,
+}
+
+impl std::fmt::Debug for ModelDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelDir").field("path", &self.path).field("layout", &self.layout).field("config", &self.config).finish()
+    }
+}
+
+fn read_json(path: &Path) -> Result<serde_json::Value, ModelDirError> {
+    let bytes = std::fs::read(path).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            ModelDirError::MissingFile { path: path.into() }
+        } else {
+            ModelDirError::Read { path: path.into(), source }
+        }
+    })?;
+    serde_json::from_slice(&bytes).map_err(|source| ModelDirError::Json { path: path.into(), source })
+}
+
+// Generous bounds: they only keep a lying config from asking for absurd allocations.
+const MAX_DIM: f64 = (1u64 << 20) as f64;
+const MAX_LAYERS: f64 = 1024.0;
+const MAX_VOCAB: f64 = (1u64 << 24) as f64;
+
+impl T5Config {
+    /// Reads `config.json`. Missing or out-of-range fields are errors naming the field.
+    pub fn read(path: &Path) -> Result<T5Config, ModelDirError> {
+        let v = read_json(path)?;
+        Self::from_value(path, &v)
+    }
+
+    fn from_value(path: &Path, v: &serde_json::Value) -> Result<T5Config, ModelDirError> {
+        let err = |field: &str, problem| ModelDirError::Field { path: path.into(), field: field.into(), problem };
+        if !v.is_object() {
+            return Err(err("(top level)", FieldProblem::Type { expected: "an object" }));
+        }
+        let int = |field: &str, min: f64, max: f64, default: Option<u64>| -> Result<u64, ModelDirError> {
+            match v.get(field) {
+                None | Some(serde_json::Value::Null) => default.ok_or_else(|| err(field, FieldProblem::Missing)),
+                Some(x) => {
+                    let n = x.as_u64().ok_or_else(|| match x.as_f64() {
+                        Some(f) => err(field, FieldProblem::Range { value: f, min, max }),
+                        None => err(field, FieldProblem::Type { expected: "an integer" }),
+                    })?;
+                    if (n as f64) < min || (n as f64) > max {
+                        return Err(err(field, FieldProblem::Range { value: n as f64, min, max }));
+                    }
+                    Ok(n)
+                }
+            }
+        };
+        let vocab_size = int("vocab_size", 1.0, MAX_VOCAB, None)? as u32;
+        let d_model = int("d_model", 1.0, MAX_DIM, None)? as usize;
+        let d_kv = int("d_kv", 1.0, MAX_DIM, None)? as usize;
+        let num_heads = int("num_heads", 1.0, MAX_DIM, None)? as usize;
+        let num_layers = int("num_layers", 1.0, MAX_LAYERS, None)? as usize;
+        let num_decoder_layers = int("num_decoder_layers", 1.0, MAX_LAYERS, Some(num_layers as u64))? as usize;
+        let max_id = f64::from(vocab_size - 1);
+        let decoder_start_token_id = int("decoder_start_token_id", 0.0, max_id, None)? as u32;
+        let eos_token_id = int("eos_token_id", 0.0, max_id, None)? as u32;
+        let pad_token_id = int("pad_token_id", 0.0, max_id, None)? as u32;
+        Ok(T5Config { vocab_size, d_model, d_kv, num_heads, num_layers, num_decoder_layers, decoder_start_token_id, eos_token_id, pad_token_id })
+    }
+}
+
+impl TrellisConfig {
+    /// Reads `trellis.json`: unknown fields are errors, absent ones take the defaults of
+    /// `schema/model.md`.
+    pub fn read(path: &Path) -> Result<TrellisConfig, ModelDirError> {
+        let v = read_json(path)?;
+        Self::from_value(path, v)
+    }
+
+    fn from_value(path: &Path, v: serde_json::Value) -> Result<TrellisConfig, ModelDirError> {
+        let file: TrellisFile = serde_json::from_value(v).map_err(|source| ModelDirError::Json { path: path.into(), source })?;
+        let err = |field: &str, problem| ModelDirError::Field { path: path.into(), field: field.into(), problem };
+        if file.format != 1 {
+            return Err(err("format", FieldProblem::Range { value: f64::from(file.format), min: 1.0, max: 1.0 }));
+        }
+        if file.task != "retriever" {
+            return Err(err("task", FieldProblem::Unknown { value: file.task, allowed: "\"retriever\"" }));
+        }
+        let linearization = match &file.linearization {
+            serde_json::Value::String(name) => match name.as_str() {
+                "trellis" => Linearization::trellis(),
+                "dialoggsr" => Linearization::dialoggsr(),
+                other => {
+                    return Err(err(
+                        "linearization",
+                        FieldProblem::Unknown { value: other.into(), allowed: "\"trellis\", \"dialoggsr\" or a linearization object" },
+                    ))
+                }
+            },
+            obj @ serde_json::Value::Object(_) => {
+                Linearization::from_json(&obj.to_string()).map_err(|e| err("linearization", FieldProblem::Linearization(e.to_string())))?
+            }
+            _ => return Err(err("linearization", FieldProblem::Type { expected: "a preset name or a linearization object" })),
+        };
+        let d = &file.decoding;
+        let range = |field: &str, value: f64, min: f64, max: f64| {
+            if value.is_finite() && value >= min && value <= max {
+                Ok(())
+            } else {
+                Err(err(field, FieldProblem::Range { value, min, max }))
+            }
+        };
+        range("input.max_tokens", file.input.max_tokens as f64, 2.0, 1e6)?;
+        range("decoding.beams", d.beams as f64, 1.0, 1024.0)?;
+        range("decoding.return_sequences", d.return_sequences as f64, 1.0, d.beams as f64)?;
+        range("decoding.alpha", d.alpha, 0.0, 1.0)?;
+        range("decoding.prior_epsilon", d.prior_epsilon, 0.0, 1e6)?;
+        range("decoding.length_penalty", d.length_penalty, -1e6, 1e6)?;
+        range("decoding.max_new_tokens", d.max_new_tokens as f64, 1.0, 1e6)?;
+        Ok(TrellisConfig { format: file.format, task: file.task, linearization, input: file.input, decoding: file.decoding })
+    }
+}
+
+impl ModelDir {
+    /// Reads a model directory. `layout` forces one layout; `None` picks the split pair
+    /// when both files exist, else the merged file.
+    pub fn open(path: &Path, layout: Option<Layout>) -> Result<ModelDir, ModelDirError> {
+        if !path.is_dir() {
+            return Err(ModelDirError::NotADirectory { path: path.into() });
+        }
+        let file = |name: &str| path.join(name);
+        let has = |name: &str| file(name).is_file();
+        let split_ok = has(DECODER_FILE) && has(DECODER_WITH_PAST_FILE);
+        let layout = match layout {
+            Some(Layout::Split) if !split_ok => {
+                let missing = [DECODER_FILE, DECODER_WITH_PAST_FILE].into_iter().filter(|n| !has(n)).collect();
+                return Err(ModelDirError::LayoutMissing { dir: path.into(), layout: Layout::Split, missing });
+            }
+            Some(Layout::Merged) if !has(MERGED_FILE) => {
+                return Err(ModelDirError::LayoutMissing { dir: path.into(), layout: Layout::Merged, missing: vec![MERGED_FILE] })
+            }
+            Some(l) => l,
+            None if split_ok => Layout::Split,
+            None if has(MERGED_FILE) => Layout::Merged,
+            None => return Err(ModelDirError::NoDecoder { dir: path.into() }),
+        };
+        let encoder = file(ENCODER_FILE);
+        if !encoder.is_file() {
+            return Err(ModelDirError::MissingFile { path: encoder });
+        }
+        let decoder = match layout {
+            Layout::Split => DecoderFiles::Split { first: file(DECODER_FILE), with_past: file(DECODER_WITH_PAST_FILE) },
+            Layout::Merged => DecoderFiles::Merged { merged: file(MERGED_FILE) },
+        };
+        let config = T5Config::read(&file(CONFIG_FILE))?;
+        let trellis_path = file(TRELLIS_FILE);
+        let trellis_present = trellis_path.exists();
+        let trellis = if trellis_present { TrellisConfig::read(&trellis_path)? } else { TrellisConfig::default() };
+        let tok_path = file(TOKENIZER_FILE);
+        if !tok_path.is_file() {
+            return Err(ModelDirError::MissingFile { path: tok_path });
+        }
+        let names = NameTokenizer::from_file(&tok_path, trellis.linearization.clone())?;
+        let mut tokenizer = names.tokenizer().clone();
+        tokenizer.with_padding(None);
+        tokenizer.with_truncation(None).map_err(|source| ModelError::Load { path: tok_path.clone(), source })?;
+        let tokens = tokenizer.get_vocab_size(true);
+        if tokens > config.vocab_size as usize {
+            // Ids past the logits' width could never be written (and would index out of them).
+            return Err(ModelDirError::VocabTooSmall { path: file(CONFIG_FILE), tokens, vocab_size: config.vocab_size });
+        }
+        let appends_eos = tokenizer.encode("", true).map(|e| e.get_ids().last() == Some(&config.eos_token_id)).unwrap_or(false);
+        Ok(ModelDir { path: path.into(), layout, encoder, decoder, config, trellis, trellis_present, names, tokenizer, appends_eos })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+    pub fn encoder_file(&self) -> &Path {
+        &self.encoder
+    }
+    pub fn decoder_files(&self) -> &DecoderFiles {
+        &self.decoder
+    }
+    pub fn config(&self) -> &T5Config {
+        &self.config
+    }
+    pub fn trellis(&self) -> &TrellisConfig {
+        &self.trellis
+    }
+    /// False when the directory has no `trellis.json` (the defaults are used).
+    pub fn has_trellis_file(&self) -> bool {
+        self.trellis_present
+    }
+    pub fn linearization(&self) -> &Linearization {
+        &self.trellis.linearization
+    }
+    /// The tokenizer as the token index uses it (names in linearization context; its
+    /// fingerprint is what a token index records).
+    pub fn names(&self) -> &NameTokenizer {
+        &self.names
+    }
+    /// The tokenizer used for encoder inputs (no truncation or padding of its own).
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// The encoder input text (spec §2): the last `turns` messages, oldest first, each its
+    /// text or `speaker: text`, joined by `separator`; then for each earlier path,
+    /// `" [SEP] " + path`.
+    pub fn encoder_text(&self, history: &[Message], previous_paths: &[String]) -> String {
+        let input = &self.trellis.input;
+        let start = if input.turns == 0 { 0 } else { history.len().saturating_sub(input.turns) };
+        let parts: Vec<String> =
+            history[start..].iter().map(|m| if input.speaker_prefix { format!("{}: {}", m.speaker, m.text) } else { m.text.clone() }).collect();
+        let mut text = parts.join(&input.separator);
+        let sep = self.trellis.linearization.boundary_text(Position::Sep);
+        for p in previous_paths {
+            text.push(' ');
+            text.push_str(&sep);
+            text.push(' ');
+            text.push_str(p);
+        }
+        text
+    }
+
+    /// The encoder input ids of a dialog (spec §2), cut to `max_tokens` from the left:
+    /// the last `max_tokens - 1` ids before the final EOS, then the EOS.
+    pub fn encode_history(&self, history: &[Message], previous_paths: &[String]) -> Result<Vec<u32>, ModelDirError> {
+        let text = self.encoder_text(history, previous_paths);
+        let enc = self.tokenizer.encode(text.as_str(), true).map_err(|source| ModelError::Encode { text: text.clone(), source })?;
+        Ok(truncate_left(enc.get_ids(), self.trellis.input.max_tokens, self.appends_eos.then_some(self.config.eos_token_id)))
+    }
+}
+
+/// Keeps the last `max` ids; when `eos` is given and ends the ids, it stays last.
+fn truncate_left(ids: &[u32], max: usize, eos: Option<u32>) -> Vec<u32> {
+    if ids.len() <= max {
+        return ids.to_vec();
+    }
+    match eos {
+        Some(e) if ids.last() == Some(&e) && max >= 1 => {
+            let body = &ids[..ids.len() - 1];
+            let mut out = body[body.len() - (max - 1)..].to_vec();
+            out.push(e);
+            out
+        }
+        _ => ids[ids.len() - max..].to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn t5() -> serde_json::Value {
+        json!({"vocab_size": 100, "d_model": 64, "d_kv": 16, "num_heads": 4, "num_layers": 2,
+               "decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0})
+    }
+
+    #[test]
+    fn config_fields_are_read_and_checked_by_name() {
+        let p = Path::new("m/config.json");
+        let c = T5Config::from_value(p, &t5()).unwrap();
+        assert_eq!(c.num_decoder_layers, 2, "defaults to num_layers");
+        assert_eq!((c.vocab_size, c.d_model, c.d_kv, c.num_heads, c.eos_token_id), (100, 64, 16, 4, 1));
+        let mut v = t5();
+        v["num_decoder_layers"] = json!(3);
+        assert_eq!(T5Config::from_value(p, &v).unwrap().num_decoder_layers, 3);
+        for (field, bad, want) in [
+            ("d_model", json!(null), "field `d_model`: missing"),
+            ("num_heads", json!(0), "field `num_heads`: 0 is out of range (1..=1048576)"),
+            ("eos_token_id", json!(100), "field `eos_token_id`: 100 is out of range (0..=99)"),
+            ("d_kv", json!("16"), "field `d_kv`: not an integer"),
+            ("num_layers", json!(-2), "field `num_layers`: -2 is out of range (1..=1024)"),
+        ] {
+            let mut v = t5();
+            v[field] = bad;
+            let e = T5Config::from_value(p, &v).unwrap_err();
+            assert_eq!(e.to_string(), format!("m/config.json: {want}"));
+            assert!(matches!(&e, ModelDirError::Field { field: f, .. } if f == field), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn trellis_json_defaults_and_refusals() {
+        let p = Path::new("m/trellis.json");
+        let c = TrellisConfig::from_value(p, json!({})).unwrap();
+        assert_eq!(c, TrellisConfig::default());
+        assert_eq!(c.linearization, Linearization::dialoggsr());
+        assert_eq!((c.input.turns, c.input.max_tokens, c.decoding.beams, c.decoding.alpha), (3, 256, 5, 0.8));
+        let c = TrellisConfig::from_value(p, json!({"linearization": "trellis", "decoding": {"beams": 8, "prior": "hard", "prior_norm": "softmax"}})).unwrap();
+        assert_eq!(c.linearization, Linearization::trellis());
+        assert_eq!((c.decoding.beams, c.decoding.return_sequences, c.decoding.prior, c.decoding.prior_norm), (8, 5, PriorKind::Hard, PriorNorm::Softmax));
+        let full = serde_json::to_value(Linearization::trellis()).unwrap();
+        assert_eq!(TrellisConfig::from_value(p, json!({ "linearization": full })).unwrap().linearization, Linearization::trellis());
+
+        let e = TrellisConfig::from_value(p, json!({"decoding": {"beam": 3}})).unwrap_err();
+        assert!(matches!(e, ModelDirError::Json { .. }) && e.to_string().contains("unknown field `beam`"), "{e}");
+        let e = TrellisConfig::from_value(p, json!({"decoding": {"beams": 2}})).unwrap_err();
+        assert_eq!(e.to_string(), "m/trellis.json: field `decoding.return_sequences`: 5 is out of range (1..=2)");
+        let e = TrellisConfig::from_value(p, json!({"linearization": "t5"})).unwrap_err();
+        assert!(e.to_string().starts_with("m/trellis.json: field `linearization`: \"t5\" is not one of"), "{e}");
+        let e = TrellisConfig::from_value(p, json!({"format": 2})).unwrap_err();
+        assert!(matches!(&e, ModelDirError::Field { field, .. } if field == "format"), "{e:?}");
+        let e = TrellisConfig::from_value(p, json!({"decoding": {"alpha": 1.5}})).unwrap_err();
+        assert!(matches!(&e, ModelDirError::Field { field, .. } if field == "decoding.alpha"), "{e:?}");
+        let e = TrellisConfig::from_value(p, json!({"input": {"max_tokens": 1}})).unwrap_err();
+        assert!(matches!(&e, ModelDirError::Field { field, .. } if field == "input.max_tokens"), "{e:?}");
+        let e = TrellisConfig::from_value(p, json!({"decoding": {"prior": "strong"}})).unwrap_err();
+        assert!(matches!(e, ModelDirError::Json { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn truncation_keeps_the_recent_end_and_the_eos() {
+        assert_eq!(truncate_left(&[5, 6, 7, 1], 4, Some(1)), vec![5, 6, 7, 1]);
+        assert_eq!(truncate_left(&[5, 6, 7, 8, 1], 3, Some(1)), vec![7, 8, 1]);
+        assert_eq!(truncate_left(&[5, 6, 7, 8, 9], 3, Some(1)), vec![7, 8, 9], "no EOS at the end: the last ids");
+        assert_eq!(truncate_left(&[5, 6, 7, 8, 1], 3, None), vec![7, 8, 1]);
+    }
+
+    #[test]
+    fn layout_detection_and_missing_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let e = ModelDir::open(&d.join("none"), None).unwrap_err();
+        assert!(matches!(e, ModelDirError::NotADirectory { .. }), "{e:?}");
+        let e = ModelDir::open(d, None).unwrap_err();
+        assert!(matches!(e, ModelDirError::NoDecoder { .. }), "{e:?}");
+        assert!(e.to_string().contains("decoder_model_merged.onnx"), "{e}");
+        std::fs::write(d.join(DECODER_FILE), b"x").unwrap();
+        let e = ModelDir::open(d, Some(Layout::Split)).unwrap_err();
+        assert_eq!(e.to_string(), format!("{}: the Split layout was asked for, but decoder_with_past_model.onnx is missing", d.display()));
+        std::fs::write(d.join(MERGED_FILE), b"x").unwrap();
+        // Merged is picked (the split pair is incomplete); the encoder is missing next.
+        let e = ModelDir::open(d, None).unwrap_err();
+        assert!(matches!(&e, ModelDirError::MissingFile { path } if path.ends_with(ENCODER_FILE)), "{e:?}");
+        std::fs::write(d.join(ENCODER_FILE), b"x").unwrap();
+        let e = ModelDir::open(d, None).unwrap_err();
+        assert!(matches!(&e, ModelDirError::MissingFile { path } if path.ends_with(CONFIG_FILE)), "{e:?}");
+        std::fs::write(d.join(CONFIG_FILE), t5().to_string()).unwrap();
+        std::fs::write(d.join(TRELLIS_FILE), b"{\"format\": 1,}").unwrap();
+        let e = ModelDir::open(d, None).unwrap_err();
+        assert!(matches!(&e, ModelDirError::Json { path, .. } if path.ends_with(TRELLIS_FILE)), "{e:?}");
+        std::fs::remove_file(d.join(TRELLIS_FILE)).unwrap();
+        let e = ModelDir::open(d, None).unwrap_err();
+        assert!(matches!(&e, ModelDirError::MissingFile { path } if path.ends_with(TOKENIZER_FILE)), "{e:?}");
+    }
+}

@@ -1,0 +1,483 @@
+//! The T5 retriever on ONNX Runtime against PyTorch: encoder output and 5 cached decoder
+//! steps of a padded batch of 3 match `logits_golden.json` (written by tools/gsr from the
+//! same weights in PyTorch), for both layouts; reordering rows, stepping several tokens at
+//! once and the I/O-binding path give what decoding each row alone gives; broken model
+//! files and devices are errors.
+
+use crate::common::{fixture, trellis};
+use std::path::{Path, PathBuf};
+use trellis::link::Message;
+use trellis::model::dir::{Layout, ModelDir};
+use trellis::model::session::{CallError, InterfaceIssue, Seq2Seq, Seq2SeqError};
+use trellis::model::{Device, RuntimeOptions};
+
+struct Golden {
+    inputs: Vec<Vec<u32>>,
+    texts: Vec<String>,
+    decoder_ids: Vec<Vec<u32>>,
+    /// [step][row][vocab]
+    logits: Vec<Vec<Vec<f32>>>,
+    hidden: Vec<f32>,
+    mask: Vec<Vec<i64>>,
+    d_model: usize,
+    tolerance: f32,
+}
+
+fn golden() -> Golden {
+    let text = std::fs::read_to_string(fixture("gsr/logits_golden.json")).expect("tests/fixtures/gsr/logits_golden.json (tools/gsr writes it)");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let ints = |x: &serde_json::Value| {
+        x.as_array().unwrap().iter().map(|r| r.as_array().unwrap().iter().map(|t| t.as_i64().unwrap()).collect::<Vec<i64>>()).collect::<Vec<_>>()
+    };
+    let ids = ints(&v["input_ids"]);
+    let mask = ints(&v["attention_mask"]);
+    // The unpadded inputs: Trellis pads them again.
+    let inputs = ids.iter().zip(&mask).map(|(r, m)| r.iter().zip(m).filter(|(_, &m)| m == 1).map(|(&t, _)| t as u32).collect()).collect();
+    let decoder_ids = ints(&v["decoder_input_ids"]).into_iter().map(|r| r.into_iter().map(|t| t as u32).collect()).collect();
+    let logits = v["logits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|step| step.as_array().unwrap().iter().map(|row| row.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()).collect())
+        .collect();
+    Golden {
+        inputs,
+        texts: v["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_owned()).collect(),
+        decoder_ids,
+        logits,
+        hidden: v["last_hidden_state"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect(),
+        mask,
+        d_model: v["shape"]["d_model"].as_u64().unwrap() as usize,
+        tolerance: v["tolerance"].as_f64().unwrap() as f32,
+    }
+}
+
+fn model_dir(layout: &str) -> PathBuf {
+    fixture(&format!("gsr/tiny-{layout}"))
+}
+
+fn open(layout: &str, opts: RuntimeOptions) -> Seq2Seq {
+    Seq2Seq::open(&model_dir(layout), &opts).unwrap_or_else(|e| panic!("open tiny-{layout}: {e}"))
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+fn parity(layout: &str) {
+    let g = golden();
+    let m = open(layout, RuntimeOptions::default());
+    assert_eq!(m.dir().layout(), if layout == "split" { Layout::Split } else { Layout::Merged });
+    let mut s = m.session().unwrap();
+    let enc = s.encode(&g.inputs).unwrap();
+    assert_eq!((enc.batch(), enc.seq_len()), (3, g.mask[0].len()));
+    let hidden = enc.hidden_states().unwrap();
+    let d = g.d_model;
+    let mut worst: f32 = 0.0;
+    for (row, m) in g.mask.iter().enumerate() {
+        for (pos, &on) in m.iter().enumerate() {
+            if on == 1 {
+                let at = (row * m.len() + pos) * d;
+                worst = worst.max(max_diff(&hidden[at..at + d], &g.hidden[at..at + d]));
+            }
+        }
+    }
+    assert!(worst <= g.tolerance, "encoder output differs from PyTorch by {worst}");
+    let mut state = s.start(&enc, &[0, 1, 2]).unwrap();
+    let vocab = m.config().vocab_size as usize;
+    for step in 0..g.logits.len() {
+        let tokens: Vec<u32> = g.decoder_ids.iter().map(|r| r[step]).collect();
+        let logits = s.step(&mut state, &tokens).unwrap().to_vec();
+        assert_eq!(logits.len(), 3 * vocab);
+        for row in 0..3 {
+            let diff = max_diff(&logits[row * vocab..(row + 1) * vocab], &g.logits[step][row]);
+            assert!(diff <= g.tolerance, "{layout}: step {step} row {row}: logits differ from PyTorch by {diff}");
+        }
+    }
+    assert_eq!(state.past_len(), g.logits.len());
+    let t = m.timings();
+    assert_eq!(t.steps, g.logits.len() as u64);
+}
+
+#[test]
+fn split_layout_matches_pytorch_logits() {
+    parity("split");
+}
+
+#[test]
+fn merged_layout_matches_pytorch_logits() {
+    parity("merged");
+}
+
+#[test]
+fn encoder_input_ids_are_the_python_tokenizers() {
+    let g = golden();
+    let dir = ModelDir::open(&model_dir("split"), None).unwrap();
+    for (text, want) in g.texts.iter().zip(&g.inputs) {
+        let history = [Message { speaker: "user".into(), text: text.clone() }];
+        assert_eq!(&dir.encode_history(&history, &[]).unwrap(), want, "{text}");
+    }
+    // Turns: the last 3 messages, oldest first, joined by a space; earlier paths after [SEP].
+    let msgs: Vec<Message> = ["a", "b", "c", "d"].iter().map(|t| Message { speaker: "s".into(), text: (*t).into() }).collect();
+    assert_eq!(dir.encoder_text(&msgs, &[]), "b c d");
+    assert_eq!(dir.encoder_text(&msgs, &["[HEAD] x [TAIL]".into()]), "b c d [SEP] [HEAD] x [TAIL]");
+    let long: Vec<Message> = (0..400).map(|i| Message { speaker: String::new(), text: format!("golf {i}") }).collect();
+    let ids = dir.encode_history(&long[long.len() - 3..], &[]).unwrap();
+    assert_eq!(*ids.last().unwrap(), dir.config().eos_token_id);
+}
+
+#[test]
+fn long_inputs_keep_their_end_and_the_eos() {
+    let dir = ModelDir::open(&model_dir("split"), None).unwrap();
+    let max = dir.trellis().input.max_tokens;
+    let text = (0..300).map(|i| format!("word{i}")).collect::<Vec<_>>().join(" ");
+    let full = dir.tokenizer().encode(text.as_str(), true).unwrap().get_ids().to_vec();
+    assert!(full.len() > max);
+    let ids = dir.encode_history(&[Message { speaker: String::new(), text }], &[]).unwrap();
+    assert_eq!(ids.len(), max);
+    assert_eq!(ids.last(), full.last());
+    assert_eq!(&ids[..max - 1], &full[full.len() - max..full.len() - 1]);
+}
+
+/// Decodes `tokens` for one input alone (batch of 1, no padding): the logits of each step.
+fn solo(m: &Seq2Seq, input: &[u32], tokens: &[u32]) -> Vec<Vec<f32>> {
+    let mut s = m.session().unwrap();
+    let enc = s.encode(&[input.to_vec()]).unwrap();
+    let mut st = s.start(&enc, &[0]).unwrap();
+    tokens.iter().map(|&t| s.step(&mut st, &[t]).unwrap().to_vec()).collect()
+}
+
+/// Beams: 3 inputs, the start step with one row each, then rows expanded (parents
+/// [0,0,1,2,2]), stepped, then shrunk and permuted (input 1 finished), stepped again. Each
+/// row's logits must be those of its own token history decoded alone.
+fn reorder_scenario(opts: RuntimeOptions, layout: &str) -> Vec<f32> {
+    let g = golden();
+    // Two sessions: the solo decodes run while the batch holds one.
+    let m = open(layout, RuntimeOptions { sessions: 2, ..opts });
+    let vocab = m.config().vocab_size as usize;
+    let start = m.config().decoder_start_token_id;
+    let mut s = m.session().unwrap();
+    let enc = s.encode(&g.inputs).unwrap();
+    let mut st = s.start(&enc, &[0, 1, 2]).unwrap();
+    s.step(&mut st, &[start, start, start]).unwrap();
+    // Row histories as (input, tokens after the start token).
+    let mut hist: Vec<(usize, Vec<u32>)> = (0..3).map(|i| (i, vec![])).collect();
+    let mut all = Vec::new();
+    let plan: [(&[usize], &[u32]); 3] = [(&[0, 0, 1, 2, 2], &[962, 17, 1514, 242, 1300]), (&[4, 0, 1, 3], &[5, 6, 7, 8]), (&[0, 0, 3], &[1511, 255, 1])];
+    for (parents, tokens) in plan {
+        s.reorder(&mut st, parents).unwrap();
+        hist = parents.iter().map(|&p| hist[p].clone()).collect();
+        assert_eq!(st.row_inputs(), hist.iter().map(|h| h.0).collect::<Vec<_>>());
+        for (h, &t) in hist.iter_mut().zip(tokens) {
+            h.1.push(t);
+        }
+        let logits = s.step(&mut st, tokens).unwrap().to_vec();
+        for (row, (input, toks)) in hist.iter().enumerate() {
+            let mut seq = vec![start];
+            seq.extend(toks);
+            let alone = solo(&m, &g.inputs[*input], &seq);
+            let diff = max_diff(&logits[row * vocab..(row + 1) * vocab], alone.last().unwrap());
+            assert!(diff <= 1e-4, "{layout}: row {row} (input {input}, tokens {toks:?}) differs from decoding it alone by {diff}");
+        }
+        all.extend(logits);
+    }
+    all
+}
+
+#[test]
+fn reordered_rows_decode_as_if_alone_split() {
+    reorder_scenario(RuntimeOptions::default(), "split");
+}
+
+#[test]
+fn reordered_rows_decode_as_if_alone_merged() {
+    reorder_scenario(RuntimeOptions::default(), "merged");
+}
+
+/// The CUDA path (I/O binding, cache reordered by a Gather graph) run on CPU gives the same
+/// numbers as the plain path.
+#[test]
+fn the_io_binding_path_matches_the_plain_path() {
+    let plain = reorder_scenario(RuntimeOptions::default(), "split");
+    let bound = reorder_scenario(RuntimeOptions { io_binding: true, ..Default::default() }, "split");
+    assert_eq!(max_diff(&plain, &bound), 0.0);
+    let bound_merged = reorder_scenario(RuntimeOptions { io_binding: true, ..Default::default() }, "merged");
+    assert!(max_diff(&plain, &bound_merged) <= 1e-5);
+}
+
+#[test]
+fn outputs_are_bit_identical_across_thread_counts_and_runs() {
+    let one = reorder_scenario(RuntimeOptions { threads: 1, ..Default::default() }, "split");
+    let two = reorder_scenario(RuntimeOptions { threads: 2, ..Default::default() }, "split");
+    let again = reorder_scenario(RuntimeOptions { threads: 2, ..Default::default() }, "split");
+    assert!(one.iter().zip(&two).all(|(a, b)| a.to_bits() == b.to_bits()), "1 vs 2 threads: max diff {}", max_diff(&one, &two));
+    assert!(two.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()));
+}
+
+#[test]
+fn several_tokens_in_one_call_equal_single_steps() {
+    let g = golden();
+    for layout in ["split", "merged"] {
+        let m = open(layout, RuntimeOptions::default());
+        let vocab = m.config().vocab_size as usize;
+        let mut s = m.session().unwrap();
+        let enc = s.encode(&g.inputs).unwrap();
+        // First call: start token + 2 more per row at once; then 2 more at once.
+        let mut st = s.start(&enc, &[0, 1, 2]).unwrap();
+        let first: Vec<u32> = g.decoder_ids.iter().flat_map(|r| r[..3].to_vec()).collect();
+        let a = s.step_many(&mut st, &first, 3).unwrap().to_vec();
+        let second: Vec<u32> = g.decoder_ids.iter().flat_map(|r| r[3..5].to_vec()).collect();
+        let b = s.step_many(&mut st, &second, 2).unwrap().to_vec();
+        for row in 0..3 {
+            for k in 0..5 {
+                let got = if k < 3 { &a[(row * 3 + k) * vocab..(row * 3 + k + 1) * vocab] } else { &b[(row * 2 + k - 3) * vocab..(row * 2 + k - 2) * vocab] };
+                let diff = max_diff(got, &g.logits[k][row]);
+                assert!(diff <= g.tolerance, "{layout}: row {row} position {k}: {diff}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_pool_serves_threads_at_once() {
+    let g = golden();
+    let m = open("split", RuntimeOptions { sessions: 2, threads: 1, ..Default::default() });
+    let want = solo(&m, &g.inputs[2], &g.decoder_ids[2]);
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..4).map(|_| sc.spawn(|| solo(&m, &g.inputs[2], &g.decoder_ids[2]))).collect();
+        for h in handles {
+            assert_eq!(h.join().unwrap(), want);
+        }
+    });
+}
+
+#[test]
+fn bad_calls_are_errors() {
+    let m = open("split", RuntimeOptions::default());
+    let mut s = m.session().unwrap();
+    assert!(matches!(s.encode(&[]), Err(Seq2SeqError::Call(CallError::EmptyBatch))));
+    assert!(matches!(s.encode(&[vec![3], vec![]]), Err(Seq2SeqError::Call(CallError::EmptyInput { index: 1 }))));
+    assert!(matches!(s.encode(&[vec![5000]]), Err(Seq2SeqError::Call(CallError::TokenOutOfRange { token: 5000, vocab: 1529 }))));
+    let enc = s.encode(&[vec![5, 1], vec![6, 1]]).unwrap();
+    assert!(matches!(s.start(&enc, &[0, 2]), Err(Seq2SeqError::Call(CallError::NoSuchInput { row: 1, input: 2, batch: 2 }))));
+    let mut st = s.start(&enc, &[0, 1]).unwrap();
+    assert!(matches!(s.step(&mut st, &[0]), Err(Seq2SeqError::Call(CallError::TokenCount { got: 1, rows: 2, per_row: 1 }))));
+    assert!(matches!(s.step(&mut st, &[0, 99999]), Err(Seq2SeqError::Call(CallError::TokenOutOfRange { .. }))));
+    assert!(matches!(s.reorder(&mut st, &[0, 2]), Err(Seq2SeqError::Call(CallError::NoSuchParent { row: 1, parent: 2, rows: 2 }))));
+    assert!(matches!(s.reorder(&mut st, &[]), Err(Seq2SeqError::Call(CallError::NoRows))));
+    // The state is still usable after refused calls.
+    s.step(&mut st, &[0, 0]).unwrap();
+}
+
+/// A copy of a fixture model directory to break.
+fn copy_model(layout: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(model_dir(layout)).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
+    }
+    tmp
+}
+
+fn set_config(dir: &Path, field: &str, value: serde_json::Value) {
+    let p = dir.join("config.json");
+    let mut c: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    c[field] = value;
+    std::fs::write(&p, c.to_string()).unwrap();
+}
+
+fn issues(e: Seq2SeqError) -> Vec<(String, InterfaceIssue)> {
+    match e {
+        Seq2SeqError::Interface { problems } => problems.into_iter().map(|p| (p.file.file_name().unwrap().to_string_lossy().into_owned(), p.issue)).collect(),
+        other => panic!("expected an interface error, got {other:?}"),
+    }
+}
+
+#[test]
+fn truncated_and_garbage_model_files_are_load_errors_naming_the_file() {
+    let tmp = copy_model("split");
+    let p = tmp.path().join("decoder_with_past_model.onnx");
+    let bytes = std::fs::read(&p).unwrap();
+    std::fs::write(&p, &bytes[..bytes.len() / 2]).unwrap();
+    let e = Seq2Seq::open(tmp.path(), &RuntimeOptions::default()).unwrap_err();
+    assert!(matches!(&e, Seq2SeqError::Load { path, .. } if *path == p), "{e:?}");
+    assert!(e.to_string().starts_with(&format!("{}: ONNX Runtime cannot load this model", p.display())), "{e}");
+    let enc = tmp.path().join("encoder_model.onnx");
+    std::fs::write(&enc, b"this is not a protobuf at all").unwrap();
+    let e = Seq2Seq::open(tmp.path(), &RuntimeOptions::default()).unwrap_err();
+    assert!(matches!(&e, Seq2SeqError::Load { path, .. } if *path == enc), "{e:?}");
+    std::fs::write(&enc, b"").unwrap();
+    assert!(matches!(Seq2Seq::open(tmp.path(), &RuntimeOptions::default()), Err(Seq2SeqError::Load { .. })));
+}
+
+#[test]
+fn a_config_lying_about_layers_heads_or_vocabulary_is_refused_at_open() {
+    let tmp = copy_model("split");
+    set_config(tmp.path(), "num_decoder_layers", serde_json::json!(3));
+    let got = issues(Seq2Seq::open(tmp.path(), &RuntimeOptions::default()).unwrap_err());
+    assert!(got.contains(&("decoder_with_past_model.onnx".into(), InterfaceIssue::MissingInput { name: "past_key_values.2.decoder.key".into() })), "{got:?}");
+    assert!(got.contains(&("decoder_model.onnx".into(), InterfaceIssue::MissingOutput { name: "present.2.encoder.value".into() })), "{got:?}");
+
+    set_config(tmp.path(), "num_decoder_layers", serde_json::json!(1));
+    let got = issues(Seq2Seq::open(tmp.path(), &RuntimeOptions::default()).unwrap_err());
+    assert!(
+        got.contains(&("decoder_with_past_model.onnx".into(), InterfaceIssue::ExtraLayer { name: "past_key_values.1.decoder.key".into(), layers: 1 })),
+        "{got:?}"
+    );
+
+    set_config(tmp.path(), "num_decoder_layers", serde_json::json!(2));
+    set_config(tmp.path(), "d_kv", serde_json::json!(16));
+    let got = issues(Seq2Seq::open(tmp.path(), &RuntimeOptions::default()).unwrap_err());
+    assert!(
+        got.iter().any(|(_, i)| matches!(i, InterfaceIssue::WrongDim { name, axis: 3, expected: 16, found: 8 } if name == "past_key_values.0.decoder.key")),
+        "{got:?}"
+    );
+}
+
+/// A vocabulary or head count the graphs do not declare statically shows at the first
+/// call that returns it: an error, not a read past the logits.
+#[test]
+fn outputs_of_the_wrong_shape_are_errors() {
+    let tmp = copy_model("split");
+    set_config(tmp.path(), "vocab_size", serde_json::json!(1600));
+    match Seq2Seq::open(tmp.path(), &RuntimeOptions::default()) {
+        Err(e) => assert!(issues(e).iter().any(|(_, i)| matches!(i, InterfaceIssue::WrongDim { name, .. } if name == "logits"))),
+        Ok(m) => {
+            let mut s = m.session().unwrap();
+            let enc = s.encode(&[vec![5, 1]]).unwrap();
+            let mut st = s.start(&enc, &[0]).unwrap();
+            let e = s.step(&mut st, &[0]).unwrap_err();
+            assert!(
+                matches!(&e, Seq2SeqError::OutputShape { name, expected, found, .. } if name == "logits" && expected[2] == 1600 && found[2] == 1529),
+                "{e:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn graphs_with_the_wrong_inputs_are_refused_with_every_problem_named() {
+    let tmp = copy_model("split");
+    // An encoder file that is a decoder.
+    std::fs::copy(tmp.path().join("decoder_model.onnx"), tmp.path().join("encoder_model.onnx")).unwrap();
+    let got = issues(Seq2Seq::open(tmp.path(), &RuntimeOptions::default()).unwrap_err());
+    let enc: Vec<&InterfaceIssue> = got.iter().filter(|(f, _)| f == "encoder_model.onnx").map(|(_, i)| i).collect();
+    assert!(enc.contains(&&InterfaceIssue::MissingInput { name: "attention_mask".into() }), "{got:?}");
+    assert!(enc.contains(&&InterfaceIssue::UnknownInput { name: "encoder_hidden_states".into() }), "{got:?}");
+    assert!(enc.contains(&&InterfaceIssue::MissingOutput { name: "last_hidden_state".into() }), "{got:?}");
+    // A with-past decoder swapped for the first-step one.
+    let tmp = copy_model("split");
+    std::fs::copy(tmp.path().join("decoder_model.onnx"), tmp.path().join("decoder_with_past_model.onnx")).unwrap();
+    let got = issues(Seq2Seq::open(tmp.path(), &RuntimeOptions::default()).unwrap_err());
+    assert!(got.contains(&("decoder_with_past_model.onnx".into(), InterfaceIssue::MissingInput { name: "past_key_values.0.encoder.value".into() })), "{got:?}");
+}
+
+#[test]
+fn cuda_without_a_cuda_runtime_is_a_clear_error() {
+    let e = Seq2Seq::open(&model_dir("split"), &RuntimeOptions { device: Device::Cuda(0), ..Default::default() }).unwrap_err();
+    assert!(matches!(&e, Seq2SeqError::Device { device: Device::Cuda(0), .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(msg.starts_with("--device cuda:0: the CUDA execution provider could not be registered"), "{msg}");
+    assert!(msg.contains("onnxruntime-gpu") && msg.contains("--device cpu"), "{msg}");
+}
+
+#[test]
+fn doctor_reports_the_runtime_and_checks_the_model() {
+    let out = trellis().args(["doctor", "--json", "--model"]).arg(model_dir("merged")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["runtime"]["version"], "1.31.1");
+    assert!(v["runtime"]["providers"].as_array().unwrap().iter().any(|p| p == "CPUExecutionProvider"), "{v}");
+    assert_eq!(v["model"]["layout"], "merged");
+    assert_eq!(v["model"]["decoder_layers"], 2);
+    assert_eq!(v["problems"], serde_json::json!([]));
+    assert_eq!(v["ok"], true);
+
+    let out = trellis().args(["doctor", "--model"]).arg(model_dir("split")).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("onnx runtime: 1.31.1") && text.contains("layout: split") && text.contains("ok"), "{text}");
+}
+
+#[test]
+fn doctor_names_each_problem_in_one_sentence() {
+    let tmp = copy_model("split");
+    set_config(tmp.path(), "num_decoder_layers", serde_json::json!(3));
+    let out = trellis().args(["doctor", "--json", "--model"]).arg(tmp.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(65), "a broken model is bad input");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let problems: Vec<&str> = v["problems"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    assert!(
+        problems.iter().any(|p| p.ends_with("decoder_with_past_model.onnx: has no input \"past_key_values.2.decoder.key\", which the decoder needs.")),
+        "{problems:?}"
+    );
+    assert_eq!(v["ok"], false);
+
+    let out = trellis().args(["doctor", "--device", "cuda:1", "--model"]).arg(model_dir("split")).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("--device cuda:1: the CUDA execution provider could not be registered"), "{err}");
+
+    let out = trellis().args(["doctor", "--device", "tpu"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_missing_or_wrong_runtime_library_is_an_error_that_says_what_to_do() {
+    let out = trellis().args(["doctor"]).env("ORT_DYLIB_PATH", "/nonexistent/libonnxruntime.so").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("/nonexistent/libonnxruntime.so: no such ONNX Runtime library (ORT_DYLIB_PATH)") && err.contains("tools/setup.sh"), "{err}");
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = tmp.path().join("libonnxruntime.so");
+    std::fs::write(&fake, b"garbage").unwrap();
+    let out = trellis().args(["doctor", "--model"]).arg(model_dir("split")).env("ORT_DYLIB_PATH", &fake).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("cannot load it as a shared library"), "{err}");
+    // Nothing set and nothing installed: the places looked at are named.
+    let out = trellis().args(["doctor"]).env_remove("ORT_DYLIB_PATH").env("HOME", tmp.path()).output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no ONNX Runtime library found (looked at") && err.contains(&tmp.path().display().to_string()), "{err}");
+}
+
+/// Not a test: prints where decoder-step time goes on the fixture (ONNX Runtime's run vs.
+/// the rest). `cargo test --release --test integration model_step_time -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn model_step_time() {
+    let g = golden();
+    for layout in ["split", "merged"] {
+        let m = open(layout, RuntimeOptions { threads: 1, ..Default::default() });
+        let mut s = m.session().unwrap();
+        let inputs: Vec<Vec<u32>> = (0..8).map(|i| g.inputs[i % 3].clone()).collect();
+        let enc = s.encode(&inputs).unwrap();
+        let beams = 5;
+        let rows: Vec<usize> = (0..inputs.len()).collect();
+        let before = m.timings();
+        for _ in 0..20 {
+            let mut st = s.start(&enc, &rows).unwrap();
+            s.step(&mut st, &vec![0; rows.len()]).unwrap();
+            let parents: Vec<usize> = (0..rows.len() * beams).map(|i| i / beams).collect();
+            s.reorder(&mut st, &parents).unwrap();
+            for step in 0..15u32 {
+                let toks: Vec<u32> = (0..st.rows()).map(|r| 2 + ((r as u32 * 7 + step) % 1500)).collect();
+                s.step(&mut st, &toks).unwrap();
+                // A beam permutation within each input (rows keep their inputs).
+                let perm: Vec<usize> = (0..st.rows()).map(|r| (r / beams) * beams + (r + 1) % beams).collect();
+                s.reorder(&mut st, &perm).unwrap();
+            }
+        }
+        let t = m.timings();
+        let (steps, run, outside) = (t.steps - before.steps, t.run_ns - before.run_ns, t.outside_ns - before.outside_ns);
+        println!(
+            "{layout}: {steps} steps of {} rows: ONNX Runtime run {:.1} us/step, outside (inputs, output checks, reorder) {:.1} us/step = {:.1}%",
+            inputs.len() * beams,
+            run as f64 / steps as f64 / 1e3,
+            outside as f64 / steps as f64 / 1e3,
+            100.0 * outside as f64 / (run + outside) as f64
+        );
+    }
+}
