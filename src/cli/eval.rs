@@ -9,7 +9,6 @@ use std::process::ExitCode;
 use trellis::eval::opendialkg::{self, Dialog};
 use trellis::eval::{linking, metaqa, retrieval};
 use trellis::link::Linker;
-use trellis::retrieve::Retriever;
 use trellis::Store;
 
 #[derive(Subcommand)]
@@ -106,7 +105,7 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
                 Dataset::Metaqa => metaqa::read(&input)?,
             };
             actions.apply(&mut dialogs);
-            let r = Retriever::new(store.clone(), retriever.config());
+            let r = retriever.open(store.clone())?;
             let report = retrieval::evaluate(&store, &r, &dialogs, &k)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);

@@ -24,6 +24,11 @@ pub struct BadInputLine {
     pub what: String,
 }
 
+/// A command line that cannot work (flags that do not go together): exit 2, as clap's own.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Usage(pub String);
+
 /// Exit codes, the same for every command: usage errors are 2 (clap's own), malformed
 /// input data 65 (a bad line of any input file, an unknown format, a truncated file),
 /// everything else 1 (a store that cannot be opened or read, IO, `validate` finding damage).
@@ -113,6 +118,9 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
+            if err.chain().any(|e| e.downcast_ref::<Usage>().is_some()) {
+                return ExitCode::from(2);
+            }
             let data_error = err.chain().any(|e| {
                 e.downcast_ref::<BadInputLine>().is_some()
                     || matches!(e.downcast_ref::<trellis::eval::DatasetError>(), Some(trellis::eval::DatasetError::Bad { .. }))

@@ -7,11 +7,15 @@ use rayon::prelude::*;
 use std::io::{BufRead, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use trellis::decode::prior::{PriorMode, PriorNorm};
+use trellis::graph::candidates::CandidateScope;
 use trellis::graph::pcst::Pruning;
 use trellis::ingest::OnError;
-use trellis::retrieve::jsonl::{answer, parse_request_bytes, AnswerError};
+use trellis::model::session::Device;
+use trellis::retrieve::gsr::{GsrOptions, GsrOverrides};
+use trellis::retrieve::jsonl::{answer_batch, parse_request_bytes, AnswerOptions, Request, RequestError};
 use trellis::retrieve::pcst::{PcstConfig, PcstVariant};
-use trellis::retrieve::{Retriever, RetrieverConfig, RetrieverKind};
+use trellis::retrieve::{RetrieveError, Retriever, RetrieverConfig, RetrieverKind};
 use trellis::Store;
 
 /// Which retriever, and the knobs of those that have any.
@@ -35,6 +39,52 @@ pub struct RetrieverOptions {
     /// How the history is linked (as `trellis link`); unused by requests that give their entities.
     #[command(flatten)]
     pub link: super::link::LinkOptions,
+    /// Candidates: the capped candidate subgraph (every retriever), or the whole 1- and
+    /// 2-hop neighbourhood walked lazily (gsr only).
+    #[arg(long, value_enum, default_value_t = CandidateScope::Capped)]
+    pub scope: CandidateScope,
+    #[command(flatten)]
+    pub gsr: GsrArgs,
+}
+
+/// The generative retriever's model and decoding (defaults: the model's trellis.json).
+#[derive(Args, Clone)]
+pub struct GsrArgs {
+    /// gsr: the exported model's directory (encoder/decoder ONNX files, tokenizer.json,
+    /// config.json, trellis.json; see schema/model.md).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// gsr: none (unconstrained), hard (constraint only), connection or katz (constraint and
+    /// graph prior).
+    #[arg(long)]
+    pub prior: Option<PriorMode>,
+    /// gsr: proportional (the paper) or softmax (the authors' code).
+    #[arg(long)]
+    pub prior_norm: Option<PriorNorm>,
+    /// gsr: weight of the model against the prior.
+    #[arg(long)]
+    pub alpha: Option<f64>,
+    #[arg(long)]
+    pub beams: Option<usize>,
+    /// gsr: sequences returned per step (at most --beams).
+    #[arg(long)]
+    pub return_sequences: Option<usize>,
+    #[arg(long)]
+    pub length_penalty: Option<f64>,
+    #[arg(long)]
+    pub max_new_tokens: Option<usize>,
+    /// gsr: retrieval steps; step k > 0 re-encodes the dialog with the paths found so far.
+    #[arg(long, default_value_t = 1)]
+    pub steps: usize,
+    /// gsr: dialogs decoded together (their beams are the rows of one decoder call).
+    #[arg(long, default_value_t = 8)]
+    pub batch: usize,
+    /// gsr: cpu, cuda or cuda:N (CUDA never falls back to CPU silently).
+    #[arg(long, default_value = "cpu")]
+    pub device: Device,
+    /// gsr: threads ONNX Runtime uses inside each model call (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub model_threads: usize,
 }
 
 impl RetrieverOptions {
@@ -45,7 +95,38 @@ impl RetrieverOptions {
         cfg.bm25_turns = self.bm25_turns;
         cfg.seed = self.seed;
         cfg.link = self.link.config();
+        cfg.scope = self.scope;
+        if let Some(model) = &self.gsr.model {
+            let g = &self.gsr;
+            let mut o = GsrOptions::new(model);
+            o.runtime.device = g.device;
+            o.runtime.threads = g.model_threads;
+            o.overrides = GsrOverrides {
+                prior: g.prior,
+                prior_norm: g.prior_norm,
+                alpha: g.alpha,
+                prior_epsilon: None,
+                beams: g.beams,
+                return_sequences: g.return_sequences,
+                length_penalty: g.length_penalty,
+                max_new_tokens: g.max_new_tokens,
+            };
+            o.steps = g.steps;
+            o.batch = g.batch;
+            cfg.gsr = Some(o);
+        }
         cfg
+    }
+
+    /// The retriever, with its model loaded for gsr (which needs --model).
+    pub fn open(&self, store: std::sync::Arc<Store>) -> Result<Retriever> {
+        if self.retriever == RetrieverKind::Gsr && self.gsr.model.is_none() {
+            anyhow::bail!(super::Usage("--retriever gsr needs --model DIR (an exported retriever: see schema/model.md)".into()));
+        }
+        if self.scope == CandidateScope::Uncapped && self.retriever != RetrieverKind::Gsr {
+            anyhow::bail!(super::Usage("--scope uncapped needs --retriever gsr (the other retrievers enumerate their candidates)".into()));
+        }
+        Ok(Retriever::open(store, self.config())?)
     }
 }
 
@@ -74,13 +155,17 @@ pub struct RetrieveArgs {
     /// Print the summary (requests answered and skipped) as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// gsr: each path's generated tokens with the model's and the prior's log-probabilities.
+    #[arg(long)]
+    explain: bool,
 }
 
 const BATCH: usize = 256;
 
 pub fn run(args: RetrieveArgs) -> Result<ExitCode> {
     let store = std::sync::Arc::new(Store::open_read_only(&args.store).with_context(|| format!("opening store {}", args.store.display()))?);
-    let retriever = Retriever::new(store.clone(), args.retriever.config());
+    let retriever = args.retriever.open(store.clone())?;
+    let opts = AnswerOptions { top: args.top, explain: args.explain };
     let input = std::fs::File::open(&args.input).with_context(|| format!("opening {}", args.input.display()))?;
     let total = std::fs::metadata(&args.input).map(|m| m.len()).unwrap_or(0);
     let out = std::fs::File::create(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
@@ -109,34 +194,57 @@ pub fn run(args: RetrieveArgs) -> Result<ExitCode> {
         if batch.is_empty() {
             break;
         }
-        let answers: Vec<(usize, Result<serde_json::Value, AnswerError>)> = pool.install(|| {
-            batch
-                .par_iter()
-                .map(|(n, line)| {
-                    let result = parse_request_bytes(line).map_err(AnswerError::from).and_then(|req| answer(&store, &retriever, &req, args.top));
-                    (*n, result)
+        // Parse every line, then answer them a chunk at a time (gsr decodes a chunk
+        // together), chunks in parallel; answers keep input order.
+        type Parsed = (usize, Result<Request, RequestError>);
+        let mut parsed = batch.iter().map(|(n, line)| (*n, parse_request_bytes(line)));
+        let mut chunks: Vec<Vec<Parsed>> = Vec::new();
+        loop {
+            let chunk: Vec<Parsed> = parsed.by_ref().take(retriever.batch_size()).collect();
+            if chunk.is_empty() {
+                break;
+            }
+            chunks.push(chunk);
+        }
+        type Answered = Result<Vec<(usize, Result<serde_json::Value, RequestError>)>, (usize, RetrieveError)>;
+        let answered: Vec<Answered> = pool.install(|| {
+            chunks
+                .into_par_iter()
+                .map(|chunk| {
+                    let ok: Vec<&Request> = chunk.iter().filter_map(|(_, r)| r.as_ref().ok()).collect();
+                    let first = chunk.first().map_or(0, |c| c.0);
+                    let mut lines = answer_batch(&store, &retriever, &ok, &opts).map_err(|e| (first, e))?.into_iter();
+                    Ok(chunk.into_iter().map(|(n, r)| (n, r.and_then(|_| lines.next().unwrap_or(Ok(serde_json::Value::Null))))).collect())
                 })
                 .collect()
         });
+        let mut answers = Vec::with_capacity(batch.len());
+        for a in answered {
+            match a {
+                Ok(v) => answers.extend(v),
+                // Not the line's fault: no line is skipped for it, and the exit code is 1.
+                Err((n, e)) => {
+                    bar.finish_and_clear();
+                    return Err(anyhow::Error::new(e).context(format!(
+                        "reading store {} (while answering the requests from {file}:{n}; the requests are not at fault)",
+                        args.store.display()
+                    )));
+                }
+            }
+        }
         for (n, result) in answers {
             match result {
                 Ok(v) => {
                     writeln!(out, "{v}").with_context(writing)?;
                     done += 1;
                 }
-                Err(AnswerError::Request(e)) if args.on_error == OnError::Skip => {
+                Err(e) if args.on_error == OnError::Skip => {
                     bar.suspend(|| eprintln!("{file}:{n}: {e} (skipped)"));
                     skipped += 1;
                 }
-                Err(AnswerError::Request(e)) => {
+                Err(e) => {
                     out.flush().with_context(writing)?;
                     return Err(super::BadInputLine { file: file.clone(), line: n as u64, what: e.to_string() }.into());
-                }
-                // Not the line's fault: no line is skipped for it, and the exit code is 1.
-                Err(AnswerError::Retrieve(e)) => {
-                    bar.finish_and_clear();
-                    return Err(anyhow::Error::new(e)
-                        .context(format!("reading store {} (while answering the request on {file}:{n}; the request is not at fault)", args.store.display())));
                 }
             }
         }

@@ -96,23 +96,8 @@ pub struct T5Config {
     pub pad_token_id: u32,
 }
 
-/// How the graph prior is applied (spec §4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PriorKind {
-    None,
-    Hard,
-    Connection,
-    Katz,
-}
-
-/// How entity masses become `p_graph` (spec §4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PriorNorm {
-    Proportional,
-    Softmax,
-}
+// The prior's settings are the decoder's own types (one definition).
+pub use crate::decode::prior::{PriorMode, PriorNorm};
 
 /// `trellis.json` `input`: how the encoder text is made (spec §2).
 #[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
@@ -138,7 +123,7 @@ pub struct DecodingConfig {
     pub beams: usize,
     pub return_sequences: usize,
     pub alpha: f64,
-    pub prior: PriorKind,
+    pub prior: PriorMode,
     pub prior_norm: PriorNorm,
     pub prior_epsilon: f64,
     pub length_penalty: f64,
@@ -152,7 +137,7 @@ impl Default for DecodingConfig {
             beams: 5,
             return_sequences: 5,
             alpha: 0.8,
-            prior: PriorKind::Katz,
+            prior: PriorMode::Katz,
             prior_norm: PriorNorm::Proportional,
             prior_epsilon: 0.001,
             length_penalty: 1.0,
@@ -525,7 +510,7 @@ mod tests {
         assert_eq!((c.input.turns, c.input.max_tokens, c.decoding.beams, c.decoding.alpha), (3, 256, 5, 0.8));
         let c = TrellisConfig::from_value(p, json!({"linearization": "trellis", "decoding": {"beams": 8, "prior": "hard", "prior_norm": "softmax"}})).unwrap();
         assert_eq!(c.linearization, Linearization::trellis());
-        assert_eq!((c.decoding.beams, c.decoding.return_sequences, c.decoding.prior, c.decoding.prior_norm), (8, 5, PriorKind::Hard, PriorNorm::Softmax));
+        assert_eq!((c.decoding.beams, c.decoding.return_sequences, c.decoding.prior, c.decoding.prior_norm), (8, 5, PriorMode::Hard, PriorNorm::Softmax));
         let full = serde_json::to_value(Linearization::trellis()).unwrap();
         assert_eq!(TrellisConfig::from_value(p, json!({ "linearization": full })).unwrap().linearization, Linearization::trellis());
 

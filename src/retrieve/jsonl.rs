@@ -5,7 +5,9 @@
 //! ..., "text"|"message": ...}`. `entities` (identity keys: the exact name, IRI or literal)
 //! replaces entity linking, for callers with their own linker or gold annotations.
 //! Out, one line per request, in input order: `{"id", "mentioned": [names], "paths":
-//! [{"score", "explanation", "triples": [{"head", "relation", "tail", "reverse"}]}]}`.
+//! [{"score", "explanation", "triples": [{"head", "relation", "tail", "reverse"}]}]}`; with
+//! `explain`, a generated path also has `"tokens": [{"id", "text", "model", "prior"}]` (the
+//! model's and the graph prior's log-probabilities of each generated token).
 
 use super::{RetrieveError, Retriever};
 use crate::error::ReadError;
@@ -93,31 +95,76 @@ pub fn parse_request(line: &str) -> Result<Request, RequestError> {
     Ok(Request { id: obj.get("id").cloned().unwrap_or(Value::Null), history, entities })
 }
 
+/// What an answer holds.
+#[derive(Clone, Copy, Debug)]
+pub struct AnswerOptions {
+    /// Paths per request: the best N.
+    pub top: usize,
+    /// Per generated token, the model's and the prior's log-probabilities.
+    pub explain: bool,
+}
+
 /// Retrieves for one request and renders the output line. An unknown entity key is the
 /// request's fault ([`AnswerError::Request`]); a failed read is the store's.
 pub fn answer(store: &Store, retriever: &Retriever, request: &Request, top: usize) -> Result<Value, AnswerError> {
-    let ids = match &request.entities {
-        Some(keys) => {
-            let mut ids = Vec::with_capacity(keys.len());
-            for (index, key) in keys.iter().enumerate() {
-                match store.entity_by_key(key)? {
-                    Some(e) => ids.push(e),
-                    None => return Err(RequestError::UnknownEntity { index, key: key.clone() }.into()),
-                }
-            }
-            ids
-        }
-        None => {
-            let mentions = retriever.linker().link_dialog(&request.history)?;
-            retriever.linker().turn_entities(&mentions, request.history.len()).into_iter().map(|(e, _)| e).collect()
-        }
-    };
-    Ok(render(store, retriever, request, ids, top)?)
+    let mut out = answer_batch(store, retriever, &[request], &AnswerOptions { top, explain: false })?;
+    Ok(out.pop().unwrap_or(Ok(Value::Null))?)
 }
 
-fn render(store: &Store, retriever: &Retriever, request: &Request, ids: Vec<EntityId>, top: usize) -> Result<Value, RetrieveError> {
-    let paths = retriever.rank(&super::RetrievalInput { history: &request.history, mentioned: ids.clone() })?;
-    let paths = &paths[..top.min(paths.len())];
+/// Retrieves for many requests at once (the generative retriever decodes them together).
+/// Per request its line, or what is wrong with it; the outer error is the store's or the
+/// model's and fails the whole batch.
+pub fn answer_batch(
+    store: &Store,
+    retriever: &Retriever,
+    requests: &[&Request],
+    opts: &AnswerOptions,
+) -> Result<Vec<Result<Value, RequestError>>, RetrieveError> {
+    let mut ids: Vec<Result<Vec<EntityId>, RequestError>> = Vec::with_capacity(requests.len());
+    for request in requests {
+        ids.push(match &request.entities {
+            Some(keys) => {
+                let mut v = Vec::with_capacity(keys.len());
+                let mut bad = None;
+                for (index, key) in keys.iter().enumerate() {
+                    match store.entity_by_key(key)? {
+                        Some(e) => v.push(e),
+                        None => {
+                            bad = Some(RequestError::UnknownEntity { index, key: key.clone() });
+                            break;
+                        }
+                    }
+                }
+                bad.map_or(Ok(v), Err)
+            }
+            None => Ok(retriever.mentioned(&request.history)?),
+        });
+    }
+    let inputs: Vec<super::RetrievalInput<'_>> =
+        requests.iter().zip(&ids).filter_map(|(r, i)| i.as_ref().ok().map(|m| super::RetrievalInput { history: &r.history, mentioned: m.clone() })).collect();
+    let mut ranked = retriever.rank_batch(&inputs)?.into_iter();
+    let mut out = Vec::with_capacity(requests.len());
+    for (request, ids) in requests.iter().zip(ids) {
+        match ids {
+            Err(e) => out.push(Err(e)),
+            Ok(ids) => {
+                let paths = ranked.next().unwrap_or_default();
+                out.push(Ok(render(store, retriever, request, ids, paths, opts)?));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn render(
+    store: &Store,
+    retriever: &Retriever,
+    request: &Request,
+    ids: Vec<EntityId>,
+    paths: Vec<super::ScoredPath>,
+    opts: &AnswerOptions,
+) -> Result<Value, RetrieveError> {
+    let paths = &paths[..opts.top.min(paths.len())];
     // Every name the answer shows, in two batched reads.
     let facts = paths.iter().flat_map(|p| p.hops.iter().map(|h| h.fact()));
     // The mentioned entities are shown too, even when no path holds them.
@@ -127,6 +174,7 @@ fn render(store: &Store, retriever: &Retriever, request: &Request, ids: Vec<Enti
     es.dedup();
     let entity: hashbrown::HashMap<EntityId, String> = es.iter().copied().zip(store.entity_names(&es)?).map(|(e, n)| (e, n.unwrap_or_default())).collect();
     let relation: hashbrown::HashMap<_, String> = rs.iter().copied().zip(store.relation_names(&rs)?).map(|(r, n)| (r, n.unwrap_or_default())).collect();
+    let tokenizer = retriever.generative().map(|g| g.model().dir().tokenizer());
     let out_paths: Vec<Value> = paths
         .iter()
         .map(|p| {
@@ -138,7 +186,16 @@ fn render(store: &Store, retriever: &Retriever, request: &Request, ids: Vec<Enti
                     json!({"head": entity[&s], "relation": relation[&r], "tail": entity[&o], "reverse": h.edge.direction == Direction::In})
                 })
                 .collect();
-            json!({"score": p.score, "explanation": p.explanation, "triples": triples})
+            let mut v = json!({"score": p.score, "explanation": p.explanation, "triples": triples});
+            if opts.explain && !p.tokens.is_empty() {
+                let tokens: Vec<Value> = p
+                    .tokens
+                    .iter()
+                    .map(|t| json!({"id": t.id, "text": tokenizer.and_then(|k| k.id_to_token(t.id)), "model": t.model, "prior": t.prior}))
+                    .collect();
+                v["tokens"] = Value::Array(tokens);
+            }
+            v
         })
         .collect();
     let names: Vec<&String> = ids.iter().map(|e| &entity[e]).collect();

@@ -3,6 +3,7 @@
 //! history.
 
 pub mod bm25;
+pub mod gsr;
 pub mod jsonl;
 pub mod pcst;
 
@@ -26,6 +27,11 @@ pub enum RetrieveError {
     Read(#[from] ReadError),
     #[error("prize-collecting Steiner tree: {0}")]
     Pcst(#[from] crate::graph::pcst::PcstError),
+    #[error("generative retrieval: {0}")]
+    Gsr(#[from] gsr::GsrError),
+    /// `RetrieverKind::Gsr` built with [`Retriever::new`] instead of [`Retriever::open`].
+    #[error("the gsr retriever needs a model (--model DIR)")]
+    NoModel,
 }
 
 /// A retrieved path (1 or 2 hops) with its score and a short explanation.
@@ -34,6 +40,17 @@ pub struct ScoredPath {
     pub hops: Vec<Hop>,
     pub score: f64,
     pub explanation: String,
+    /// The generative retriever's tokens with their model and prior log-probabilities
+    /// (empty for the others).
+    pub tokens: Vec<TokenScore>,
+}
+
+/// One generated token of a path: its id, `log_softmax(logits)[id]` and `log p_graph(id)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TokenScore {
+    pub id: u32,
+    pub model: f64,
+    pub prior: f64,
 }
 
 /// What retrievers see: the dialog history (oldest first) and the entities linked in it.
@@ -57,6 +74,9 @@ pub enum RetrieverKind {
     /// The paths inside a prize-collecting Steiner tree of the candidates (seed 003 /
     /// G-Retriever prizes), by the mean BM25 relevance of their facts.
     Pcst,
+    /// Generative retrieval (DialogGSR): a T5 model writes the paths under the graph
+    /// constraint and prior (needs `--model`).
+    Gsr,
 }
 
 #[derive(Clone, Debug)]
@@ -71,6 +91,8 @@ pub struct RetrieverConfig {
     pub bm25_turns: usize,
     pub seed: u64,
     pub pcst: PcstConfig,
+    /// The generative retriever's model and decoding settings (`gsr` only).
+    pub gsr: Option<gsr::GsrOptions>,
 }
 
 impl RetrieverConfig {
@@ -84,6 +106,7 @@ impl RetrieverConfig {
             bm25_turns: 3,
             seed: 42,
             pcst: PcstConfig::new(PcstVariant::Seed003),
+            gsr: None,
         }
     }
 }
@@ -96,11 +119,70 @@ pub struct Retriever {
     cfg: RetrieverConfig,
     /// Names read for earlier calls: consecutive turns of a dialog share most candidates.
     names: std::sync::Mutex<NameCache>,
+    gsr: Option<gsr::GsrRetriever>,
 }
 
 impl Retriever {
+    /// A retriever that needs no model (every kind but `gsr`; a `gsr` one built here
+    /// answers [`RetrieveError::NoModel`]).
     pub fn new(store: Arc<Store>, cfg: RetrieverConfig) -> Retriever {
-        Retriever { linker: Linker::new(store.clone(), cfg.link.clone()), store, cfg, names: Default::default() }
+        Retriever { linker: Linker::new(store.clone(), cfg.link.clone()), store, cfg, names: Default::default(), gsr: None }
+    }
+
+    /// Any retriever; `gsr` loads its model (`cfg.gsr`) and opens its token index.
+    pub fn open(store: Arc<Store>, cfg: RetrieverConfig) -> Result<Retriever, RetrieveError> {
+        let gsr = match (&cfg.kind, &cfg.gsr) {
+            (RetrieverKind::Gsr, Some(opts)) => Some(gsr::GsrRetriever::open(store.clone(), opts, &cfg.katz)?),
+            (RetrieverKind::Gsr, None) => return Err(RetrieveError::NoModel),
+            _ => None,
+        };
+        let mut r = Retriever::new(store, cfg);
+        r.gsr = gsr;
+        Ok(r)
+    }
+
+    /// The generative retriever, when this is one.
+    pub fn generative(&self) -> Option<&gsr::GsrRetriever> {
+        self.gsr.as_ref()
+    }
+
+    /// How many requests [`rank_batch`](Retriever::rank_batch) decodes together (1 for
+    /// the retrievers that gain nothing from it).
+    pub fn batch_size(&self) -> usize {
+        self.gsr.as_ref().map_or(1, |g| g.settings().batch)
+    }
+
+    fn candidate_mode(&self) -> crate::decode::automaton::CandidateMode {
+        match self.cfg.scope {
+            CandidateScope::Capped => crate::decode::automaton::CandidateMode::Capped(self.cfg.candidates.clone()),
+            CandidateScope::Uncapped => crate::decode::automaton::CandidateMode::Uncapped { hub_degree: self.cfg.katz.hub_degree },
+        }
+    }
+
+    /// Ranks many requests; the generative retriever decodes them together.
+    pub fn rank_batch(&self, inputs: &[RetrievalInput<'_>]) -> Result<Vec<Vec<ScoredPath>>, RetrieveError> {
+        if self.cfg.kind != RetrieverKind::Gsr {
+            return inputs.iter().map(|i| self.rank(i)).collect();
+        }
+        let g = self.gsr.as_ref().ok_or(RetrieveError::NoModel)?;
+        let found = g.retrieve_batch(inputs, &self.candidate_mode())?;
+        Ok(found
+            .into_iter()
+            .map(|paths| {
+                paths
+                    .into_iter()
+                    .map(|p| {
+                        let homonyms = if p.path.homonyms > 1 { format!(", one of {} paths with the same names", p.path.homonyms) } else { String::new() };
+                        ScoredPath {
+                            explanation: format!("generated at step {}, score {:.4}{homonyms}", p.step, p.score),
+                            score: p.score,
+                            tokens: p.tokens.iter().zip(&p.token_scores).map(|(&id, &(model, prior))| TokenScore { id, model, prior }).collect(),
+                            hops: p.path.hops,
+                        }
+                    })
+                    .collect()
+            })
+            .collect())
     }
 
     /// The store it retrieves from.
@@ -136,11 +218,14 @@ impl Retriever {
 
     /// Ranks the candidate paths of already linked entities.
     pub fn rank(&self, input: &RetrievalInput<'_>) -> Result<Vec<ScoredPath>, RetrieveError> {
+        if self.cfg.kind == RetrieverKind::Gsr {
+            return Ok(self.rank_batch(std::slice::from_ref(input))?.pop().unwrap_or_default());
+        }
         let cand = candidate_subgraph(&self.store, &input.mentioned, &self.cfg.candidates)?;
         let mut paths: Vec<Vec<Hop>> = cand.one_hop.iter().map(|h| vec![*h]).collect();
         paths.extend(cand.two_hop.iter().map(|p| p.to_vec()));
         let mut scored: Vec<ScoredPath> = match self.cfg.kind {
-            RetrieverKind::All => paths.into_iter().map(|hops| ScoredPath { hops, score: 1.0, explanation: "candidate".into() }).collect(),
+            RetrieverKind::All => paths.into_iter().map(|hops| ScoredPath { hops, score: 1.0, explanation: "candidate".into(), tokens: Vec::new() }).collect(),
             RetrieverKind::Random => {
                 let text: String = input.history.iter().map(|m| m.text.as_str()).collect();
                 let mut state = self.cfg.seed ^ fnv1a64(text.as_bytes());
@@ -148,7 +233,7 @@ impl Retriever {
                     .into_iter()
                     .map(|hops| {
                         state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                        ScoredPath { hops, score: (state >> 11) as f64 / (1u64 << 53) as f64, explanation: "seeded random".into() }
+                        ScoredPath { hops, score: (state >> 11) as f64 / (1u64 << 53) as f64, explanation: "seeded random".into(), tokens: Vec::new() }
                     })
                     .collect()
             }
@@ -164,7 +249,12 @@ impl Retriever {
                 paths
                     .into_iter()
                     .zip(scores)
-                    .map(|(hops, score)| ScoredPath { hops, score, explanation: format!("bm25 {score:.4}, mean over the last {} messages", turns) })
+                    .map(|(hops, score)| ScoredPath {
+                        hops,
+                        score,
+                        explanation: format!("bm25 {score:.4}, mean over the last {} messages", turns),
+                        tokens: Vec::new(),
+                    })
                     .collect()
             }
             RetrieverKind::Katz => {
@@ -178,11 +268,12 @@ impl Retriever {
                         total += inf.score(e)?.value;
                     }
                     let score = total / reached.len() as f64;
-                    out.push(ScoredPath { hops, score, explanation: format!("mean informativeness {score:.4}") });
+                    out.push(ScoredPath { hops, score, explanation: format!("mean informativeness {score:.4}"), tokens: Vec::new() });
                 }
                 out
             }
             RetrieverKind::Pcst => self.pcst_paths(&cand, paths, input.history)?,
+            RetrieverKind::Gsr => return Err(RetrieveError::NoModel),
         };
         // Stable: ties keep candidate order, so results are deterministic.
         scored.sort_by(|a, b| b.score.total_cmp(&a.score));
@@ -211,7 +302,7 @@ impl Retriever {
             let Some(ids) = hops.iter().map(|h| index.get(&h.fact()).copied()).collect::<Option<Vec<usize>>>() else { continue };
             let score = ids.iter().map(|&i| inst.fact_relevance[i]).sum::<f64>() / ids.len() as f64;
             if seen.insert(ids) {
-                out.push(ScoredPath { hops, score, explanation: format!("in the {variant} Steiner tree; mean fact relevance {score:.4}") });
+                out.push(ScoredPath { hops, score, explanation: format!("in the {variant} Steiner tree; mean fact relevance {score:.4}"), tokens: Vec::new() });
             }
         }
         Ok(out)

@@ -6,6 +6,7 @@ mod common;
 mod crash;
 mod decode;
 mod graph;
+mod gsr;
 mod library;
 mod linking;
 mod model;

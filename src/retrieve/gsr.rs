@@ -1,0 +1,339 @@
+//! The generative retriever (DialogGSR): a T5 retriever writes linearized paths token by
+//! token under the constraint automaton (`decode::automaton`), mixed with the graph prior,
+//! by beam search (`decode::beam`). Many dialogs decode together: their beams are the rows
+//! of one decoder call.
+//!
+//! Multi-step retrieval (the paper's Fig. 1): step k > 0 encodes the dialog again with the
+//! paths retrieved so far appended (`model::dir` writes the text) and keeps the best path not
+//! yet retrieved; the last step keeps all its new paths.
+
+use crate::decode::automaton::{Boundaries, CandidateMode, DecodeError, DecodedPath, PathGraph, State};
+use crate::decode::beam::{beam_search, Allowed, Constraint, Hypothesis, SearchConfig, SearchError, StepModel, Unconstrained};
+use crate::decode::prior::{PriorConfig, PriorMode, PriorNorm};
+use crate::error::ReadError;
+use crate::graph::candidates::Hop;
+use crate::graph::informativeness::KatzConfig;
+use crate::ids::Direction;
+use crate::linearize::HopText;
+use crate::model::dir::ModelDirError;
+use crate::model::session::{DecoderState, RuntimeOptions, Seq2Seq, Seq2SeqError, SessionGuard};
+use crate::store::tokens::{TokenIndex, TokenIndexError};
+use crate::store::Store;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::RetrievalInput;
+
+/// Decoding settings: `trellis.json`'s `decoding`, overridden field by field.
+#[derive(Clone, Debug, Default)]
+pub struct GsrOverrides {
+    pub prior: Option<PriorMode>,
+    pub prior_norm: Option<PriorNorm>,
+    pub alpha: Option<f64>,
+    pub prior_epsilon: Option<f64>,
+    pub beams: Option<usize>,
+    pub return_sequences: Option<usize>,
+    pub length_penalty: Option<f64>,
+    pub max_new_tokens: Option<usize>,
+}
+
+/// How to build a generative retriever.
+#[derive(Clone, Debug)]
+pub struct GsrOptions {
+    /// The exported model's directory (`schema/model.md`).
+    pub model: PathBuf,
+    pub runtime: RuntimeOptions,
+    pub overrides: GsrOverrides,
+    /// Retrieval steps (the paper's multi-step retrieval); 1 by default.
+    pub steps: usize,
+    /// Dialogs decoded together in one batch of decoder calls.
+    pub batch: usize,
+}
+
+impl GsrOptions {
+    pub fn new(model: impl Into<PathBuf>) -> GsrOptions {
+        GsrOptions { model: model.into(), runtime: RuntimeOptions::default(), overrides: GsrOverrides::default(), steps: 1, batch: 8 }
+    }
+}
+
+/// The settings a retriever decodes with, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GsrSettings {
+    pub prior: PriorMode,
+    pub prior_norm: PriorNorm,
+    pub alpha: f64,
+    pub prior_epsilon: f64,
+    pub search: SearchConfig,
+    pub steps: usize,
+    pub batch: usize,
+}
+
+/// Opening or running the generative retriever.
+#[derive(Debug, thiserror::Error)]
+pub enum GsrError {
+    #[error(transparent)]
+    Model(#[from] Seq2SeqError),
+    #[error(transparent)]
+    ModelDir(#[from] ModelDirError),
+    #[error("{model}: {source}")]
+    TokenIndex { model: PathBuf, source: TokenIndexError },
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("beam search: {0}")]
+    Search(String),
+    #[error("{model}: trellis.json says the model is a {task:?}, not a retriever")]
+    NotARetriever { model: PathBuf, task: String },
+    #[error("bad decoding setting: {0}")]
+    Setting(&'static str),
+}
+
+/// One retrieved path with how the model wrote it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GsrPath {
+    pub path: DecodedPath,
+    /// The hypothesis' score (`sum / generated_len ^ length_penalty`).
+    pub score: f64,
+    /// The generated tokens (EOS included).
+    pub tokens: Vec<u32>,
+    /// Per token: the model's log-probability and the log prior.
+    pub token_scores: Vec<(f64, f64)>,
+    /// The retrieval step that found it (0-based).
+    pub step: usize,
+}
+
+/// A generative retriever over one store: the model (a pool of sessions), the token index
+/// of its tokenizer, and the decoding settings. `Send + Sync`; build once, call from many
+/// threads (each call takes a session from the pool).
+pub struct GsrRetriever {
+    store: Arc<Store>,
+    model: Seq2Seq,
+    index: TokenIndex,
+    boundaries: Boundaries,
+    settings: GsrSettings,
+    katz: KatzConfig,
+}
+
+/// The beam search's view of the model: one session's decoder state.
+struct ModelSteps<'g, 'm> {
+    guard: &'g mut SessionGuard<'m>,
+    state: DecoderState,
+    vocab: usize,
+}
+
+impl StepModel for ModelSteps<'_, '_> {
+    type Error = Seq2SeqError;
+    fn vocab_size(&self) -> usize {
+        self.vocab
+    }
+    fn step(&mut self, tokens: &[u32]) -> Result<&[f32], Seq2SeqError> {
+        self.guard.step(&mut self.state, tokens)
+    }
+    fn reorder(&mut self, parents: &[usize]) -> Result<(), Seq2SeqError> {
+        self.guard.reorder(&mut self.state, parents)
+    }
+}
+
+/// The beam search's view of one request's automaton (borrowed: it outlives the search).
+struct GraphConstraint<'r, 'a> {
+    graph: &'r mut PathGraph<'a>,
+}
+
+/// The beam search asked to advance by a token the automaton did not offer: a bug, reported.
+fn not_offered() -> DecodeError {
+    DecodeError::ForeignState
+}
+
+impl Constraint for GraphConstraint<'_, '_> {
+    type State = State;
+    type Error = DecodeError;
+    fn start(&mut self) -> Result<State, DecodeError> {
+        Ok(self.graph.start())
+    }
+    fn allowed(&mut self, state: &State, out: &mut Vec<(u32, f64)>) -> Result<Allowed, DecodeError> {
+        self.graph.allowed(state, out)?;
+        Ok(Allowed::Listed)
+    }
+    fn advance(&mut self, state: &State, token: u32) -> Result<State, DecodeError> {
+        self.graph.advance(state, token)?.ok_or_else(not_offered)
+    }
+}
+
+fn search_error<M: std::fmt::Display, C: std::fmt::Display>(e: SearchError<M, C>) -> GsrError {
+    GsrError::Search(e.to_string())
+}
+
+impl GsrRetriever {
+    /// Loads the model and opens the token index of its tokenizer (built by `trellis
+    /// index-tokens --tokenizer MODEL/tokenizer.json --linearization ...`).
+    pub fn open(store: Arc<Store>, opts: &GsrOptions, katz: &KatzConfig) -> Result<GsrRetriever, GsrError> {
+        let model = Seq2Seq::open(&opts.model, &opts.runtime)?;
+        let dir = model.dir();
+        if dir.trellis().task != "retriever" {
+            return Err(GsrError::NotARetriever { model: opts.model.clone(), task: dir.trellis().task.clone() });
+        }
+        let lin = dir.linearization().clone();
+        let index =
+            TokenIndex::open(store.clone(), dir.names().fingerprint(), &lin).map_err(|source| GsrError::TokenIndex { model: opts.model.clone(), source })?;
+        let cfg = dir.config();
+        let boundaries = Boundaries::new(&lin, dir.tokenizer(), cfg.eos_token_id)?;
+        let d = &dir.trellis().decoding;
+        let o = &opts.overrides;
+        let prior = o.prior.unwrap_or(d.prior);
+        let alpha = o.alpha.unwrap_or(d.alpha);
+        if !(0.0..=1.0).contains(&alpha) {
+            return Err(GsrError::Setting("alpha must be within [0, 1]"));
+        }
+        let beams = o.beams.unwrap_or(d.beams);
+        if beams == 0 {
+            return Err(GsrError::Setting("beams must be at least 1"));
+        }
+        let settings = GsrSettings {
+            prior,
+            prior_norm: o.prior_norm.unwrap_or(d.prior_norm),
+            alpha,
+            prior_epsilon: o.prior_epsilon.unwrap_or(d.prior_epsilon),
+            search: SearchConfig {
+                beams,
+                return_sequences: o.return_sequences.unwrap_or(d.return_sequences).min(beams),
+                length_penalty: o.length_penalty.unwrap_or(d.length_penalty),
+                max_new_tokens: o.max_new_tokens.unwrap_or(d.max_new_tokens),
+                early_stopping: d.early_stopping,
+                // `hard` and `none` score with the model alone.
+                alpha: matches!(prior, PriorMode::Connection | PriorMode::Katz).then_some(alpha),
+                start_token: cfg.decoder_start_token_id,
+                eos_token: cfg.eos_token_id,
+            },
+            steps: opts.steps.max(1),
+            batch: opts.batch.max(1),
+        };
+        Ok(GsrRetriever { store, model, index, boundaries, settings, katz: katz.clone() })
+    }
+
+    pub fn settings(&self) -> &GsrSettings {
+        &self.settings
+    }
+
+    pub fn model(&self) -> &Seq2Seq {
+        &self.model
+    }
+
+    fn prior_config(&self) -> PriorConfig {
+        let mut p = PriorConfig::new(self.settings.prior, self.settings.prior_norm, self.settings.prior_epsilon);
+        p.katz = self.katz.clone();
+        p
+    }
+
+    /// The text of a path as the linearization writes it (for multi-step inputs).
+    fn path_text(&self, hops: &[Hop]) -> Result<String, GsrError> {
+        let lin = self.model.dir().linearization();
+        let mut es = vec![hops[0].from];
+        es.extend(hops.iter().map(|h| h.edge.other));
+        let rs: Vec<_> = hops.iter().map(|h| h.edge.relation).collect();
+        let en = self.store.entity_names(&es)?;
+        let rn = self.store.relation_names(&rs)?;
+        let name = |n: &Option<String>| n.clone().unwrap_or_default();
+        let texts: Vec<(String, String)> = hops.iter().enumerate().map(|(i, _)| (name(&rn[i]), name(&en[i + 1]))).collect();
+        let hop_texts: Vec<HopText<'_>> =
+            hops.iter().zip(&texts).map(|(h, (r, to))| HopText { relation: r, reversed: h.edge.direction == Direction::In, to }).collect();
+        lin.render_path(&name(&en[0]), &hop_texts).map_err(|_| GsrError::Setting("a path of 1 or 2 hops"))
+    }
+
+    /// Retrieves for many dialogs; per input its paths, best first (at most
+    /// `return_sequences` per step). Inputs are decoded `batch` at a time.
+    pub fn retrieve_batch(&self, inputs: &[RetrievalInput<'_>], mode: &CandidateMode) -> Result<Vec<Vec<GsrPath>>, GsrError> {
+        let mut out = Vec::with_capacity(inputs.len());
+        for chunk in inputs.chunks(self.settings.batch) {
+            out.extend(self.retrieve_chunk(chunk, mode)?);
+        }
+        Ok(out)
+    }
+
+    fn retrieve_chunk(&self, inputs: &[RetrievalInput<'_>], mode: &CandidateMode) -> Result<Vec<Vec<GsrPath>>, GsrError> {
+        let mut graphs = Vec::with_capacity(inputs.len());
+        for input in inputs {
+            graphs.push(PathGraph::new(self.store.clone(), &self.index, &self.boundaries, &input.mentioned, mode.clone(), self.prior_config())?);
+        }
+        let mut found: Vec<Vec<GsrPath>> = vec![Vec::new(); inputs.len()];
+        let mut texts: Vec<Vec<String>> = vec![Vec::new(); inputs.len()];
+        let mut guard = self.model.session()?;
+        for step in 0..self.settings.steps {
+            let last = step + 1 == self.settings.steps;
+            // Only requests with candidates are decoded (an empty one has no path).
+            let mut live = Vec::new();
+            for (i, g) in graphs.iter_mut().enumerate() {
+                if !g.is_empty()? {
+                    live.push(i);
+                }
+            }
+            if live.is_empty() {
+                break;
+            }
+            let mut ids = Vec::with_capacity(live.len());
+            for &i in &live {
+                ids.push(self.model.dir().encode_history(inputs[i].history, &texts[i])?);
+            }
+            let enc = guard.encode(&ids)?;
+            let rows: Vec<usize> = (0..live.len()).collect();
+            let state = guard.start(&enc, &rows)?;
+            let mut steps = ModelSteps { guard: &mut guard, state, vocab: self.model.config().vocab_size as usize };
+            let hyps: Vec<Vec<(Hypothesis<()>, Option<DecodedPath>)>> = if self.settings.prior == PriorMode::None {
+                let mut free = vec![Unconstrained; live.len()];
+                let hyps = beam_search(&mut steps, &mut free, &self.settings.search).map_err(search_error)?;
+                let mut parsed = Vec::with_capacity(hyps.len());
+                for (k, hs) in hyps.into_iter().enumerate() {
+                    let g = &mut graphs[live[k]];
+                    let mut v = Vec::with_capacity(hs.len());
+                    for h in hs {
+                        let p = g.parse(&h.tokens)?;
+                        v.push((h, p));
+                    }
+                    parsed.push(v);
+                }
+                parsed
+            } else {
+                let mut cons: Vec<GraphConstraint<'_, '_>> =
+                    graphs.iter_mut().enumerate().filter(|(i, _)| live.binary_search(i).is_ok()).map(|(_, graph)| GraphConstraint { graph }).collect();
+                let hyps = beam_search(&mut steps, &mut cons, &self.settings.search).map_err(search_error)?;
+                drop(cons);
+                hyps.into_iter()
+                    .enumerate()
+                    .map(|(k, hs)| {
+                        let g = &graphs[live[k]];
+                        hs.into_iter()
+                            .map(|h| {
+                                let p = g.path(&h.state);
+                                (Hypothesis { tokens: h.tokens, score: h.score, sum: h.sum, token_scores: h.token_scores, state: () }, p)
+                            })
+                            .collect()
+                    })
+                    .collect()
+            };
+            for (k, hs) in hyps.into_iter().enumerate() {
+                let i = live[k];
+                let mut added = 0;
+                for (h, p) in hs {
+                    // A sequence cut at max_new_tokens, or (unconstrained) one that is no
+                    // path of the store, retrieves nothing.
+                    let Some(path) = p else { continue };
+                    if found[i].iter().any(|f| f.path.hops == path.hops) {
+                        continue;
+                    }
+                    if !last && added == 1 {
+                        break;
+                    }
+                    texts[i].push(self.path_text(&path.hops)?);
+                    found[i].push(GsrPath { path, score: h.score, tokens: h.tokens, token_scores: h.token_scores, step });
+                    added += 1;
+                }
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// Where a model directory's token index comes from, for messages.
+pub fn index_tokens_hint(store: &Path, model: &Path, linearization: &str) -> String {
+    format!("trellis index-tokens --store {} --tokenizer {}/tokenizer.json --linearization {linearization}", store.display(), model.display())
+}
