@@ -652,3 +652,39 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn states_of_another_request_give_errors_not_panics() {
+    let f = Fixture::new(PRIOR);
+    // Every state of a request with many groups...
+    let mut big = f.graph(&["a"], uncapped(), PriorConfig::default());
+    let mut states = vec![big.start()];
+    let mut i = 0;
+    let mut allowed = Vec::new();
+    while i < states.len() {
+        let s = states[i];
+        big.allowed(&s, &mut allowed).unwrap();
+        for &(t, _) in &allowed {
+            states.push(big.advance(&s, t).unwrap().unwrap());
+        }
+        i += 1;
+    }
+    assert!(states.len() > 50);
+    // ...handed to a request with fewer groups, fresh and then walked: an error or a refusal,
+    // never a panic.
+    let mut small = f.graph(&["big dog"], CandidateMode::Capped(CandidateConfig::default()), PriorConfig::default());
+    for round in 0..2 {
+        for s in &states {
+            let _ = small.allowed(s, &mut allowed);
+            for t in 0..40 {
+                let _ = small.advance(s, t);
+            }
+            let _ = small.path(s);
+        }
+        if round == 0 {
+            enumerate(&mut small);
+        }
+    }
+    let foreign = states.iter().find(|s| small.allowed(s, &mut allowed).is_err());
+    assert!(matches!(foreign.map(|s| small.allowed(s, &mut allowed)), Some(Err(super::DecodeError::ForeignState))));
+}
