@@ -7,7 +7,7 @@ use super::prior::{PriorConfig, PriorMode, PriorNorm};
 use crate::graph::candidates::{candidate_subgraph, CandidateConfig, Hop};
 use crate::ids::{Direction, EntityId};
 use crate::ingest::{BulkLoader, InputSpec};
-use crate::linearize::{Linearization, Side};
+use crate::linearize::{Linearization, Position, Side};
 use crate::model::NameTokenizer;
 use crate::store::tokens::TokenIndex;
 use crate::store::Store;
@@ -55,12 +55,16 @@ struct Fixture {
     b: Boundaries,
     /// Every fact as (subject key, relation key, object key).
     facts: Vec<(String, String, String)>,
+    lin: Linearization,
 }
 
 impl Fixture {
     /// A store of the TSV facts, token-indexed with a word tokenizer over their words.
     fn new(tsv: &str) -> Fixture {
-        let lin = Linearization::trellis();
+        Fixture::with(tsv, Linearization::trellis())
+    }
+
+    fn with(tsv: &str, lin: Linearization) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let input = dir.path().join("facts.tsv");
         std::fs::write(&input, tsv).unwrap();
@@ -82,7 +86,12 @@ impl Fixture {
         let index = TokenIndex::open(store.clone(), tok.fingerprint(), &lin).unwrap();
         let eos = tok.tokenizer().token_to_id("</s>").unwrap();
         let b = Boundaries::new(&lin, tok.tokenizer(), eos).unwrap();
-        Fixture { _dir: dir, store, index, tok, b, facts }
+        Fixture { _dir: dir, store, index, tok, b, facts, lin }
+    }
+
+    /// The ids of a boundary.
+    fn bids(&self, p: Position) -> Vec<u32> {
+        self.lin.boundary(p).iter().map(|t| self.id(t)).collect()
     }
 
     fn e(&self, key: &str) -> EntityId {
@@ -153,29 +162,32 @@ fn enumerate(g: &mut PathGraph<'_>) -> BTreeMap<Vec<u32>, DecodedPath> {
 
 /// The token string of a path, `None` when a name has no usable token list.
 fn render(f: &Fixture, start: EntityId, hops: &[Hop]) -> Option<Vec<u32>> {
-    let lin = Linearization::trellis();
+    let reserved: Vec<u32> = f.lin.boundaries().iter().flat_map(|(_, b)| b.iter().map(|t| f.id(t))).chain([f.b.eos()]).collect();
     let name = |side: Side, id: u32| -> Option<Vec<u32>> {
         let t = f.index.tokens(side, id).unwrap()?;
-        let reserved: Vec<u32> = lin.boundaries().iter().flat_map(|(_, b)| b.iter().map(|t| f.id(t))).chain([f.b.eos()]).collect();
         (!t.iter().any(|x| reserved.contains(x))).then_some(t)
     };
-    let mut s = f.ids("[Head]");
+    let mut s = f.bids(Position::Head);
     s.extend(name(Side::Entity, start.0)?);
     for (i, h) in hops.iter().enumerate() {
-        let (a, z) = match (i, h.edge.direction) {
-            (0, Direction::Out) => ("[Int1]", "[Int2]"),
-            (0, Direction::In) => ("[Rev1]", "[Rev2]"),
-            (_, Direction::Out) => ("[Int3]", "[Int4]"),
-            (_, Direction::In) => ("[Rev3]", "[Rev4]"),
-        };
-        s.push(f.id(a));
+        let (a, z) = around(i, h.edge.direction);
+        s.extend(f.bids(a));
         s.extend(name(Side::Relation, h.edge.relation.0)?);
-        s.push(f.id(z));
+        s.extend(f.bids(z));
         s.extend(name(Side::Entity, h.edge.other.0)?);
     }
-    s.push(f.id("[Tail]"));
+    s.extend(f.bids(Position::Tail));
     s.push(f.b.eos());
     Some(s)
+}
+
+/// The boundaries around the relation of hop `i` walked in direction `d`.
+fn around(i: usize, d: Direction) -> (Position, Position) {
+    let n = 2 * i as u8 + 1;
+    match d {
+        Direction::Out => (Position::Int(n), Position::Int(n + 1)),
+        Direction::In => (Position::Rev(n), Position::Rev(n + 1)),
+    }
 }
 
 /// Brute force: the candidate paths in candidate order, grouped by the string they write.
@@ -528,15 +540,18 @@ fn brute_s(f: &Fixture, e: EntityId, mentioned: &[EntityId], k: u8) -> f64 {
 /// Where each name of a rendered path lies: (start, end, side, term id).
 fn segments(f: &Fixture, p: &[Hop]) -> Vec<(usize, usize, Side, u32)> {
     let mut out = Vec::new();
-    let mut pos = 1; // after [Head]
+    let mut pos = f.lin.boundary(Position::Head).len();
     let mut push = |side: Side, id: u32, pos: &mut usize| {
         let n = f.index.tokens(side, id).unwrap().unwrap().len();
         out.push((*pos, *pos + n, side, id));
-        *pos += n + 1; // the name and the one-token boundary after it
+        *pos += n;
     };
     push(Side::Entity, p[0].from.0, &mut pos);
-    for h in p {
+    for (i, h) in p.iter().enumerate() {
+        let (a, z) = around(i, h.edge.direction);
+        pos += f.lin.boundary(a).len();
         push(Side::Relation, h.edge.relation.0, &mut pos);
+        pos += f.lin.boundary(z).len();
         push(Side::Entity, h.edge.other.0, &mut pos);
     }
     out
@@ -594,6 +609,20 @@ fn brute_prior(f: &Fixture, all: &BTreeMap<Vec<u32>, Vec<Vec<Hop>>>, prefix: &[u
         .collect()
 }
 
+/// Boundaries of two tokens whose choices share their first token: `[Int1]`/`[Rev1]` and
+/// `[Tail]`/`[Int3]`/`[Rev3]` differ only in the second.
+fn shared_first_tokens() -> Linearization {
+    let two = |a: &str, b: &str| vec![a.to_string(), b.to_string()];
+    let mut lin = Linearization::trellis();
+    lin.name = "shared".into();
+    lin.int[0] = two("[X]", "[A]");
+    lin.rev[0] = two("[X]", "[B]");
+    lin.int[2] = two("[Y]", "[A]");
+    lin.rev[2] = two("[Y]", "[B]");
+    lin.tail = two("[Y]", "[C]");
+    lin
+}
+
 fn graph_strategy() -> impl Strategy<Value = Vec<(usize, usize, usize)>> {
     proptest::collection::vec((0..ENTITY_NAMES.len(), 0..RELATION_NAMES.len(), 0..ENTITY_NAMES.len()), 1..16)
 }
@@ -609,9 +638,11 @@ proptest! {
         hub in 1usize..8,
         norm in prop_oneof![Just(PriorNorm::Proportional), Just(PriorNorm::Softmax)],
         mode in prop_oneof![Just(PriorMode::Hard), Just(PriorMode::Connection), Just(PriorMode::Katz)],
+        lin in 0..3usize,
     ) {
         let tsv: String = facts.iter().map(|&(s, r, o)| format!("{}\t{}\t{}\n", ENTITY_NAMES[s], RELATION_NAMES[r], ENTITY_NAMES[o])).collect();
-        let f = Fixture::new(&tsv);
+        let lin = [Linearization::trellis(), Linearization::dialoggsr(), shared_first_tokens()][lin].clone();
+        let f = Fixture::with(&tsv, lin);
         let m: Vec<EntityId> = mentioned.iter().filter_map(|&i| f.store.entity_by_key(ENTITY_NAMES[i]).unwrap()).collect();
         let prior = PriorConfig::new(mode, norm, 0.001);
         let cfg = CandidateConfig { facts_per_entity: caps.0, tails_per_relation: caps.1, paths_per_entity: caps.2, hops: 2 };
@@ -651,4 +682,40 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn states_of_another_request_give_errors_not_panics() {
+    let f = Fixture::new(PRIOR);
+    // Every state of a request with many groups...
+    let mut big = f.graph(&["a"], uncapped(), PriorConfig::default());
+    let mut states = vec![big.start()];
+    let mut i = 0;
+    let mut allowed = Vec::new();
+    while i < states.len() {
+        let s = states[i];
+        big.allowed(&s, &mut allowed).unwrap();
+        for &(t, _) in &allowed {
+            states.push(big.advance(&s, t).unwrap().unwrap());
+        }
+        i += 1;
+    }
+    assert!(states.len() > 50);
+    // ...handed to a request with fewer groups, fresh and then walked: an error or a refusal,
+    // never a panic.
+    let mut small = f.graph(&["big dog"], CandidateMode::Capped(CandidateConfig::default()), PriorConfig::default());
+    for round in 0..2 {
+        for s in &states {
+            let _ = small.allowed(s, &mut allowed);
+            for t in 0..40 {
+                let _ = small.advance(s, t);
+            }
+            let _ = small.path(s);
+        }
+        if round == 0 {
+            enumerate(&mut small);
+        }
+    }
+    let foreign = states.iter().find(|s| small.allowed(s, &mut allowed).is_err());
+    assert!(matches!(foreign.map(|s| small.allowed(s, &mut allowed)), Some(Err(super::DecodeError::ForeignState))));
 }
