@@ -181,6 +181,9 @@ fn log_sum_exp(row: &[f32]) -> f64 {
     max + s.ln()
 }
 
+/// Per input its hypotheses, or why the search failed.
+pub type SearchResult<M, C> = Result<Vec<Vec<Hypothesis<<C as Constraint>::State>>>, SearchError<<M as StepModel>::Error, <C as Constraint>::Error>>;
+
 /// Decodes every input (one constraint each) together; per input, its best
 /// `return_sequences` hypotheses, best first. The model must start with one row per input,
 /// in order, fed nothing yet.
@@ -188,7 +191,7 @@ pub fn beam_search<M: StepModel, C: Constraint>(
     model: &mut M,
     constraints: &mut [C],
     cfg: &SearchConfig,
-) -> Result<Vec<Vec<Hypothesis<C::State>>>, SearchError<M::Error, C::Error>> {
+) -> SearchResult<M, C> {
     let n = constraints.len();
     let beams = cfg.beams.max(1);
     let vocab = model.vocab_size();

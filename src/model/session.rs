@@ -716,7 +716,7 @@ fn gather_host<T: ort::value::PrimitiveTensorElementType + std::fmt::Debug + Cop
     let (shape, data) =
         v.try_extract_tensor::<T>().map_err(|e| Seq2SeqError::Internal { what: "cache reorder", message: format!("{what}: {}", ort_msg(e)) })?;
     let rows = shape.first().copied().unwrap_or(0).max(0) as usize;
-    let row = if rows == 0 { 0 } else { data.len() / rows };
+    let row = data.len().checked_div(rows).unwrap_or(0);
     let mut out = Vec::with_capacity(parents.len() * row);
     for &p in parents {
         out.extend_from_slice(&data[p * row..(p + 1) * row]);

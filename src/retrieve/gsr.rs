@@ -20,7 +20,9 @@ use crate::model::session::{DecoderState, RuntimeOptions, Seq2Seq, Seq2SeqError,
 use crate::store::tokens::{TokenIndex, TokenIndexError};
 use crate::store::Store;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::RetrievalInput;
 
@@ -113,6 +115,30 @@ pub struct GsrRetriever {
     boundaries: Boundaries,
     settings: GsrSettings,
     katz: KatzConfig,
+    search_ns: AtomicU64,
+    encode_ns: AtomicU64,
+}
+
+/// Where decoding time went, summed over every call since open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct GsrTimings {
+    /// Wall time inside beam search (decoder calls, the automaton, the prior, the search).
+    pub search_ns: u64,
+    /// Wall time encoding the dialogs.
+    pub encode_ns: u64,
+    /// Decoder calls, and the time inside ONNX Runtime's `run` for them.
+    pub decoder_steps: u64,
+    pub decoder_run_ns: u64,
+}
+
+impl GsrTimings {
+    /// The share of beam-search time spent outside ONNX Runtime.
+    pub fn outside_share(&self) -> f64 {
+        if self.search_ns == 0 {
+            return 0.0;
+        }
+        self.search_ns.saturating_sub(self.decoder_run_ns) as f64 / self.search_ns as f64
+    }
 }
 
 /// The beam search's view of the model: one session's decoder state.
@@ -208,7 +234,7 @@ impl GsrRetriever {
             steps: opts.steps.max(1),
             batch: opts.batch.max(1),
         };
-        Ok(GsrRetriever { store, model, index, boundaries, settings, katz: katz.clone() })
+        Ok(GsrRetriever { store, model, index, boundaries, settings, katz: katz.clone(), search_ns: AtomicU64::new(0), encode_ns: AtomicU64::new(0) })
     }
 
     pub fn settings(&self) -> &GsrSettings {
@@ -217,6 +243,16 @@ impl GsrRetriever {
 
     pub fn model(&self) -> &Seq2Seq {
         &self.model
+    }
+
+    pub fn timings(&self) -> GsrTimings {
+        let m = self.model.timings();
+        GsrTimings {
+            search_ns: self.search_ns.load(Ordering::Relaxed),
+            encode_ns: self.encode_ns.load(Ordering::Relaxed),
+            decoder_steps: m.steps,
+            decoder_run_ns: m.run_ns,
+        }
     }
 
     fn prior_config(&self) -> PriorConfig {
@@ -274,7 +310,10 @@ impl GsrRetriever {
             for &i in &live {
                 ids.push(self.model.dir().encode_history(inputs[i].history, &texts[i])?);
             }
+            let t = Instant::now();
             let enc = guard.encode(&ids)?;
+            self.encode_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            let t = Instant::now();
             let rows: Vec<usize> = (0..live.len()).collect();
             let state = guard.start(&enc, &rows)?;
             let mut steps = ModelSteps { guard: &mut guard, state, vocab: self.model.config().vocab_size as usize };
@@ -310,6 +349,7 @@ impl GsrRetriever {
                     })
                     .collect()
             };
+            self.search_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
             for (k, hs) in hyps.into_iter().enumerate() {
                 let i = live[k];
                 let mut added = 0;

@@ -177,3 +177,156 @@ fn every_path_for_every_dev_dialog_is_in_the_store() {
         assert!(turns > 200 && paths > 3 * turns / 2, "{scope:?}: {paths} paths for {turns} turns");
     }
 }
+
+fn requests(dir: &Path) -> PathBuf {
+    let g = goldens();
+    let lines: Vec<String> = g["dialogs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let mut req = serde_json::json!({"id": i, "history": d["history"]});
+            if !d["entities"].is_null() {
+                req["entities"] = d["entities"].clone();
+            }
+            req.to_string()
+        })
+        .collect();
+    write(dir, "requests.jsonl", (lines.join("\n") + "\n").as_bytes())
+}
+
+fn retrieve_gsr(store: &Path, input: &Path, output: &Path, extra: &[&str]) -> assert_cmd::assert::Assert {
+    trellis()
+        .arg("retrieve")
+        .arg("--store")
+        .arg(store)
+        .arg("--retriever")
+        .arg("gsr")
+        .arg("--model")
+        .arg(fixture("gsr/tiny-split"))
+        .arg("--input")
+        .arg(input)
+        .arg("--output")
+        .arg(output)
+        .args(extra)
+        .assert()
+}
+
+#[test]
+fn retrieve_cli_writes_explained_paths_and_is_deterministic() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sample_store(dir.path());
+    let input = requests(dir.path());
+    let out = |name: &str, extra: &[&str]| {
+        let p = dir.path().join(name);
+        retrieve_gsr(&store, &input, &p, extra).success();
+        std::fs::read_to_string(p).unwrap()
+    };
+    let explained = out("a.jsonl", &["--explain", "--prior", "katz", "--alpha", "0.8"]);
+    let lines: Vec<Value> = explained.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 23);
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["id"], i);
+        let paths = line["paths"].as_array().unwrap();
+        assert!(!paths.is_empty() && paths.len() <= 5, "{line}");
+        for p in paths {
+            // The score is the tokens' alpha-mixed log-probabilities over the length.
+            let tokens = p["tokens"].as_array().unwrap();
+            let sum: f64 = tokens.iter().map(|t| 0.8 * t["model"].as_f64().unwrap() + 0.2 * t["prior"].as_f64().unwrap()).sum();
+            let score = p["score"].as_f64().unwrap();
+            assert!((sum / tokens.len() as f64 - score).abs() < 1e-9, "{p}");
+            assert_eq!(tokens.last().unwrap()["text"], "</s>");
+            assert!(tokens.iter().all(|t| t["model"].as_f64().unwrap() <= 0.0 && t["prior"].as_f64().unwrap() <= 1e-12));
+            assert!(!p["triples"].as_array().unwrap().is_empty());
+        }
+    }
+    // Bit-identical across runs and thread counts (without --explain).
+    let a = out("b.jsonl", &[]);
+    assert_eq!(a, out("c.jsonl", &["--model-threads", "2", "--threads", "2"]));
+    assert_eq!(a, out("d.jsonl", &["--model-threads", "1", "--threads", "1"]));
+    // Another batch size pads the encoder batch to another length, which changes the float
+    // summation order: the same paths, scores within 1e-6.
+    let other = out("f.jsonl", &["--batch", "3"]);
+    for (x, y) in a.lines().zip(other.lines()) {
+        let (x, y): (Value, Value) = (serde_json::from_str(x).unwrap(), serde_json::from_str(y).unwrap());
+        for (p, q) in x["paths"].as_array().unwrap().iter().zip(y["paths"].as_array().unwrap()) {
+            assert_eq!(p["triples"], q["triples"]);
+            assert!((p["score"].as_f64().unwrap() - q["score"].as_f64().unwrap()).abs() < 1e-6);
+        }
+    }
+    assert_ne!(a, out("e.jsonl", &["--prior", "hard"]), "the prior changes scores");
+}
+
+#[test]
+fn gsr_refuses_what_cannot_work_with_clear_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sample_store(dir.path());
+    let input = requests(dir.path());
+    let output = dir.path().join("out.jsonl");
+    // No model: a usage error.
+    let a = trellis().arg("retrieve").arg("--store").arg(&store).arg("--retriever").arg("gsr").arg("--input").arg(&input).arg("--output").arg(&output).assert();
+    let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+    assert_eq!(a.get_output().status.code(), Some(2), "{err}");
+    assert!(err.contains("--retriever gsr needs --model DIR"), "{err}");
+    // --scope uncapped with a retriever that enumerates its candidates.
+    let a = trellis()
+        .arg("retrieve")
+        .arg("--store")
+        .arg(&store)
+        .arg("--retriever")
+        .arg("all")
+        .arg("--scope")
+        .arg("uncapped")
+        .arg("--input")
+        .arg(&input)
+        .arg("--output")
+        .arg(&output)
+        .assert();
+    assert_eq!(a.get_output().status.code(), Some(2));
+    // CUDA on a machine without it: never a silent CPU fallback.
+    let a = retrieve_gsr(&store, &input, &output, &["--device", "cuda"]);
+    let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+    assert_eq!(a.get_output().status.code(), Some(1), "{err}");
+    assert!(err.contains("CUDA execution provider could not be registered"), "{err}");
+    // A store without the model's token index: the command to run.
+    let bare = dir.path().join("bare");
+    ingest(&bare, &[], &[&fixture("opendialkg-sample.tsv")]);
+    let a = retrieve_gsr(&bare, &input, &output, &[]);
+    let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+    assert_eq!(a.get_output().status.code(), Some(1), "{err}");
+    assert!(err.contains("trellis index-tokens --store") && err.contains("--tokenizer FILE"), "{err}");
+    // A bad setting.
+    let a = retrieve_gsr(&store, &input, &output, &["--alpha", "1.5"]);
+    assert!(String::from_utf8_lossy(&a.get_output().stderr).contains("alpha must be within [0, 1]"));
+}
+
+#[test]
+fn eval_retrieval_runs_gsr_and_reports_candidate_recall() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sample_store(dir.path());
+    // The hand-written dialog of the baselines' test, on the sample graph.
+    let messages = r#"[{"type": "chat", "sender": "user", "message": "Do you know anything about Jordan Spieth?"}, {"type": "action", "sender": "assistant", "metadata": {"path": [1, [["Jordan Spieth", "Sport played", "Golf"]], "x"]}}]"#;
+    let csv = format!("Messages,User Rating,Assistant Rating\n\"{}\",5,5\n", messages.replace('"', "\"\""));
+    let dialogs = write(dir.path(), "d.csv", csv.as_bytes());
+    let report = json_of(
+        trellis()
+            .arg("eval")
+            .arg("retrieval")
+            .arg("--store")
+            .arg(&store)
+            .arg("--input")
+            .arg(&dialogs)
+            .arg("--retriever")
+            .arg("gsr")
+            .arg("--model")
+            .arg(fixture("gsr/tiny-merged"))
+            .arg("--json"),
+    );
+    assert_eq!(report["turns"], 1);
+    assert_eq!(report["candidate_recall"], 1.0);
+    // The golden of this dialog (katz, proportional) puts the gold path 4th.
+    assert_eq!(report["path_at"]["1"], 0.0);
+    assert_eq!(report["path_at"]["5"], 1.0);
+    assert_eq!(report["mean_size"], 5.0);
+}

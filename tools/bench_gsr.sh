@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Generative retrieval, side by side with the Python reference on the same weights, beams,
+# requests and machine, in one run: dialogs/s of `trellis retrieve --retriever gsr` and of
+# tools/gsr/bench_reference.py (transformers generate + the constraint/prior logits
+# processor), and the share of Trellis's beam-search time spent outside ONNX Runtime.
+# Usage: BENCH_DIR=/tmp/bench [DIALOGS=50] [BATCH=8] [MODELS="tests/fixtures/gsr/tiny-split ~/.cache/trellis/models/t5-small-random"]
+#        bash tools/bench_gsr.sh
+# The t5-small-shaped model comes from `$(tools/gsr/venv.sh) tools/gsr/make_fixture.py --shape t5-small
+# --out ~/.cache/trellis/models/t5-small-random`. Both sides: katz prior, proportional, 5 beams,
+# candidates from the whole OpenDialKG graph. Python's time leaves out its candidate
+# retrieval (done by trellis beforehand); Trellis's includes linking and candidates but not
+# loading the model.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source tools/setup.sh
+cargo build --release --locked --bin trellis >&2
+bin="$CARGO_TARGET_DIR/release/trellis"
+data="${TRELLIS_SHARED_DATA:-../shared/data}"
+work="${BENCH_DIR:-/tmp/trellis-bench}"
+dialogs="${DIALOGS:-50}"
+batch="${BATCH:-8}"
+models="${MODELS:-tests/fixtures/gsr/tiny-split $HOME/.cache/trellis/models/t5-small-random}"
+mkdir -p "$work"
+py=$(tools/gsr/venv.sh)
+if [ ! -f "$work/kg/CURRENT" ]; then
+    "$bin" ingest --store "$work/kg" --on-error skip --rejects "$work/kg-rejects.tsv" "$data/opendialkg/kg.tsv" >&2
+fi
+echo "| model | dialogs | batch | Python reference dialogs/s | Trellis dialogs/s | speed-up | Trellis decoder calls | outside ONNX Runtime | load avg |"
+echo "|---|---|---|---|---|---|---|---|---|"
+for model in $models; do
+    [ -f "$model/tokenizer.json" ] || { echo "skipping $model: no tokenizer.json" >&2; continue; }
+    name=$(basename "$model")
+    "$bin" index-tokens --store "$work/kg" --tokenizer "$model/tokenizer.json" --linearization dialoggsr >&2
+    req="$work/gsr-$name-requests.jsonl"
+    OMP_WAIT_POLICY=PASSIVE "$py" tools/gsr/bench_reference.py --model "$model" --dialogs "$dialogs" --batch "$batch" --threads 2 \
+        --kg "$data/opendialkg/kg.tsv" --store "$work/kg" --trellis "$bin" --requests-out "$req" >"$work/gsr-$name-python.json"
+    "$bin" retrieve --store "$work/kg" --retriever gsr --model "$model" --batch "$batch" --threads 1 --model-threads 2 \
+        --input "$req" --output "$work/gsr-$name-out.jsonl" --json >"$work/gsr-$name-trellis.json"
+    python3 - "$work/gsr-$name-python.json" "$work/gsr-$name-trellis.json" "$name" "$batch" <<'PY'
+import json, os, sys
+p = json.load(open(sys.argv[1]))
+t = json.load(open(sys.argv[2]))
+g = t["gsr"]["timings"]
+# Trellis's retrieval time: the beam searches and encodings plus linking and candidates,
+# i.e. the run minus loading (the summary's seconds include the model load: take the
+# decoding time as the lower bound and the whole run as the upper one).
+whole = t["seconds"]
+rust_dps = t["answered"] / whole
+print(f"| {sys.argv[3]} | {p['dialogs']} | {sys.argv[4]} | {p['dialogs_per_s']:.2f} | {rust_dps:.2f} | {rust_dps / p['dialogs_per_s']:.1f}x | {g['decoder_steps']} | {100 * t['gsr']['outside_onnx_runtime_share']:.1f}% | {os.getloadavg()[0]:.1f} |")
+PY
+done
