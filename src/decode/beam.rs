@@ -187,11 +187,7 @@ pub type SearchResult<M, C> = Result<Vec<Vec<Hypothesis<<C as Constraint>::State
 /// Decodes every input (one constraint each) together; per input, its best
 /// `return_sequences` hypotheses, best first. The model must start with one row per input,
 /// in order, fed nothing yet.
-pub fn beam_search<M: StepModel, C: Constraint>(
-    model: &mut M,
-    constraints: &mut [C],
-    cfg: &SearchConfig,
-) -> SearchResult<M, C> {
+pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut [C], cfg: &SearchConfig) -> SearchResult<M, C> {
     let n = constraints.len();
     let beams = cfg.beams.max(1);
     let vocab = model.vocab_size();
