@@ -7,7 +7,8 @@
 //! - [`graph`]: neighbourhood walks, candidate subgraphs, informativeness, the PCST solver.
 //! - [`link`]: entity linking from dialog text.
 //! - [`linearize`]: how a path is written as text and tokens (one definition for all).
-//! - [`model`]: the tokenizer (names as the retriever's token ids).
+//! - [`model`]: the tokenizer (names as the retriever's token ids), ONNX Runtime loading,
+//!   model directories and the T5 encoder-decoder ([`model::Seq2Seq`]).
 //! - [`retrieve`]: one retriever interface and the non-neural retrievers.
 //! - [`eval`]: data sets and evaluations (linking, retrieval).
 //! - [`error`]: one error type per operation family, and the [`Error`] umbrella.
@@ -46,4 +47,5 @@ const _: () = {
     shareable::<retrieve::Retriever>();
     shareable::<store::tokens::TokenIndex>();
     shareable::<graph::informativeness::Informativeness>();
+    shareable::<model::Seq2Seq>();
 };

@@ -145,26 +145,37 @@ pub enum Seq2SeqError {
     /// The CUDA provider could not be registered (no CUDA build of ONNX Runtime, no
     /// driver, no such device). Never a silent fallback to CPU.
     #[error(
-        "--device {device}: the CUDA execution provider could not be registered with {}: {message}; use an ONNX Runtime built with CUDA (the onnxruntime-gpu==1.31.1 wheel's library, via ORT_DYLIB_PATH) on a machine with a CUDA device, or --device cpu",
+        "--device {device}: the CUDA execution provider could not be registered with {} ({source}); use an ONNX Runtime built with CUDA (the onnxruntime-gpu==1.31.1 wheel's library, via ORT_DYLIB_PATH) on a machine with a CUDA device, or --device cpu",
         library.display()
     )]
-    Device { device: Device, library: PathBuf, message: String },
-    #[error("{}: ONNX Runtime cannot load this model: {message}", path.display())]
-    Load { path: PathBuf, message: String },
+    Device { device: Device, library: PathBuf, source: ort::Error },
+    #[error("{}: ONNX Runtime cannot load this model: {source}", path.display())]
+    Load { path: PathBuf, source: ort::Error },
     #[error("the model's inputs and outputs are not what the decoder needs: {}", problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; "))]
     Interface { problems: Vec<InterfaceProblem> },
-    #[error("{}: running the model failed: {message}", path.display())]
-    Run { path: PathBuf, message: String },
+    #[error("{}: running the model failed: {source}", path.display())]
+    Run { path: PathBuf, source: ort::Error },
     /// The model ran but returned something else than its declared interface promised
     /// (a model whose shapes disagree with config.json).
     #[error("{}: output {name:?} has shape {found:?}, expected {expected:?}", path.display())]
     OutputShape { path: PathBuf, name: String, expected: Vec<i64>, found: Vec<i64> },
-    #[error("{}: output {name:?} is missing or not a float tensor: {message}", path.display())]
-    Output { path: PathBuf, name: String, message: String },
-    #[error("building the {what} failed: {message}")]
-    Internal { what: &'static str, message: String },
+    #[error("{}: output {name:?} {problem}", path.display())]
+    Output { path: PathBuf, name: String, problem: OutputProblem },
+    #[error("building the {what} failed: {source}")]
+    Internal { what: &'static str, source: ort::Error },
     #[error("decoder call: {0}")]
     Call(#[from] CallError),
+}
+
+/// What is wrong with an output the model returned. `found` is ONNX Runtime's type (data).
+#[derive(Debug, thiserror::Error)]
+pub enum OutputProblem {
+    #[error("was not returned")]
+    NotReturned,
+    #[error("is {found}, not a float32 tensor")]
+    NotFloat { found: String },
+    #[error("cannot be read on the host: {0}")]
+    Extract(ort::Error),
 }
 
 type Result<T, E = Seq2SeqError> = std::result::Result<T, E>;
@@ -419,7 +430,7 @@ fn check_decoder(file: &Path, session: &Session, cfg: &T5Config, names: &Names, 
 }
 
 fn builder(rt: &Runtime, opts: &RuntimeOptions, prepacked: Option<&PrepackedWeights>) -> Result<SessionBuilder> {
-    let internal = |e: ort::Error| Seq2SeqError::Internal { what: "session options", message: ort_msg(e) };
+    let internal = |source: ort::Error| Seq2SeqError::Internal { what: "session options", source };
     let mut b = Session::builder(rt.env()).map_err(internal)?;
     b = b.with_optimization_level(GraphOptimizationLevel::Level3).map_err(|e| internal(e.into()))?;
     if opts.threads > 0 {
@@ -434,11 +445,7 @@ fn builder(rt: &Runtime, opts: &RuntimeOptions, prepacked: Option<&PrepackedWeig
     }
     if let Device::Cuda(n) = opts.device {
         let ep = ort::ep::CUDA::default().with_device_id(n as i32).build().error_on_failure();
-        b = b.with_execution_providers([ep]).map_err(|e| Seq2SeqError::Device {
-            device: opts.device,
-            library: rt.library().into(),
-            message: ort_msg(e).trim_end_matches('.').to_owned(),
-        })?;
+        b = b.with_execution_providers([ep]).map_err(|e| Seq2SeqError::Device { device: opts.device, library: rt.library().into(), source: e.into() })?;
     }
     Ok(b)
 }
@@ -446,11 +453,11 @@ fn builder(rt: &Runtime, opts: &RuntimeOptions, prepacked: Option<&PrepackedWeig
 fn commit(b: &mut SessionBuilder, path: &Path, device: Device, rt: &Runtime) -> Result<Session> {
     b.commit_from_file(path).map_err(|e| {
         let message = ort_msg(&e);
-        // EP registration happens at commit: a CUDA failure is the device's, not the file's.
+        // Providers may fail at commit too: a CUDA failure is the device's, not the file's.
         if matches!(device, Device::Cuda(_)) && (message.contains("CUDA") || message.contains("cuda") || message.contains("execution provider")) {
-            Seq2SeqError::Device { device, library: rt.library().into(), message }
+            Seq2SeqError::Device { device, library: rt.library().into(), source: e }
         } else {
-            Seq2SeqError::Load { path: path.into(), message }
+            Seq2SeqError::Load { path: path.into(), source: e }
         }
     })
 }
@@ -460,7 +467,7 @@ fn commit(b: &mut SessionBuilder, path: &Path, device: Device, rt: &Runtime) -> 
 fn gather_session(rt: &Runtime, opts: &RuntimeOptions, inputs: usize) -> Result<Session> {
     use ort::editor::{Graph, Model, Node, Opset, ONNX_DOMAIN};
     use ort::value::{Shape, SymbolicDimensions};
-    let internal = |e: ort::Error| Seq2SeqError::Internal { what: "cache reorder graph", message: ort_msg(e) };
+    let internal = |source: ort::Error| Seq2SeqError::Internal { what: "cache reorder graph", source };
     let tensor = |ty, rank: usize| ValueType::Tensor { ty, shape: Shape::new(vec![-1; rank]), dimension_symbols: SymbolicDimensions::empty(rank) };
     let mut graph = Graph::new().map_err(internal)?;
     let mut ins = vec![Outlet::new("idx", tensor(TensorElementType::Int64, 1))];
@@ -478,7 +485,7 @@ fn gather_session(rt: &Runtime, opts: &RuntimeOptions, inputs: usize) -> Result<
     let b = builder(rt, opts, None)?;
     model.into_session(&b).map_err(|e| {
         if matches!(opts.device, Device::Cuda(_)) {
-            Seq2SeqError::Device { device: opts.device, library: rt.library().into(), message: ort_msg(e) }
+            Seq2SeqError::Device { device: opts.device, library: rt.library().into(), source: e }
         } else {
             internal(e)
         }
@@ -549,7 +556,7 @@ impl Seq2Seq {
     }
 
     fn bindings(rt: &Runtime, opts: &RuntimeOptions, first: &Session, with_past: Option<&Session>, kv: usize) -> Result<Bindings> {
-        let internal = |e: ort::Error| Seq2SeqError::Internal { what: "I/O binding", message: ort_msg(e) };
+        let internal = |source: ort::Error| Seq2SeqError::Internal { what: "I/O binding", source };
         let gather = gather_session(rt, opts, kv)?;
         let kv_memory = match opts.device {
             Device::Cuda(n) => MemoryInfo::new(AllocationDevice::CUDA, n as i32, AllocatorType::Device, MemoryType::Default),
@@ -654,7 +661,7 @@ impl Encoded {
         self.hidden.try_extract_tensor::<f32>().map(|(_, d)| d).map_err(|e| Seq2SeqError::Output {
             path: PathBuf::new(),
             name: "last_hidden_state".into(),
-            message: ort_msg(e),
+            problem: OutputProblem::Extract(e),
         })
     }
 }
@@ -708,15 +715,18 @@ impl Drop for SessionGuard<'_> {
 }
 
 fn host_tensor<T: ort::value::PrimitiveTensorElementType + std::fmt::Debug + Clone + 'static>(shape: Vec<i64>, data: Vec<T>) -> Result<DynValue> {
-    Tensor::from_array((shape, data)).map(|t| t.into_dyn()).map_err(|e| Seq2SeqError::Internal { what: "input tensor", message: ort_msg(e) })
+    Tensor::from_array((shape, data)).map(|t| t.into_dyn()).map_err(|source| Seq2SeqError::Internal { what: "input tensor", source })
 }
 
 /// Copies whole rows (axis 0) of a CPU tensor: new row i is old row `parents[i]`.
 fn gather_host<T: ort::value::PrimitiveTensorElementType + std::fmt::Debug + Copy + 'static>(v: &DynValue, parents: &[usize], what: &str) -> Result<DynValue> {
-    let (shape, data) =
-        v.try_extract_tensor::<T>().map_err(|e| Seq2SeqError::Internal { what: "cache reorder", message: format!("{what}: {}", ort_msg(e)) })?;
+    let (shape, data) = v.try_extract_tensor::<T>().map_err(|e| Seq2SeqError::Output {
+        path: PathBuf::from("<cache reorder>"),
+        name: what.into(),
+        problem: OutputProblem::Extract(e),
+    })?;
     let rows = shape.first().copied().unwrap_or(0).max(0) as usize;
-    let row = if rows == 0 { 0 } else { data.len() / rows };
+    let row = data.len().checked_div(rows).unwrap_or(0);
     let mut out = Vec::with_capacity(parents.len() * row);
     for &p in parents {
         out.extend_from_slice(&data[p * row..(p + 1) * row]);
@@ -768,11 +778,11 @@ impl SessionGuard<'_> {
         let path = self.model.encoder_path.clone();
         let session = &mut self.slot().encoder;
         let inputs: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = vec![("input_ids".into(), (&ids_v).into()), ("attention_mask".into(), (&mask_v).into())];
-        let mut outputs = session.run(inputs).map_err(|e| Seq2SeqError::Run { path: path.clone(), message: ort_msg(e) })?;
+        let mut outputs = session.run(inputs).map_err(|source| Seq2SeqError::Run { path: path.clone(), source })?;
         let hidden = outputs.remove("last_hidden_state").ok_or_else(|| Seq2SeqError::Output {
             path: path.clone(),
             name: "last_hidden_state".into(),
-            message: "not returned".into(),
+            problem: OutputProblem::NotReturned,
         })?;
         let expected = vec![b as i64, s as i64, cfg.d_model as i64];
         check_f32(&path, "last_hidden_state", &hidden, &expected)?;
@@ -862,7 +872,7 @@ impl SessionGuard<'_> {
             wanted.extend(model.names.present_cross.iter().map(String::as_str));
         }
         let path = io.path.clone();
-        let run_err = |e: ort::Error| Seq2SeqError::Run { path: path.clone(), message: ort_msg(e) };
+        let run_err = |source: ort::Error| Seq2SeqError::Run { path: path.clone(), source };
         let slot = self.slot.as_mut().expect("a guard holds its slot until dropped");
         let session = match (stage, slot.with_past.as_mut()) {
             (Stage::WithPast, Some(s)) => s,
@@ -902,7 +912,7 @@ impl SessionGuard<'_> {
         // config.json is an error here, never an out-of-bounds read later.
         let v = i64::from(cfg.vocab_size);
         let (r, t, past) = (rows as i64, per_row as i64, state.past_len as i64);
-        let missing = |name: &str| Seq2SeqError::Output { path: path.clone(), name: name.into(), message: "not returned".into() };
+        let missing = |name: &str| Seq2SeqError::Output { path: path.clone(), name: name.into(), problem: OutputProblem::NotReturned };
         let logits = taken[0].take().ok_or_else(|| missing("logits"))?;
         check_f32(&path, "logits", &logits, &[r, t, v])?;
         let n_self = 2 * model.names.layers;
@@ -935,7 +945,11 @@ impl SessionGuard<'_> {
     /// The logits of the last step (`[rows x per_row x vocab]`).
     pub fn logits(state: &DecoderState) -> Result<&[f32]> {
         let l = state.logits.as_ref().ok_or(CallError::NoLogits)?;
-        l.try_extract_tensor::<f32>().map(|(_, d)| d).map_err(|e| Seq2SeqError::Output { path: PathBuf::new(), name: "logits".into(), message: ort_msg(e) })
+        l.try_extract_tensor::<f32>().map(|(_, d)| d).map_err(|e| Seq2SeqError::Output {
+            path: PathBuf::new(),
+            name: "logits".into(),
+            problem: OutputProblem::Extract(e),
+        })
     }
 
     /// New row i continues old row `parents[i]` (the count may shrink when inputs finish,
@@ -981,7 +995,7 @@ impl SessionGuard<'_> {
             return kv.iter().map(|v| gather_host::<f32>(v, parents, "kv cache")).collect();
         };
         // On the device: one Gather graph call for all layers' tensors.
-        let internal = |e: ort::Error| Seq2SeqError::Internal { what: "cache reorder", message: ort_msg(e) };
+        let internal = |source: ort::Error| Seq2SeqError::Internal { what: "cache reorder", source };
         let idx = host_tensor(vec![parents.len() as i64], parents.iter().map(|&p| p as i64).collect())?;
         let binding = &mut b.gather_binding;
         binding.clear();
@@ -992,7 +1006,13 @@ impl SessionGuard<'_> {
         }
         let mut outputs = b.gather.run_binding(binding).map_err(internal)?;
         (0..kv.len())
-            .map(|k| outputs.remove(format!("y{k}")).ok_or_else(|| Seq2SeqError::Internal { what: "cache reorder", message: format!("y{k} not returned") }))
+            .map(|k| {
+                outputs.remove(format!("y{k}")).ok_or_else(|| Seq2SeqError::Output {
+                    path: PathBuf::from("<cache reorder>"),
+                    name: format!("y{k}"),
+                    problem: OutputProblem::NotReturned,
+                })
+            })
             .collect()
     }
 }
@@ -1004,7 +1024,7 @@ fn check_shape(path: &Path, name: &str, v: &DynValue, expected: &[i64]) -> Resul
     }
     match v.dtype() {
         ValueType::Tensor { ty: TensorElementType::Float32, .. } => Ok(()),
-        other => Err(Seq2SeqError::Output { path: path.into(), name: name.into(), message: format!("it is {}", type_name(other)) }),
+        other => Err(Seq2SeqError::Output { path: path.into(), name: name.into(), problem: OutputProblem::NotFloat { found: type_name(other) } }),
     }
 }
 
