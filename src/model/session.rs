@@ -22,7 +22,7 @@ use crate::model::runtime::{Runtime, RuntimeError};
 use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::builder::{GraphOptimizationLevel, PrepackedWeights, SessionBuilder};
 use ort::session::{IoBinding, Session, SessionInputValue};
-use ort::value::{DynValue, Outlet, Tensor, TensorElementType, ValueType};
+use ort::value::{DynValue, Outlet, Tensor, TensorElementType, TensorRef, ValueType};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -666,6 +666,28 @@ impl Encoded {
     }
 }
 
+/// One self-attention cache tensor: ONNX Runtime's output of the last step, or rows
+/// gathered by a reorder into a buffer of the state (fed back as a view, no copy).
+enum Kv {
+    Ort(DynValue),
+    Host { shape: Vec<i64>, data: Vec<f32> },
+}
+
+/// A decoder input: a value, or a host buffer with its shape.
+enum Input<'a> {
+    Value(&'a DynValue),
+    Host(&'a [i64], &'a [f32]),
+}
+
+impl<'a> Input<'a> {
+    fn of(kv: &'a Kv) -> Input<'a> {
+        match kv {
+            Kv::Ort(v) => Input::Value(v),
+            Kv::Host { shape, data } => Input::Host(shape, data),
+        }
+    }
+}
+
 /// A decoder's state: one row per hypothesis, each tied to an input of the batch.
 pub struct DecoderState {
     /// row -> input index of the batch.
@@ -678,7 +700,10 @@ pub struct DecoderState {
     past_len: usize,
     /// Self-attention K/V per layer (key, value), `[rows x heads x past x d_kv]`; empty
     /// before the first step.
-    self_kv: Vec<DynValue>,
+    self_kv: Vec<Kv>,
+    /// Buffers of earlier reorders, reused by the next: a fresh allocation of the cache's
+    /// size per step cost more than the copy itself (page faults).
+    spare: Vec<Vec<f32>>,
     /// Cross-attention K/V, `[rows x heads x seq x d_kv]`, from the first step.
     cross_kv: Vec<DynValue>,
     logits: Option<DynValue>,
@@ -805,7 +830,18 @@ impl SessionGuard<'_> {
         let mask = host_tensor(vec![rows.len() as i64, s as i64], mask)?;
         let identity = rows.len() == enc.batch && rows.iter().enumerate().all(|(i, &r)| i == r);
         let hidden = if identity { Arc::clone(&enc.hidden) } else { Arc::new(gather_host::<f32>(&enc.hidden, rows, "encoder_hidden_states")?) };
-        Ok(DecoderState { rows: rows.to_vec(), seq: s, mask, hidden, past_len: 0, self_kv: Vec::new(), cross_kv: Vec::new(), logits: None, last_t: 0 })
+        Ok(DecoderState {
+            rows: rows.to_vec(),
+            seq: s,
+            mask,
+            hidden,
+            past_len: 0,
+            self_kv: Vec::new(),
+            spare: Vec::new(),
+            cross_kv: Vec::new(),
+            logits: None,
+            last_t: 0,
+        })
     }
 
     /// Feeds one token per row (the first call: the decoder start token) and returns the
@@ -844,25 +880,25 @@ impl SessionGuard<'_> {
                 }
             }
         }
-        let mut inputs: Vec<(&str, &DynValue)> = vec![("input_ids", &ids)];
+        let mut inputs: Vec<(&str, Input<'_>)> = vec![("input_ids", Input::Value(&ids))];
         if io.takes_mask {
-            inputs.push(("encoder_attention_mask", &state.mask));
+            inputs.push(("encoder_attention_mask", Input::Value(&state.mask)));
         }
         if io.takes_hidden {
-            inputs.push(("encoder_hidden_states", &state.hidden));
+            inputs.push(("encoder_hidden_states", Input::Value(&state.hidden)));
         }
         if let Some(b) = &branch {
-            inputs.push(("use_cache_branch", b));
+            inputs.push(("use_cache_branch", Input::Value(b)));
         }
         if io.merged || stage == Stage::WithPast {
             let names = &model.names;
             if stage == Stage::First {
                 let (selfs, crosses) = dummies.split_at(2 * names.layers);
-                inputs.extend(names.past_self.iter().map(String::as_str).zip(selfs));
-                inputs.extend(names.past_cross.iter().map(String::as_str).zip(crosses));
+                inputs.extend(names.past_self.iter().map(String::as_str).zip(selfs.iter().map(Input::Value)));
+                inputs.extend(names.past_cross.iter().map(String::as_str).zip(crosses.iter().map(Input::Value)));
             } else {
-                inputs.extend(names.past_self.iter().map(String::as_str).zip(&state.self_kv));
-                inputs.extend(names.past_cross.iter().map(String::as_str).zip(&state.cross_kv));
+                inputs.extend(names.past_self.iter().map(String::as_str).zip(state.self_kv.iter().map(Input::of)));
+                inputs.extend(names.past_cross.iter().map(String::as_str).zip(state.cross_kv.iter().map(Input::Value)));
             }
         }
         let want_cross = stage == Stage::First;
@@ -883,7 +919,16 @@ impl SessionGuard<'_> {
         let mut taken: Vec<Option<DynValue>>;
         match slot.binding.as_mut() {
             None => {
-                let list: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = inputs.iter().map(|(n, v)| (Cow::Borrowed(*n), SessionInputValue::from(*v))).collect();
+                let mut list: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = Vec::with_capacity(inputs.len());
+                for (n, v) in &inputs {
+                    let value = match v {
+                        Input::Value(v) => SessionInputValue::from(*v),
+                        Input::Host(shape, data) => SessionInputValue::from(
+                            TensorRef::from_array_view((shape.to_vec(), *data)).map_err(|source| Seq2SeqError::Internal { what: "cache view", source })?,
+                        ),
+                    };
+                    list.push((Cow::Borrowed(*n), value));
+                }
                 t_run = Instant::now();
                 let mut outputs = session.run(list).map_err(run_err)?;
                 run_ns = t_run.elapsed().as_nanos() as u64;
@@ -896,7 +941,11 @@ impl SessionGuard<'_> {
                 };
                 binding.clear();
                 for (n, v) in &inputs {
-                    binding.bind_input(*n, *v).map_err(run_err)?;
+                    match v {
+                        Input::Value(v) => binding.bind_input(*n, *v).map_err(run_err)?,
+                        // Not made on this path (its reorders stay on the device); bound by copy.
+                        Input::Host(shape, data) => binding.bind_input(*n, &host_tensor(shape.to_vec(), data.to_vec())?).map_err(run_err)?,
+                    }
                 }
                 binding.bind_output_to_device("logits", &b.host_memory).map_err(run_err)?;
                 for n in &wanted[1..] {
@@ -931,7 +980,11 @@ impl SessionGuard<'_> {
             }
             state.cross_kv = cross;
         }
-        state.self_kv = new_self;
+        for old in std::mem::replace(&mut state.self_kv, new_self.into_iter().map(Kv::Ort).collect()) {
+            if let Kv::Host { data, .. } = old {
+                state.spare.push(data);
+            }
+        }
         state.past_len += per_row;
         state.last_t = per_row;
         state.logits = Some(logits);
@@ -970,7 +1023,7 @@ impl SessionGuard<'_> {
         }
         let new_rows: Vec<usize> = parents.iter().map(|&p| state.rows[p]).collect();
         let inputs_changed = new_rows != state.rows;
-        state.self_kv = self.gather_kv(std::mem::take(&mut state.self_kv), parents)?;
+        self.gather_self_kv(state, parents)?;
         if inputs_changed {
             state.cross_kv = self.gather_kv(std::mem::take(&mut state.cross_kv), parents)?;
             state.mask = gather_host::<i64>(&state.mask, parents, "encoder_attention_mask")?;
@@ -983,6 +1036,58 @@ impl SessionGuard<'_> {
         state.rows = new_rows;
         state.logits = None;
         self.model.counters.outside_ns.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Gathers the self-attention cache: on the host into the state's spare buffers, on
+    /// the binding path with the Gather graph.
+    fn gather_self_kv(&mut self, state: &mut DecoderState, parents: &[usize]) -> Result<()> {
+        let old = std::mem::take(&mut state.self_kv);
+        if old.is_empty() {
+            return Ok(());
+        }
+        if self.slot.as_ref().is_some_and(|s| s.binding.is_some()) {
+            let values = old
+                .into_iter()
+                .map(|kv| match kv {
+                    Kv::Ort(v) => Ok(v),
+                    Kv::Host { shape, data } => host_tensor(shape, data),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            state.self_kv = self.gather_kv(values, parents)?.into_iter().map(Kv::Ort).collect();
+            return Ok(());
+        }
+        let rows = state.rows.len();
+        let mut new = Vec::with_capacity(old.len());
+        for kv in &old {
+            let (shape, src): (&[i64], &[f32]) = match kv {
+                Kv::Ort(v) => {
+                    let (shape, data) = v.try_extract_tensor::<f32>().map_err(|e| Seq2SeqError::Output {
+                        path: PathBuf::from("<cache reorder>"),
+                        name: "kv cache".into(),
+                        problem: OutputProblem::Extract(e),
+                    })?;
+                    (&shape[..], data)
+                }
+                Kv::Host { shape, data } => (&shape[..], &data[..]),
+            };
+            let row = src.len().checked_div(rows).unwrap_or(0);
+            let mut buf = state.spare.pop().unwrap_or_default();
+            buf.clear();
+            buf.reserve(parents.len() * row);
+            for &p in parents {
+                buf.extend_from_slice(&src[p * row..(p + 1) * row]);
+            }
+            let mut shape = shape.to_vec();
+            shape[0] = parents.len() as i64;
+            new.push(Kv::Host { shape, data: buf });
+        }
+        for kv in old {
+            if let Kv::Host { data, .. } = kv {
+                state.spare.push(data);
+            }
+        }
+        state.self_kv = new;
         Ok(())
     }
 

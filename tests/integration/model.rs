@@ -432,14 +432,21 @@ fn a_missing_or_wrong_runtime_library_is_an_error_that_says_what_to_do() {
     assert!(err.contains("no ONNX Runtime library found (looked at") && err.contains(&tmp.path().display().to_string()), "{err}");
 }
 
-/// Not a test: prints where decoder-step time goes on the fixture (ONNX Runtime's run vs.
-/// the rest). `cargo test --release --test integration model_step_time -- --ignored --nocapture`
+/// Not a test: prints where decoder-step time goes (ONNX Runtime's run vs. the rest), on
+/// the fixture or on the model directory in `TRELLIS_STEP_MODEL` (e.g. a t5-small-shaped
+/// export). `cargo test --release --test integration model_step_time -- --ignored --nocapture`
 #[test]
 #[ignore]
 fn model_step_time() {
     let g = golden();
-    for layout in ["split", "merged"] {
-        let m = open(layout, RuntimeOptions { threads: 1, ..Default::default() });
+    let other = std::env::var_os("TRELLIS_STEP_MODEL").map(PathBuf::from);
+    let dirs: Vec<(String, PathBuf)> = match &other {
+        Some(d) => vec![(d.display().to_string(), d.clone())],
+        None => ["split", "merged"].iter().map(|l| (l.to_string(), model_dir(l))).collect(),
+    };
+    for (layout, dir) in dirs {
+        let m = Seq2Seq::open(&dir, &RuntimeOptions { threads: 1, ..Default::default() }).unwrap();
+        let vocab = m.config().vocab_size;
         let mut s = m.session().unwrap();
         let inputs: Vec<Vec<u32>> = (0..8).map(|i| g.inputs[i % 3].clone()).collect();
         let enc = s.encode(&inputs).unwrap();
@@ -452,7 +459,7 @@ fn model_step_time() {
             let parents: Vec<usize> = (0..rows.len() * beams).map(|i| i / beams).collect();
             s.reorder(&mut st, &parents).unwrap();
             for step in 0..15u32 {
-                let toks: Vec<u32> = (0..st.rows()).map(|r| 2 + ((r as u32 * 7 + step) % 1500)).collect();
+                let toks: Vec<u32> = (0..st.rows()).map(|r| 2 + ((r as u32 * 7 + step) % (vocab - 2))).collect();
                 s.step(&mut st, &toks).unwrap();
                 // A beam permutation within each input (rows keep their inputs).
                 let perm: Vec<usize> = (0..st.rows()).map(|r| (r / beams) * beams + (r + 1) % beams).collect();
