@@ -2,7 +2,8 @@
 //! can produce: [`OpenError`] (opening a store: layout, format, lock), [`ReadError`] (every
 //! read of an open store: corruption, a removed generation, RocksDB), [`WriteError`]
 //! (writing and committing a generation), [`MigrateError`], and, elsewhere,
-//! `TokenIndexError`, `IngestError`, `ModelError`, `RetrieveError`. Corruption names the
+//! `TokenIndexError`, `IngestError`, `ModelError`, `Seq2SeqError` (the ONNX model: its
+//! `RuntimeError` and `ModelDirError` inside), `RetrieveError`. Corruption names the
 //! column family and key; user mistakes name the path and the command to run. [`Error`]
 //! gathers them for applications that want one type.
 
@@ -176,6 +177,8 @@ pub enum Error {
     Ingest(#[from] crate::ingest::IngestError),
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),
+    #[error(transparent)]
+    Seq2Seq(#[from] crate::model::Seq2SeqError),
     #[error(transparent)]
     Retrieve(#[from] crate::retrieve::RetrieveError),
     #[error(transparent)]

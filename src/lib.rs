@@ -7,9 +7,12 @@
 //! - [`graph`]: neighbourhood walks, candidate subgraphs, informativeness, the PCST solver.
 //! - [`link`]: entity linking from dialog text.
 //! - [`linearize`]: how a path is written as text and tokens (one definition for all).
-//! - [`decode`]: the constraint automaton over a request's candidate paths and the graph prior.
-//! - [`model`]: the tokenizer (names as the retriever's token ids).
-//! - [`retrieve`]: one retriever interface and the non-neural retrievers.
+//! - [`decode`]: the constraint automaton over a request's candidate paths, the graph prior
+//!   and beam search.
+//! - [`model`]: the tokenizer (names as the retriever's token ids), ONNX Runtime loading,
+//!   model directories and the T5 encoder-decoder ([`model::Seq2Seq`]).
+//! - [`retrieve`]: one retriever interface, the non-neural retrievers and the generative one
+//!   (`retrieve::gsr`).
 //! - [`eval`]: data sets and evaluations (linking, retrieval).
 //! - [`error`]: one error type per operation family, and the [`Error`] umbrella.
 //!
@@ -48,4 +51,5 @@ const _: () = {
     shareable::<retrieve::Retriever>();
     shareable::<store::tokens::TokenIndex>();
     shareable::<graph::informativeness::Informativeness>();
+    shareable::<model::Seq2Seq>();
 };

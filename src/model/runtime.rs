@@ -36,12 +36,24 @@ pub enum RuntimeError {
     /// `found` is the version string the library reports (data).
     #[error("{}: ONNX Runtime {found:?} is not supported (this build needs 1.{MIN_MINOR_VERSION} or later, 1.x); {WHAT_TO_DO}", path.display())]
     Version { path: PathBuf, found: String },
-    #[error("{}: ONNX Runtime could not be initialized: {message}", path.display())]
-    Init { path: PathBuf, message: String },
+    #[error("{}: ONNX Runtime could not be initialized: {source}", path.display())]
+    Init { path: PathBuf, source: InitFailure },
     #[error("ONNX Runtime is already loaded from {} in this process; {} cannot be loaded as well (one library per process)", loaded.display(), requested.display())]
     AlreadyLoaded { loaded: PathBuf, requested: PathBuf },
     #[error("cannot list ONNX Runtime's execution providers: {0}")]
     Providers(String),
+}
+
+/// What failed while `ort` set the library up.
+#[derive(Debug, thiserror::Error)]
+pub enum InitFailure {
+    #[error(transparent)]
+    Load(ort::LoadDynamicError),
+    #[error(transparent)]
+    Ort(ort::Error),
+    /// `ort` panicked; the panic's text (data).
+    #[error("ort panicked: {0}")]
+    Panicked(String),
 }
 
 fn list(paths: &[PathBuf]) -> String {
@@ -167,16 +179,16 @@ impl Runtime {
         let path_owned = path.to_path_buf();
         // ort's lazy API setup `expect`s where the C API cannot be had; the probe above
         // rules the known cases out, and a panic left is turned into an error here.
-        let built = std::panic::catch_unwind(move || -> Result<ort::environment::Environment, String> {
-            let builder = ort::init_from(&path_owned).map_err(|e| e.to_string())?;
-            builder.with_name("trellis").with_telemetry(false).build().map_err(|e| e.to_string())
+        let built = std::panic::catch_unwind(move || -> Result<ort::environment::Environment, InitFailure> {
+            let builder = ort::init_from(&path_owned).map_err(InitFailure::Load)?;
+            builder.with_name("trellis").with_telemetry(false).build().map_err(InitFailure::Ort)
         });
         let env = match built {
             Ok(Ok(env)) => env,
-            Ok(Err(message)) => return Err(RuntimeError::Init { path: path.into(), message }),
+            Ok(Err(source)) => return Err(RuntimeError::Init { path: path.into(), source }),
             Err(panic) => {
-                let message = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
-                return Err(RuntimeError::Init { path: path.into(), message });
+                let text = panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+                return Err(RuntimeError::Init { path: path.into(), source: InitFailure::Panicked(text) });
             }
         };
         let rt = Runtime { library: path.canonicalize().unwrap_or_else(|_| path.into()), version, env, _lib: lib };
@@ -266,13 +278,37 @@ mod tests {
         assert!(e.to_string().starts_with(&garbage.display().to_string()), "{e}");
     }
 
+    /// Builds a shared library with the C compiler (tools/setup.sh installs one).
+    fn shared_library(dir: &Path, name: &str, source: &str) -> PathBuf {
+        let c = dir.join(format!("{name}.c"));
+        let so = dir.join(format!("lib{name}.so"));
+        std::fs::write(&c, source).unwrap();
+        let status = std::process::Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&so).arg(&c).status().expect("a C compiler (cc)");
+        assert!(status.success());
+        so
+    }
+
     #[test]
-    fn a_shared_library_that_is_not_onnx_runtime_is_refused() {
-        // libc is a real shared library without OrtGetApiBase.
-        let libc =
-            ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6"].into_iter().map(Path::new).find(|p| p.is_file());
-        let Some(libc) = libc else { return };
-        let e = probe(libc, "test").unwrap_err();
+    fn a_library_that_is_not_onnx_runtime_or_too_old_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = shared_library(dir.path(), "other", "int answer(void) { return 42; }\n");
+        let e = probe(&other, "test").unwrap_err();
         assert!(matches!(e, RuntimeError::NotOnnxRuntime { .. }), "{e:?}");
+        // The C API's entry point, reporting a version (GetApi is never called by the probe).
+        let fake = |version: &str| {
+            format!(
+                "struct base {{ const void* (*get_api)(unsigned); const char* (*version)(void); }};\n\
+                 static const char* v(void) {{ return \"{version}\"; }}\n\
+                 static const struct base b = {{ 0, v }};\n\
+                 const struct base* OrtGetApiBase(void) {{ return &b; }}\n"
+            )
+        };
+        let old = shared_library(dir.path(), "old", &fake("1.20.0"));
+        let e = probe(&old, "ORT_DYLIB_PATH").unwrap_err();
+        assert!(matches!(&e, RuntimeError::Version { found, .. } if found == "1.20.0"), "{e:?}");
+        assert!(e.to_string().contains("ONNX Runtime \"1.20.0\" is not supported") && e.to_string().contains("tools/setup.sh"), "{e}");
+        let new = shared_library(dir.path(), "new", &fake("1.31.1"));
+        let (_lib, version) = probe(&new, "test").unwrap();
+        assert_eq!(version, "1.31.1");
     }
 }

@@ -22,7 +22,7 @@ use crate::model::runtime::{Runtime, RuntimeError};
 use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::builder::{GraphOptimizationLevel, PrepackedWeights, SessionBuilder};
 use ort::session::{IoBinding, Session, SessionInputValue};
-use ort::value::{DynValue, Outlet, Tensor, TensorElementType, ValueType};
+use ort::value::{DynValue, Outlet, Tensor, TensorElementType, TensorRef, ValueType};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -145,26 +145,37 @@ pub enum Seq2SeqError {
     /// The CUDA provider could not be registered (no CUDA build of ONNX Runtime, no
     /// driver, no such device). Never a silent fallback to CPU.
     #[error(
-        "--device {device}: the CUDA execution provider could not be registered with {}: {message}; use an ONNX Runtime built with CUDA (the onnxruntime-gpu==1.31.1 wheel's library, via ORT_DYLIB_PATH) on a machine with a CUDA device, or --device cpu",
+        "--device {device}: the CUDA execution provider could not be registered with {} ({source}); use an ONNX Runtime built with CUDA (the onnxruntime-gpu==1.31.1 wheel's library, via ORT_DYLIB_PATH) on a machine with a CUDA device, or --device cpu",
         library.display()
     )]
-    Device { device: Device, library: PathBuf, message: String },
-    #[error("{}: ONNX Runtime cannot load this model: {message}", path.display())]
-    Load { path: PathBuf, message: String },
+    Device { device: Device, library: PathBuf, source: ort::Error },
+    #[error("{}: ONNX Runtime cannot load this model: {source}", path.display())]
+    Load { path: PathBuf, source: ort::Error },
     #[error("the model's inputs and outputs are not what the decoder needs: {}", problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; "))]
     Interface { problems: Vec<InterfaceProblem> },
-    #[error("{}: running the model failed: {message}", path.display())]
-    Run { path: PathBuf, message: String },
+    #[error("{}: running the model failed: {source}", path.display())]
+    Run { path: PathBuf, source: ort::Error },
     /// The model ran but returned something else than its declared interface promised
     /// (a model whose shapes disagree with config.json).
     #[error("{}: output {name:?} has shape {found:?}, expected {expected:?}", path.display())]
     OutputShape { path: PathBuf, name: String, expected: Vec<i64>, found: Vec<i64> },
-    #[error("{}: output {name:?} is missing or not a float tensor: {message}", path.display())]
-    Output { path: PathBuf, name: String, message: String },
-    #[error("building the {what} failed: {message}")]
-    Internal { what: &'static str, message: String },
+    #[error("{}: output {name:?} {problem}", path.display())]
+    Output { path: PathBuf, name: String, problem: OutputProblem },
+    #[error("building the {what} failed: {source}")]
+    Internal { what: &'static str, source: ort::Error },
     #[error("decoder call: {0}")]
     Call(#[from] CallError),
+}
+
+/// What is wrong with an output the model returned. `found` is ONNX Runtime's type (data).
+#[derive(Debug, thiserror::Error)]
+pub enum OutputProblem {
+    #[error("was not returned")]
+    NotReturned,
+    #[error("is {found}, not a float32 tensor")]
+    NotFloat { found: String },
+    #[error("cannot be read on the host: {0}")]
+    Extract(ort::Error),
 }
 
 type Result<T, E = Seq2SeqError> = std::result::Result<T, E>;
@@ -419,7 +430,7 @@ fn check_decoder(file: &Path, session: &Session, cfg: &T5Config, names: &Names, 
 }
 
 fn builder(rt: &Runtime, opts: &RuntimeOptions, prepacked: Option<&PrepackedWeights>) -> Result<SessionBuilder> {
-    let internal = |e: ort::Error| Seq2SeqError::Internal { what: "session options", message: ort_msg(e) };
+    let internal = |source: ort::Error| Seq2SeqError::Internal { what: "session options", source };
     let mut b = Session::builder(rt.env()).map_err(internal)?;
     b = b.with_optimization_level(GraphOptimizationLevel::Level3).map_err(|e| internal(e.into()))?;
     if opts.threads > 0 {
@@ -434,11 +445,7 @@ fn builder(rt: &Runtime, opts: &RuntimeOptions, prepacked: Option<&PrepackedWeig
     }
     if let Device::Cuda(n) = opts.device {
         let ep = ort::ep::CUDA::default().with_device_id(n as i32).build().error_on_failure();
-        b = b.with_execution_providers([ep]).map_err(|e| Seq2SeqError::Device {
-            device: opts.device,
-            library: rt.library().into(),
-            message: ort_msg(e).trim_end_matches('.').to_owned(),
-        })?;
+        b = b.with_execution_providers([ep]).map_err(|e| Seq2SeqError::Device { device: opts.device, library: rt.library().into(), source: e.into() })?;
     }
     Ok(b)
 }
@@ -446,11 +453,11 @@ fn builder(rt: &Runtime, opts: &RuntimeOptions, prepacked: Option<&PrepackedWeig
 fn commit(b: &mut SessionBuilder, path: &Path, device: Device, rt: &Runtime) -> Result<Session> {
     b.commit_from_file(path).map_err(|e| {
         let message = ort_msg(&e);
-        // EP registration happens at commit: a CUDA failure is the device's, not the file's.
+        // Providers may fail at commit too: a CUDA failure is the device's, not the file's.
         if matches!(device, Device::Cuda(_)) && (message.contains("CUDA") || message.contains("cuda") || message.contains("execution provider")) {
-            Seq2SeqError::Device { device, library: rt.library().into(), message }
+            Seq2SeqError::Device { device, library: rt.library().into(), source: e }
         } else {
-            Seq2SeqError::Load { path: path.into(), message }
+            Seq2SeqError::Load { path: path.into(), source: e }
         }
     })
 }
@@ -460,7 +467,7 @@ fn commit(b: &mut SessionBuilder, path: &Path, device: Device, rt: &Runtime) -> 
 fn gather_session(rt: &Runtime, opts: &RuntimeOptions, inputs: usize) -> Result<Session> {
     use ort::editor::{Graph, Model, Node, Opset, ONNX_DOMAIN};
     use ort::value::{Shape, SymbolicDimensions};
-    let internal = |e: ort::Error| Seq2SeqError::Internal { what: "cache reorder graph", message: ort_msg(e) };
+    let internal = |source: ort::Error| Seq2SeqError::Internal { what: "cache reorder graph", source };
     let tensor = |ty, rank: usize| ValueType::Tensor { ty, shape: Shape::new(vec![-1; rank]), dimension_symbols: SymbolicDimensions::empty(rank) };
     let mut graph = Graph::new().map_err(internal)?;
     let mut ins = vec![Outlet::new("idx", tensor(TensorElementType::Int64, 1))];
@@ -478,7 +485,7 @@ fn gather_session(rt: &Runtime, opts: &RuntimeOptions, inputs: usize) -> Result<
     let b = builder(rt, opts, None)?;
     model.into_session(&b).map_err(|e| {
         if matches!(opts.device, Device::Cuda(_)) {
-            Seq2SeqError::Device { device: opts.device, library: rt.library().into(), message: ort_msg(e) }
+            Seq2SeqError::Device { device: opts.device, library: rt.library().into(), source: e }
         } else {
             internal(e)
         }
@@ -549,7 +556,7 @@ impl Seq2Seq {
     }
 
     fn bindings(rt: &Runtime, opts: &RuntimeOptions, first: &Session, with_past: Option<&Session>, kv: usize) -> Result<Bindings> {
-        let internal = |e: ort::Error| Seq2SeqError::Internal { what: "I/O binding", message: ort_msg(e) };
+        let internal = |source: ort::Error| Seq2SeqError::Internal { what: "I/O binding", source };
         let gather = gather_session(rt, opts, kv)?;
         let kv_memory = match opts.device {
             Device::Cuda(n) => MemoryInfo::new(AllocationDevice::CUDA, n as i32, AllocatorType::Device, MemoryType::Default),
@@ -654,8 +661,30 @@ impl Encoded {
         self.hidden.try_extract_tensor::<f32>().map(|(_, d)| d).map_err(|e| Seq2SeqError::Output {
             path: PathBuf::new(),
             name: "last_hidden_state".into(),
-            message: ort_msg(e),
+            problem: OutputProblem::Extract(e),
         })
+    }
+}
+
+/// One self-attention cache tensor: ONNX Runtime's output of the last step, or rows
+/// gathered by a reorder into a buffer of the state (fed back as a view, no copy).
+enum Kv {
+    Ort(DynValue),
+    Host { shape: Vec<i64>, data: Vec<f32> },
+}
+
+/// A decoder input: a value, or a host buffer with its shape.
+enum Input<'a> {
+    Value(&'a DynValue),
+    Host(&'a [i64], &'a [f32]),
+}
+
+impl<'a> Input<'a> {
+    fn of(kv: &'a Kv) -> Input<'a> {
+        match kv {
+            Kv::Ort(v) => Input::Value(v),
+            Kv::Host { shape, data } => Input::Host(shape, data),
+        }
     }
 }
 
@@ -671,7 +700,10 @@ pub struct DecoderState {
     past_len: usize,
     /// Self-attention K/V per layer (key, value), `[rows x heads x past x d_kv]`; empty
     /// before the first step.
-    self_kv: Vec<DynValue>,
+    self_kv: Vec<Kv>,
+    /// Buffers of earlier reorders, reused by the next: a fresh allocation of the cache's
+    /// size per step cost more than the copy itself (page faults).
+    spare: Vec<Vec<f32>>,
     /// Cross-attention K/V, `[rows x heads x seq x d_kv]`, from the first step.
     cross_kv: Vec<DynValue>,
     logits: Option<DynValue>,
@@ -708,13 +740,16 @@ impl Drop for SessionGuard<'_> {
 }
 
 fn host_tensor<T: ort::value::PrimitiveTensorElementType + std::fmt::Debug + Clone + 'static>(shape: Vec<i64>, data: Vec<T>) -> Result<DynValue> {
-    Tensor::from_array((shape, data)).map(|t| t.into_dyn()).map_err(|e| Seq2SeqError::Internal { what: "input tensor", message: ort_msg(e) })
+    Tensor::from_array((shape, data)).map(|t| t.into_dyn()).map_err(|source| Seq2SeqError::Internal { what: "input tensor", source })
 }
 
 /// Copies whole rows (axis 0) of a CPU tensor: new row i is old row `parents[i]`.
 fn gather_host<T: ort::value::PrimitiveTensorElementType + std::fmt::Debug + Copy + 'static>(v: &DynValue, parents: &[usize], what: &str) -> Result<DynValue> {
-    let (shape, data) =
-        v.try_extract_tensor::<T>().map_err(|e| Seq2SeqError::Internal { what: "cache reorder", message: format!("{what}: {}", ort_msg(e)) })?;
+    let (shape, data) = v.try_extract_tensor::<T>().map_err(|e| Seq2SeqError::Output {
+        path: PathBuf::from("<cache reorder>"),
+        name: what.into(),
+        problem: OutputProblem::Extract(e),
+    })?;
     let rows = shape.first().copied().unwrap_or(0).max(0) as usize;
     let row = data.len().checked_div(rows).unwrap_or(0);
     let mut out = Vec::with_capacity(parents.len() * row);
@@ -768,11 +803,11 @@ impl SessionGuard<'_> {
         let path = self.model.encoder_path.clone();
         let session = &mut self.slot().encoder;
         let inputs: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = vec![("input_ids".into(), (&ids_v).into()), ("attention_mask".into(), (&mask_v).into())];
-        let mut outputs = session.run(inputs).map_err(|e| Seq2SeqError::Run { path: path.clone(), message: ort_msg(e) })?;
+        let mut outputs = session.run(inputs).map_err(|source| Seq2SeqError::Run { path: path.clone(), source })?;
         let hidden = outputs.remove("last_hidden_state").ok_or_else(|| Seq2SeqError::Output {
             path: path.clone(),
             name: "last_hidden_state".into(),
-            message: "not returned".into(),
+            problem: OutputProblem::NotReturned,
         })?;
         let expected = vec![b as i64, s as i64, cfg.d_model as i64];
         check_f32(&path, "last_hidden_state", &hidden, &expected)?;
@@ -795,7 +830,18 @@ impl SessionGuard<'_> {
         let mask = host_tensor(vec![rows.len() as i64, s as i64], mask)?;
         let identity = rows.len() == enc.batch && rows.iter().enumerate().all(|(i, &r)| i == r);
         let hidden = if identity { Arc::clone(&enc.hidden) } else { Arc::new(gather_host::<f32>(&enc.hidden, rows, "encoder_hidden_states")?) };
-        Ok(DecoderState { rows: rows.to_vec(), seq: s, mask, hidden, past_len: 0, self_kv: Vec::new(), cross_kv: Vec::new(), logits: None, last_t: 0 })
+        Ok(DecoderState {
+            rows: rows.to_vec(),
+            seq: s,
+            mask,
+            hidden,
+            past_len: 0,
+            self_kv: Vec::new(),
+            spare: Vec::new(),
+            cross_kv: Vec::new(),
+            logits: None,
+            last_t: 0,
+        })
     }
 
     /// Feeds one token per row (the first call: the decoder start token) and returns the
@@ -834,25 +880,25 @@ impl SessionGuard<'_> {
                 }
             }
         }
-        let mut inputs: Vec<(&str, &DynValue)> = vec![("input_ids", &ids)];
+        let mut inputs: Vec<(&str, Input<'_>)> = vec![("input_ids", Input::Value(&ids))];
         if io.takes_mask {
-            inputs.push(("encoder_attention_mask", &state.mask));
+            inputs.push(("encoder_attention_mask", Input::Value(&state.mask)));
         }
         if io.takes_hidden {
-            inputs.push(("encoder_hidden_states", &state.hidden));
+            inputs.push(("encoder_hidden_states", Input::Value(&state.hidden)));
         }
         if let Some(b) = &branch {
-            inputs.push(("use_cache_branch", b));
+            inputs.push(("use_cache_branch", Input::Value(b)));
         }
         if io.merged || stage == Stage::WithPast {
             let names = &model.names;
             if stage == Stage::First {
                 let (selfs, crosses) = dummies.split_at(2 * names.layers);
-                inputs.extend(names.past_self.iter().map(String::as_str).zip(selfs));
-                inputs.extend(names.past_cross.iter().map(String::as_str).zip(crosses));
+                inputs.extend(names.past_self.iter().map(String::as_str).zip(selfs.iter().map(Input::Value)));
+                inputs.extend(names.past_cross.iter().map(String::as_str).zip(crosses.iter().map(Input::Value)));
             } else {
-                inputs.extend(names.past_self.iter().map(String::as_str).zip(&state.self_kv));
-                inputs.extend(names.past_cross.iter().map(String::as_str).zip(&state.cross_kv));
+                inputs.extend(names.past_self.iter().map(String::as_str).zip(state.self_kv.iter().map(Input::of)));
+                inputs.extend(names.past_cross.iter().map(String::as_str).zip(state.cross_kv.iter().map(Input::Value)));
             }
         }
         let want_cross = stage == Stage::First;
@@ -862,7 +908,7 @@ impl SessionGuard<'_> {
             wanted.extend(model.names.present_cross.iter().map(String::as_str));
         }
         let path = io.path.clone();
-        let run_err = |e: ort::Error| Seq2SeqError::Run { path: path.clone(), message: ort_msg(e) };
+        let run_err = |source: ort::Error| Seq2SeqError::Run { path: path.clone(), source };
         let slot = self.slot.as_mut().expect("a guard holds its slot until dropped");
         let session = match (stage, slot.with_past.as_mut()) {
             (Stage::WithPast, Some(s)) => s,
@@ -873,7 +919,16 @@ impl SessionGuard<'_> {
         let mut taken: Vec<Option<DynValue>>;
         match slot.binding.as_mut() {
             None => {
-                let list: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = inputs.iter().map(|(n, v)| (Cow::Borrowed(*n), SessionInputValue::from(*v))).collect();
+                let mut list: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = Vec::with_capacity(inputs.len());
+                for (n, v) in &inputs {
+                    let value = match v {
+                        Input::Value(v) => SessionInputValue::from(*v),
+                        Input::Host(shape, data) => SessionInputValue::from(
+                            TensorRef::from_array_view((shape.to_vec(), *data)).map_err(|source| Seq2SeqError::Internal { what: "cache view", source })?,
+                        ),
+                    };
+                    list.push((Cow::Borrowed(*n), value));
+                }
                 t_run = Instant::now();
                 let mut outputs = session.run(list).map_err(run_err)?;
                 run_ns = t_run.elapsed().as_nanos() as u64;
@@ -886,7 +941,11 @@ impl SessionGuard<'_> {
                 };
                 binding.clear();
                 for (n, v) in &inputs {
-                    binding.bind_input(*n, *v).map_err(run_err)?;
+                    match v {
+                        Input::Value(v) => binding.bind_input(*n, *v).map_err(run_err)?,
+                        // Not made on this path (its reorders stay on the device); bound by copy.
+                        Input::Host(shape, data) => binding.bind_input(*n, &host_tensor(shape.to_vec(), data.to_vec())?).map_err(run_err)?,
+                    }
                 }
                 binding.bind_output_to_device("logits", &b.host_memory).map_err(run_err)?;
                 for n in &wanted[1..] {
@@ -902,7 +961,7 @@ impl SessionGuard<'_> {
         // config.json is an error here, never an out-of-bounds read later.
         let v = i64::from(cfg.vocab_size);
         let (r, t, past) = (rows as i64, per_row as i64, state.past_len as i64);
-        let missing = |name: &str| Seq2SeqError::Output { path: path.clone(), name: name.into(), message: "not returned".into() };
+        let missing = |name: &str| Seq2SeqError::Output { path: path.clone(), name: name.into(), problem: OutputProblem::NotReturned };
         let logits = taken[0].take().ok_or_else(|| missing("logits"))?;
         check_f32(&path, "logits", &logits, &[r, t, v])?;
         let n_self = 2 * model.names.layers;
@@ -921,7 +980,11 @@ impl SessionGuard<'_> {
             }
             state.cross_kv = cross;
         }
-        state.self_kv = new_self;
+        for old in std::mem::replace(&mut state.self_kv, new_self.into_iter().map(Kv::Ort).collect()) {
+            if let Kv::Host { data, .. } = old {
+                state.spare.push(data);
+            }
+        }
         state.past_len += per_row;
         state.last_t = per_row;
         state.logits = Some(logits);
@@ -935,7 +998,11 @@ impl SessionGuard<'_> {
     /// The logits of the last step (`[rows x per_row x vocab]`).
     pub fn logits(state: &DecoderState) -> Result<&[f32]> {
         let l = state.logits.as_ref().ok_or(CallError::NoLogits)?;
-        l.try_extract_tensor::<f32>().map(|(_, d)| d).map_err(|e| Seq2SeqError::Output { path: PathBuf::new(), name: "logits".into(), message: ort_msg(e) })
+        l.try_extract_tensor::<f32>().map(|(_, d)| d).map_err(|e| Seq2SeqError::Output {
+            path: PathBuf::new(),
+            name: "logits".into(),
+            problem: OutputProblem::Extract(e),
+        })
     }
 
     /// New row i continues old row `parents[i]` (the count may shrink when inputs finish,
@@ -956,7 +1023,7 @@ impl SessionGuard<'_> {
         }
         let new_rows: Vec<usize> = parents.iter().map(|&p| state.rows[p]).collect();
         let inputs_changed = new_rows != state.rows;
-        state.self_kv = self.gather_kv(std::mem::take(&mut state.self_kv), parents)?;
+        self.gather_self_kv(state, parents)?;
         if inputs_changed {
             state.cross_kv = self.gather_kv(std::mem::take(&mut state.cross_kv), parents)?;
             state.mask = gather_host::<i64>(&state.mask, parents, "encoder_attention_mask")?;
@@ -972,6 +1039,58 @@ impl SessionGuard<'_> {
         Ok(())
     }
 
+    /// Gathers the self-attention cache: on the host into the state's spare buffers, on
+    /// the binding path with the Gather graph.
+    fn gather_self_kv(&mut self, state: &mut DecoderState, parents: &[usize]) -> Result<()> {
+        let old = std::mem::take(&mut state.self_kv);
+        if old.is_empty() {
+            return Ok(());
+        }
+        if self.slot.as_ref().is_some_and(|s| s.binding.is_some()) {
+            let values = old
+                .into_iter()
+                .map(|kv| match kv {
+                    Kv::Ort(v) => Ok(v),
+                    Kv::Host { shape, data } => host_tensor(shape, data),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            state.self_kv = self.gather_kv(values, parents)?.into_iter().map(Kv::Ort).collect();
+            return Ok(());
+        }
+        let rows = state.rows.len();
+        let mut new = Vec::with_capacity(old.len());
+        for kv in &old {
+            let (shape, src): (&[i64], &[f32]) = match kv {
+                Kv::Ort(v) => {
+                    let (shape, data) = v.try_extract_tensor::<f32>().map_err(|e| Seq2SeqError::Output {
+                        path: PathBuf::from("<cache reorder>"),
+                        name: "kv cache".into(),
+                        problem: OutputProblem::Extract(e),
+                    })?;
+                    (&shape[..], data)
+                }
+                Kv::Host { shape, data } => (&shape[..], &data[..]),
+            };
+            let row = src.len().checked_div(rows).unwrap_or(0);
+            let mut buf = state.spare.pop().unwrap_or_default();
+            buf.clear();
+            buf.reserve(parents.len() * row);
+            for &p in parents {
+                buf.extend_from_slice(&src[p * row..(p + 1) * row]);
+            }
+            let mut shape = shape.to_vec();
+            shape[0] = parents.len() as i64;
+            new.push(Kv::Host { shape, data: buf });
+        }
+        for kv in old {
+            if let Kv::Host { data, .. } = kv {
+                state.spare.push(data);
+            }
+        }
+        state.self_kv = new;
+        Ok(())
+    }
+
     fn gather_kv(&mut self, kv: Vec<DynValue>, parents: &[usize]) -> Result<Vec<DynValue>> {
         if kv.is_empty() {
             return Ok(kv);
@@ -981,7 +1100,7 @@ impl SessionGuard<'_> {
             return kv.iter().map(|v| gather_host::<f32>(v, parents, "kv cache")).collect();
         };
         // On the device: one Gather graph call for all layers' tensors.
-        let internal = |e: ort::Error| Seq2SeqError::Internal { what: "cache reorder", message: ort_msg(e) };
+        let internal = |source: ort::Error| Seq2SeqError::Internal { what: "cache reorder", source };
         let idx = host_tensor(vec![parents.len() as i64], parents.iter().map(|&p| p as i64).collect())?;
         let binding = &mut b.gather_binding;
         binding.clear();
@@ -992,7 +1111,13 @@ impl SessionGuard<'_> {
         }
         let mut outputs = b.gather.run_binding(binding).map_err(internal)?;
         (0..kv.len())
-            .map(|k| outputs.remove(format!("y{k}")).ok_or_else(|| Seq2SeqError::Internal { what: "cache reorder", message: format!("y{k} not returned") }))
+            .map(|k| {
+                outputs.remove(format!("y{k}")).ok_or_else(|| Seq2SeqError::Output {
+                    path: PathBuf::from("<cache reorder>"),
+                    name: format!("y{k}"),
+                    problem: OutputProblem::NotReturned,
+                })
+            })
             .collect()
     }
 }
@@ -1004,7 +1129,7 @@ fn check_shape(path: &Path, name: &str, v: &DynValue, expected: &[i64]) -> Resul
     }
     match v.dtype() {
         ValueType::Tensor { ty: TensorElementType::Float32, .. } => Ok(()),
-        other => Err(Seq2SeqError::Output { path: path.into(), name: name.into(), message: format!("it is {}", type_name(other)) }),
+        other => Err(Seq2SeqError::Output { path: path.into(), name: name.into(), problem: OutputProblem::NotFloat { found: type_name(other) } }),
     }
 }
 
