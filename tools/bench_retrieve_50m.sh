@@ -4,7 +4,11 @@
 # threads; wall time and peak RSS by /usr/bin/time. Needs the store of
 # tools/bench_ingest.sh (made here if missing: about 2.5 GB of disk and a few minutes).
 #
-#   BENCH_DIR=/tmp/bench bash tools/bench_retrieve_50m.sh
+#   BENCH_DIR=/tmp/bench [RETRIEVERS="all bm25 katz pcst gsr"] [GSR_MODEL=DIR] bash tools/bench_retrieve_50m.sh
+#
+# gsr runs the model of GSR_MODEL (default: the committed fixture, tests/fixtures/gsr/tiny-split)
+# after indexing the store's names with its tokenizer; its peak RSS is the figure to hold
+# against the model's size + 300 MB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/setup.sh
@@ -20,8 +24,19 @@ fi
 python3 tools/powerlaw_requests.py --entities 5000000 --requests 1000 >"$work/req50.jsonl"
 echo "| retriever | seconds | peak RSS MB | requests with candidates |"
 echo "|---|---|---|---|"
-for flags in "--retriever all" "--retriever bm25" "--retriever katz" "--retriever pcst --pcst-variant seed003" \
-    "--retriever pcst --pcst-variant g-retriever"; do
+model="${GSR_MODEL:-tests/fixtures/gsr/tiny-split}"
+all_flags=()
+for r in ${RETRIEVERS:-all bm25 katz pcst gsr}; do
+    case $r in
+        pcst) all_flags+=("--retriever pcst --pcst-variant seed003" "--retriever pcst --pcst-variant g-retriever") ;;
+        gsr)
+            "$bin/trellis" index-tokens --store "$store" --tokenizer "$model/tokenizer.json" --linearization dialoggsr >&2
+            all_flags+=("--retriever gsr --model $model")
+            ;;
+        *) all_flags+=("--retriever $r") ;;
+    esac
+done
+for flags in "${all_flags[@]}"; do
     # shellcheck disable=SC2086
     /usr/bin/time -o "$work/time.txt" -f "%e %M" "$bin/trellis" retrieve --store "$store" $flags --threads 2 \
         --input "$work/req50.jsonl" --output "$work/out50.jsonl" >/dev/null
