@@ -166,6 +166,8 @@ pub fn run(args: RetrieveArgs) -> Result<ExitCode> {
     let store = std::sync::Arc::new(Store::open_read_only(&args.store).with_context(|| format!("opening store {}", args.store.display()))?);
     let started = std::time::Instant::now();
     let retriever = args.retriever.open(store.clone())?;
+    // Answering time, apart from opening the store and loading a model.
+    let answering = std::time::Instant::now();
     let opts = AnswerOptions { top: args.top, explain: args.explain };
     let input = std::fs::File::open(&args.input).with_context(|| format!("opening {}", args.input.display()))?;
     let total = std::fs::metadata(&args.input).map(|m| m.len()).unwrap_or(0);
@@ -254,7 +256,7 @@ pub fn run(args: RetrieveArgs) -> Result<ExitCode> {
     out.flush().with_context(writing)?;
     bar.finish_and_clear();
     if args.json {
-        let mut summary = serde_json::json!({"answered": done, "skipped": skipped, "input": file, "output": args.output.display().to_string(), "seconds": started.elapsed().as_secs_f64()});
+        let mut summary = serde_json::json!({"answered": done, "skipped": skipped, "input": file, "output": args.output.display().to_string(), "seconds": started.elapsed().as_secs_f64(), "seconds_answering": answering.elapsed().as_secs_f64()});
         if let Some(g) = retriever.generative() {
             let t = g.timings();
             summary["gsr"] = serde_json::json!({"timings": t, "outside_onnx_runtime_share": t.outside_share(), "settings": format!("{:?}", g.settings())});
