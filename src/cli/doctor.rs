@@ -47,7 +47,7 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode> {
         println!("device: {}", report.device);
         if let Some(m) = &report.model {
             println!("model: {}", m.path.display());
-            println!("  layout: {}", if m.layout == Layout::Split { "split" } else { "merged" });
+            println!("  layout: {}", m.layout);
             println!(
                 "  config: vocabulary {} (tokenizer {}), d_model {}, {}+{} layers, {} heads of {}",
                 m.vocab_size, m.tokenizer_tokens, m.d_model, m.encoder_layers, m.decoder_layers, m.heads, m.d_kv

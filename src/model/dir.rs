@@ -30,6 +30,15 @@ pub enum Layout {
     Merged,
 }
 
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Layout::Split => "split",
+            Layout::Merged => "merged",
+        })
+    }
+}
+
 impl std::str::FromStr for Layout {
     type Err = String;
     fn from_str(s: &str) -> Result<Layout, String> {
@@ -64,7 +73,7 @@ pub enum ModelDirError {
     NotADirectory { path: PathBuf },
     #[error("{}: no decoder: neither {DECODER_FILE} + {DECODER_WITH_PAST_FILE} nor {MERGED_FILE} is there", dir.display())]
     NoDecoder { dir: PathBuf },
-    #[error("{}: the {layout:?} layout was asked for, but {} is missing", dir.display(), missing.join(" and "))]
+    #[error("{}: the {layout} layout was asked for, but {} is missing", dir.display(), missing.join(" and "))]
     LayoutMissing { dir: PathBuf, layout: Layout, missing: Vec<&'static str> },
     #[error("{}: missing (a model directory needs it)", path.display())]
     MissingFile { path: PathBuf },
@@ -549,7 +558,7 @@ mod tests {
         assert!(e.to_string().contains("decoder_model_merged.onnx"), "{e}");
         std::fs::write(d.join(DECODER_FILE), b"x").unwrap();
         let e = ModelDir::open(d, Some(Layout::Split)).unwrap_err();
-        assert_eq!(e.to_string(), format!("{}: the Split layout was asked for, but decoder_with_past_model.onnx is missing", d.display()));
+        assert_eq!(e.to_string(), format!("{}: the split layout was asked for, but decoder_with_past_model.onnx is missing", d.display()));
         std::fs::write(d.join(MERGED_FILE), b"x").unwrap();
         // Merged is picked (the split pair is incomplete); the encoder is missing next.
         let e = ModelDir::open(d, None).unwrap_err();

@@ -6,7 +6,8 @@
 //! The KV cache stays in ONNX Runtime values from one step to the next: a step's
 //! `present.*` outputs become the next step's `past_key_values.*` inputs without a copy.
 //! Between steps only a reorder copies, and only what moved: the self-attention cache rows
-//! (nothing when every row keeps its own parent), the cross-attention K/V (computed once, at
+//! (nothing when every row keeps its own parent; into buffers the state reuses, fed to the
+//! next step as views), the cross-attention K/V (computed once, at
 //! the first decoder step) only when the row -> input mapping changes (beams expanding,
 //! inputs finishing).
 //!
@@ -15,7 +16,10 @@
 //! device memory and feed the next step there, logits come back to the host, and a reorder
 //! gathers rows on the device with a one-node `Gather` graph built in memory. The same
 //! binding path runs on CPU with [`RuntimeOptions::io_binding`] (the tests compare it with
-//! the plain path); on CUDA it has not been run here (no GPU on this machine).
+//! the plain path); on CUDA it has not been run here (no GPU on this machine). Known cost
+//! there: a graph that takes `encoder_hidden_states` at every step (the merged layout)
+//! gets them copied from the host at each step; the split layout's with-past graph does
+//! not take them.
 
 use crate::model::dir::{DecoderFiles, Layout, ModelDir, ModelDirError, T5Config};
 use crate::model::runtime::{Runtime, RuntimeError};
@@ -1145,3 +1149,31 @@ const _: () = {
     sendable::<DecoderState>();
     sendable::<Encoded>();
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_parse_and_print() {
+        assert_eq!("cpu".parse::<Device>(), Ok(Device::Cpu));
+        assert_eq!("cuda".parse::<Device>(), Ok(Device::Cuda(0)));
+        assert_eq!("cuda:3".parse::<Device>(), Ok(Device::Cuda(3)));
+        for bad in ["gpu", "cuda:", "cuda:x", "cuda:-1", "CPU"] {
+            assert!(bad.parse::<Device>().is_err(), "{bad}");
+        }
+        assert_eq!(Device::Cuda(2).to_string(), "cuda:2");
+        assert_eq!("merged".parse::<Layout>(), Ok(Layout::Merged));
+        assert!("both".parse::<Layout>().is_err());
+    }
+
+    #[test]
+    fn layer_names_follow_optimum() {
+        let n = Names::new(2);
+        assert_eq!(
+            n.past_self,
+            ["past_key_values.0.decoder.key", "past_key_values.0.decoder.value", "past_key_values.1.decoder.key", "past_key_values.1.decoder.value"]
+        );
+        assert_eq!(n.present_cross[3], "present.1.encoder.value");
+    }
+}

@@ -477,3 +477,14 @@ fn model_step_time() {
         );
     }
 }
+
+#[test]
+fn one_runtime_library_per_process() {
+    let rt = trellis::model::Runtime::get().unwrap();
+    assert_eq!(rt.version(), "1.31.1");
+    assert!(std::ptr::eq(trellis::model::Runtime::load(rt.library(), "test").unwrap(), rt), "the same library: the loaded runtime");
+    let tmp = tempfile::tempdir().unwrap();
+    let other = tmp.path().join("libonnxruntime.so");
+    let e = trellis::model::Runtime::load(&other, "test").unwrap_err();
+    assert!(matches!(&e, trellis::model::RuntimeError::AlreadyLoaded { requested, .. } if *requested == other), "{e:?}");
+}
