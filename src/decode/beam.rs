@@ -239,7 +239,7 @@ pub type SearchResult<M, C> = Result<Vec<Vec<Hypothesis<<C as Constraint>::State
 
 /// Decodes every input (one constraint each) together; per input, its best
 /// `return_sequences` hypotheses, best first. The model must start with one row per input,
-/// in order, fed nothing yet.
+/// in order, fed nothing yet; after the first step it holds `beams` rows per input.
 pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut [C], cfg: &SearchConfig) -> SearchResult<M, C> {
     let n = constraints.len();
     let beams = cfg.beams.max(1);
@@ -251,28 +251,34 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
     }
     let mut finished: Vec<Finished<C::State>> = (0..n).map(|_| Finished { hyps: Vec::new(), beams }).collect();
     let mut done = vec![false; n];
-    let mut feed: Vec<u32> = vec![cfg.start_token; n];
+    // Rows come in blocks, one per input still in the batch, all of `width` rows: one at the
+    // first step, then `beams` (rows without a live beam are fed a placeholder and their
+    // logits ignored). The input of every row then stays put from step to step, so the model
+    // never has to move what depends on the input alone (the cross-attention keys and
+    // values, the biggest tensors); a finished input's block is dropped only once such
+    // blocks are half the batch.
+    let mut blocks: Vec<usize> = (0..n).collect();
+    let mut width = 1;
     let mut allowed = Vec::new();
     let mut cands: Vec<Candidate> = Vec::new();
+    let mut feed: Vec<u32> = vec![cfg.start_token; n];
     for step in 0..cfg.max_new_tokens {
-        if feed.is_empty() {
-            break;
-        }
-        let rows = feed.len();
+        let rows = blocks.len() * width;
         let logits = model.step(&feed).map_err(SearchError::Model)?;
         if logits.len() != rows * vocab {
             return Err(SearchError::LogitsShape { got: logits.len(), rows, vocab });
         }
-        let mut parents = Vec::with_capacity(rows);
-        let mut next_feed = Vec::with_capacity(rows);
-        let mut row = 0;
-        for i in 0..n {
+        // Per block, the old row each row of the next layout continues.
+        let mut block_parents: Vec<Vec<usize>> = Vec::with_capacity(blocks.len());
+        for (pos, &i) in blocks.iter().enumerate() {
+            let first_row = pos * width;
             if done[i] {
+                block_parents.push((0..beams).map(|k| first_row + k % width).collect());
                 continue;
             }
             cands.clear();
-            let first_row = row;
             for (b, beam) in running[i].iter().enumerate() {
+                let row = first_row + b;
                 let r = &logits[row * vocab..(row + 1) * vocab];
                 let lse = log_sum_exp(r).map_err(|token| SearchError::NaN { row, token })?;
                 let mut push = |token: u32, prior: f64| {
@@ -297,7 +303,6 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
                     }
                     Allowed::Everything => (0..vocab as u32).for_each(|t| push(t, 0.0)),
                 }
-                row += 1;
             }
             let keep = 2 * beams;
             if cands.len() > keep {
@@ -306,28 +311,23 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
             }
             cands.sort_unstable_by(better);
             let mut next: Vec<Beam<C::State>> = Vec::with_capacity(beams);
+            let mut parents = Vec::with_capacity(beams);
             for (rank, c) in cands.iter().enumerate() {
                 let parent = &running[i][c.beam];
+                let state = constraints[i].advance(&parent.state, c.token).map_err(SearchError::Constraint)?;
+                let mut tokens = parent.tokens.clone();
+                tokens.push(c.token);
+                let mut token_scores = parent.token_scores.clone();
+                token_scores.push((c.lp, c.prior));
                 if c.token == cfg.eos_token {
                     if rank >= beams {
                         continue;
                     }
-                    let mut tokens = parent.tokens.clone();
-                    tokens.push(c.token);
-                    let mut token_scores = parent.token_scores.clone();
-                    token_scores.push((c.lp, c.prior));
-                    let state = constraints[i].advance(&parent.state, c.token).map_err(SearchError::Constraint)?;
                     let score = length_normalized(c.score, tokens.len(), cfg.length_penalty);
                     finished[i].add(Hypothesis { tokens, score, sum: c.score, token_scores, state });
                 } else {
-                    let state = constraints[i].advance(&parent.state, c.token).map_err(SearchError::Constraint)?;
-                    let mut tokens = parent.tokens.clone();
-                    tokens.push(c.token);
-                    let mut token_scores = parent.token_scores.clone();
-                    token_scores.push((c.lp, c.prior));
                     next.push(Beam { tokens, sum: c.score, token_scores, state });
                     parents.push(first_row + c.beam);
-                    next_feed.push(c.token);
                 }
                 if next.len() == beams {
                     break;
@@ -348,22 +348,33 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
             };
             if stop {
                 done[i] = true;
-                // Its rows leave the batch.
-                let dropped = next.len();
-                parents.truncate(parents.len() - dropped);
-                next_feed.truncate(next_feed.len() - dropped);
                 next.clear();
+                parents.clear();
             }
+            // Placeholder rows continue a row of their own block.
+            parents.extend((parents.len()..beams).map(|k| first_row + k % width));
+            block_parents.push(parents);
             running[i] = next;
         }
-        if next_feed.is_empty() {
-            feed.clear();
+        if done.iter().all(|&d| d) || step + 1 == cfg.max_new_tokens {
             break;
         }
-        if step + 1 < cfg.max_new_tokens {
-            model.reorder(&parents).map_err(SearchError::Model)?;
+        let finished_blocks = blocks.iter().filter(|&&i| done[i]).count();
+        let compact = 2 * finished_blocks >= blocks.len();
+        let mut parents = Vec::with_capacity(blocks.len() * beams);
+        let mut kept = Vec::with_capacity(blocks.len());
+        feed.clear();
+        for (&i, bp) in blocks.iter().zip(&block_parents) {
+            if compact && done[i] {
+                continue;
+            }
+            kept.push(i);
+            parents.extend_from_slice(bp);
+            feed.extend((0..beams).map(|k| running[i].get(k).and_then(|b| b.tokens.last().copied()).unwrap_or(cfg.start_token)));
         }
-        feed = next_feed;
+        blocks = kept;
+        width = beams;
+        model.reorder(&parents).map_err(SearchError::Model)?;
     }
     // Out of steps: the running beams finish as they are.
     for i in 0..n {

@@ -129,6 +129,8 @@ pub struct GsrTimings {
     /// Decoder calls, and the time inside ONNX Runtime's `run` for them.
     pub decoder_steps: u64,
     pub decoder_run_ns: u64,
+    /// The model's own work around `run` (inputs, outputs, cache reorders).
+    pub decoder_outside_ns: u64,
 }
 
 impl GsrTimings {
@@ -252,6 +254,7 @@ impl GsrRetriever {
             encode_ns: self.encode_ns.load(Ordering::Relaxed),
             decoder_steps: m.steps,
             decoder_run_ns: m.run_ns,
+            decoder_outside_ns: m.outside_ns,
         }
     }
 
