@@ -195,7 +195,7 @@ fn log_sum_exp(row: &[f32]) -> Result<f64, usize> {
         return Err(row.iter().position(|x| x.is_nan()).unwrap_or(0));
     }
     let max = m.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    if max == f32::NEG_INFINITY || max == f32::INFINITY {
+    if max.is_infinite() {
         return Ok(max as f64);
     }
     let mut total = 0f64;
