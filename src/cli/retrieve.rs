@@ -221,33 +221,35 @@ pub fn run(args: RetrieveArgs) -> Result<ExitCode> {
                 })
                 .collect()
         });
-        let mut answers = Vec::with_capacity(batch.len());
+        // In input order: a chunk's lines (written, skipped or stopping the run as bad input),
+        // or the store's failure on a chunk, which stops the run with exit 1 whatever the mode.
         for a in answered {
-            match a {
-                Ok(v) => answers.extend(v),
-                // Not the line's fault: no line is skipped for it, and the exit code is 1.
+            let lines = match a {
+                Ok(v) => v,
+                // Not the lines' fault: no line is skipped for it, and the exit code is 1.
                 Err((n, e)) => {
+                    out.flush().with_context(writing)?;
                     bar.finish_and_clear();
                     return Err(anyhow::Error::new(e).context(format!(
                         "reading store {} (while answering the requests from {file}:{n}; the requests are not at fault)",
                         args.store.display()
                     )));
                 }
-            }
-        }
-        for (n, result) in answers {
-            match result {
-                Ok(v) => {
-                    writeln!(out, "{v}").with_context(writing)?;
-                    done += 1;
-                }
-                Err(e) if args.on_error == OnError::Skip => {
-                    bar.suspend(|| eprintln!("{file}:{n}: {e} (skipped)"));
-                    skipped += 1;
-                }
-                Err(e) => {
-                    out.flush().with_context(writing)?;
-                    return Err(super::BadInputLine { file: file.clone(), line: n as u64, what: e.to_string() }.into());
+            };
+            for (n, result) in lines {
+                match result {
+                    Ok(v) => {
+                        writeln!(out, "{v}").with_context(writing)?;
+                        done += 1;
+                    }
+                    Err(e) if args.on_error == OnError::Skip => {
+                        bar.suspend(|| eprintln!("{file}:{n}: {e} (skipped)"));
+                        skipped += 1;
+                    }
+                    Err(e) => {
+                        out.flush().with_context(writing)?;
+                        return Err(super::BadInputLine { file: file.clone(), line: n as u64, what: e.to_string() }.into());
+                    }
                 }
             }
         }
