@@ -20,3 +20,10 @@ set -x
 printf '%s\n' '{"id": 1, "history": ["Do you know anything about Jordan Spieth?"]}' >"$store/requests.jsonl"
 "$bin" retrieve --store "$store" --retriever bm25 --top 3 --input "$store/requests.jsonl" --output "$store/answers.jsonl"
 cat "$store/answers.jsonl"
+# Generative retrieval, run by ONNX Runtime. The model here is the tests' tiny fixture with
+# random weights: every path it writes is a real path of the store (the constraint sees to
+# that), but its ranking means nothing until a trained model ships.
+"$bin" doctor --model tests/fixtures/gsr/tiny-split
+"$bin" index-tokens --store "$store" --tokenizer tests/fixtures/gsr/tiny-split/tokenizer.json --linearization dialoggsr
+"$bin" retrieve --store "$store" --retriever gsr --model tests/fixtures/gsr/tiny-split --top 3 --input "$store/requests.jsonl" --output "$store/gsr-answers.jsonl"
+cat "$store/gsr-answers.jsonl"
