@@ -19,7 +19,7 @@ use crate::model::dir::ModelDirError;
 use crate::model::session::{DecoderState, RuntimeOptions, Seq2Seq, Seq2SeqError, SessionGuard};
 use crate::store::tokens::{TokenIndex, TokenIndexError};
 use crate::store::Store;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -374,9 +374,4 @@ impl GsrRetriever {
         }
         Ok(found)
     }
-}
-
-/// Where a model directory's token index comes from, for messages.
-pub fn index_tokens_hint(store: &Path, model: &Path, linearization: &str) -> String {
-    format!("trellis index-tokens --store {} --tokenizer {}/tokenizer.json --linearization {linearization}", store.display(), model.display())
 }
