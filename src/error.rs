@@ -182,6 +182,10 @@ pub enum Error {
     #[error(transparent)]
     Retrieve(#[from] crate::retrieve::RetrieveError),
     #[error(transparent)]
+    Decode(#[from] crate::decode::DecodeError),
+    #[error(transparent)]
+    Gsr(#[from] crate::retrieve::gsr::GsrError),
+    #[error(transparent)]
     Linearize(#[from] crate::linearize::LinearizeError),
     #[error(transparent)]
     Dataset(#[from] crate::eval::DatasetError),
@@ -243,5 +247,9 @@ mod tests {
         assert!(matches!(e, Error::Read(ReadError::Corrupt { cf: "meta", .. })));
         let e: Error = crate::retrieve::RetrieveError::Pcst(crate::graph::pcst::PcstError::NoClusters).into();
         assert!(e.to_string().starts_with("prize-collecting Steiner tree: "), "{e}");
+        let e: Error = crate::decode::DecodeError::ForeignState.into();
+        assert!(matches!(e, Error::Decode(crate::decode::DecodeError::ForeignState)));
+        let e: Error = crate::retrieve::gsr::GsrError::Setting("beams must be at least 1").into();
+        assert_eq!(e.to_string(), "bad decoding setting: beams must be at least 1");
     }
 }
