@@ -1,4 +1,4 @@
-//! The constraint automaton (GSR-SPEC §3): the token strings a decoder may write for one
+//! The constraint automaton (schema/gsr-decoding.md §3): the token strings a decoder may write for one
 //! request, read lazily from the store.
 //!
 //! After the decoder start token a sequence is
@@ -67,6 +67,9 @@ pub enum DecodeError {
     /// A state that no walk of this graph produced (another request's, or made up).
     #[error("a decoding state that does not belong to this request's path graph")]
     ForeignState,
+    /// A search advanced by a token `allowed` did not offer (a bug of the caller, reported).
+    #[error("token {token} is not allowed after this decoding state")]
+    NotAllowed { token: u32 },
 }
 
 /// The token ids of the boundaries of a linearization and the end-of-sequence id.
@@ -397,7 +400,7 @@ impl<'a> PathGraph<'a> {
         Ok(self.root()?.is_none())
     }
 
-    /// The allowed next tokens (ascending) with log p_graph of each (GSR-SPEC §4; 0 for every
+    /// The allowed next tokens (ascending) with log p_graph of each (schema/gsr-decoding.md §4; 0 for every
     /// token under `hard`), into `out` (cleared first). Never empty for a live state; after
     /// `[Tail]` only EOS; after EOS, or from the start of an empty graph, nothing.
     pub fn allowed(&mut self, s: &State, out: &mut Allowed) -> Result<(), DecodeError> {

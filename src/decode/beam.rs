@@ -313,6 +313,9 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
             let mut next: Vec<Beam<C::State>> = Vec::with_capacity(beams);
             let mut parents = Vec::with_capacity(beams);
             for (rank, c) in cands.iter().enumerate() {
+                if c.token == cfg.eos_token && rank >= beams {
+                    continue; // an EOS ranked past the beams is dropped
+                }
                 let parent = &running[i][c.beam];
                 let state = constraints[i].advance(&parent.state, c.token).map_err(SearchError::Constraint)?;
                 let mut tokens = parent.tokens.clone();
@@ -320,9 +323,6 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
                 let mut token_scores = parent.token_scores.clone();
                 token_scores.push((c.lp, c.prior));
                 if c.token == cfg.eos_token {
-                    if rank >= beams {
-                        continue;
-                    }
                     let score = length_normalized(c.score, tokens.len(), cfg.length_penalty);
                     finished[i].add(Hypothesis { tokens, score, sum: c.score, token_scores, state });
                 } else {

@@ -1,4 +1,4 @@
-//! Generative subgraph retrieval's decoding side (GSR-SPEC §3-5): the constraint automaton
+//! Generative subgraph retrieval's decoding side (schema/gsr-decoding.md §3-5): the constraint automaton
 //! that admits exactly the candidate paths of a request ([`automaton`]), the graph prior
 //! that scores its tokens ([`prior`]), and beam search over a step function ([`beam`]).
 

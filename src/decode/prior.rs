@@ -1,4 +1,4 @@
-//! The graph prior p_graph of constrained decoding (GSR-SPEC §4, DialogGSR eq. 4-6).
+//! The graph prior p_graph of constrained decoding (schema/gsr-decoding.md §4, DialogGSR eq. 4-6).
 //!
 //! The beam search scores an allowed token w as `alpha * lp(w) + (1 - alpha) * log p_graph(w)`
 //! (`alpha` is the beam search's); this module gives `log p_graph(w)` over the allowed set A

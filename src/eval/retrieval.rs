@@ -110,13 +110,7 @@ pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[
                 }
             }
             latencies.push(link + share);
-            let mut admitted = false;
-            for p in &right_paths {
-                if retriever.admits(&input.mentioned, p)? {
-                    admitted = true;
-                    break;
-                }
-            }
+            let admitted = retriever.admits_any(&input.mentioned, &right_paths)?;
             candidates += u64::from(admitted);
             size += ranked.len() as u64;
             let facts: Vec<Vec<Fact>> = ranked.iter().map(|p| p.hops.iter().map(|h| h.fact()).collect()).collect();

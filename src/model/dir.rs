@@ -2,7 +2,7 @@
 //! the Hugging Face `config.json` and Trellis's own `trellis.json`, read and checked before
 //! any session is built. Every problem names the file and the field.
 //!
-//! Also the retriever's encoder input (spec §2): which messages, how they are joined, how
+//! Also the retriever's encoder input (schema/gsr-decoding.md §2): which messages, how they are joined, how
 //! earlier paths are appended, how the ids are cut to `max_tokens`.
 
 use crate::linearize::{Linearization, Position};
@@ -108,7 +108,7 @@ pub struct T5Config {
 // The prior's settings are the decoder's own types (one definition).
 pub use crate::decode::prior::{PriorMode, PriorNorm};
 
-/// `trellis.json` `input`: how the encoder text is made (spec §2).
+/// `trellis.json` `input`: how the encoder text is made (schema/gsr-decoding.md §2).
 #[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct InputConfig {
@@ -432,7 +432,7 @@ impl ModelDir {
         &self.tokenizer
     }
 
-    /// The encoder input text (spec §2): the last `turns` messages, oldest first, each its
+    /// The encoder input text (schema/gsr-decoding.md §2): the last `turns` messages, oldest first, each its
     /// text or `speaker: text`, joined by `separator`; then for each earlier path,
     /// `" [SEP] " + path`.
     pub fn encoder_text(&self, history: &[Message], previous_paths: &[String]) -> String {
@@ -451,7 +451,7 @@ impl ModelDir {
         text
     }
 
-    /// The encoder input ids of a dialog (spec §2), cut to `max_tokens` from the left:
+    /// The encoder input ids of a dialog (schema/gsr-decoding.md §2), cut to `max_tokens` from the left:
     /// the last `max_tokens - 1` ids before the final EOS, then the EOS.
     pub fn encode_history(&self, history: &[Message], previous_paths: &[String]) -> Result<Vec<u32>, ModelDirError> {
         let text = self.encoder_text(history, previous_paths);

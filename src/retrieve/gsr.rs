@@ -83,6 +83,8 @@ pub enum GsrError {
     Decode(#[from] DecodeError),
     #[error(transparent)]
     Read(#[from] ReadError),
+    #[error(transparent)]
+    Linearize(#[from] crate::linearize::LinearizeError),
     #[error("beam search: {0}")]
     Search(String),
     #[error("{model}: trellis.json says the model is a {task:?}, not a retriever")]
@@ -168,11 +170,6 @@ struct GraphConstraint<'r, 'a> {
     graph: &'r mut PathGraph<'a>,
 }
 
-/// The beam search asked to advance by a token the automaton did not offer: a bug, reported.
-fn not_offered() -> DecodeError {
-    DecodeError::ForeignState
-}
-
 impl Constraint for GraphConstraint<'_, '_> {
     type State = State;
     type Error = DecodeError;
@@ -184,7 +181,8 @@ impl Constraint for GraphConstraint<'_, '_> {
         Ok(Allowed::Listed)
     }
     fn advance(&mut self, state: &State, token: u32) -> Result<State, DecodeError> {
-        self.graph.advance(state, token)?.ok_or_else(not_offered)
+        // The search takes only offered tokens; anything else is a bug, reported.
+        self.graph.advance(state, token)?.ok_or(DecodeError::NotAllowed { token })
     }
 }
 
@@ -276,7 +274,7 @@ impl GsrRetriever {
         let texts: Vec<(String, String)> = hops.iter().enumerate().map(|(i, _)| (name(&rn[i]), name(&en[i + 1]))).collect();
         let hop_texts: Vec<HopText<'_>> =
             hops.iter().zip(&texts).map(|(h, (r, to))| HopText { relation: r, reversed: h.edge.direction == Direction::In, to }).collect();
-        lin.render_path(&name(&en[0]), &hop_texts).map_err(|_| GsrError::Setting("a path of 1 or 2 hops"))
+        Ok(lin.render_path(&name(&en[0]), &hop_texts)?)
     }
 
     /// Retrieves for many dialogs; per input its paths, best first (at most

@@ -206,13 +206,26 @@ impl Retriever {
         Ok(self.linker.turn_entities(&mentions, history.len()).into_iter().map(|(e, _)| e).collect())
     }
 
-    /// Whether this retriever could return `path` (facts in walking order) for these
-    /// mentioned entities: it is one of its candidates. The share of turns whose gold path
-    /// it admits is the ceiling of its path@k.
-    pub fn admits(&self, mentioned: &[EntityId], path: &[Fact]) -> Result<bool, ReadError> {
+    /// Whether this retriever could return one of `paths` (facts in walking order) for these
+    /// mentioned entities: it is among its candidates. The share of turns whose gold path it
+    /// admits is the ceiling of its path@k. Capped: one candidate walk for all the paths.
+    pub fn admits_any(&self, mentioned: &[EntityId], paths: &[Vec<Fact>]) -> Result<bool, ReadError> {
+        if paths.is_empty() {
+            return Ok(false);
+        }
         match self.cfg.scope {
-            CandidateScope::Capped => Ok(candidate_fact_paths(&candidate_subgraph(&self.store, mentioned, &self.cfg.candidates)?).iter().any(|p| p == path)),
-            CandidateScope::Uncapped => in_neighbourhood(&self.store, mentioned, path, self.cfg.katz.hub_degree),
+            CandidateScope::Capped => {
+                let cands = candidate_fact_paths(&candidate_subgraph(&self.store, mentioned, &self.cfg.candidates)?);
+                Ok(paths.iter().any(|p| cands.contains(p)))
+            }
+            CandidateScope::Uncapped => {
+                for p in paths {
+                    if in_neighbourhood(&self.store, mentioned, p, self.cfg.katz.hub_degree)? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
         }
     }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The generative retriever's test fixtures: a T5-style tokenizer, a randomly initialised T5
-exported to ONNX in both optimum layouts (GSR-SPEC §1), and PyTorch's logits for the Rust
+exported to ONNX in both optimum layouts (schema/gsr-decoding.md §1), and PyTorch's logits for the Rust
 runtime to match.
 
     PY=$(tools/gsr/venv.sh)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Goldens of constrained decoding (GSR-SPEC §2-§5) from an independent Python reference.
+"""Goldens of constrained decoding (schema/gsr-decoding.md §2-§5) from an independent Python reference.
 
     PY=$(tools/gsr/venv.sh)
     cargo build --release --locked --bin trellis
@@ -7,15 +7,15 @@
 
 What comes from Trellis: only the candidate set. The real `trellis` binary ingests the sample
 KG into a temporary store and answers `trellis retrieve --retriever all` for each history:
-the mentioned entities and every candidate path in candidate order (spec §3, capped mode).
+the mentioned entities and every candidate path in candidate order (schema/gsr-decoding.md §3, capped mode).
 Everything else is computed here without Trellis code: the token strings of the paths (the
 Hugging Face tokenizer on each path's full linearized text), their prefix trie, S(e, M) by
-numpy matrix powers over the whole sample KG, p_graph (spec §4), the encoder input (spec §2),
+numpy matrix powers over the whole sample KG, p_graph (schema/gsr-decoding.md §4), the encoder input (schema/gsr-decoding.md §2),
 and beam search by transformers' `generate` on the PyTorch twin of tests/fixtures/gsr/tiny-*
 with a LogitsProcessor holding the constraint and the prior.
 
-transformers 4.57.6 beam search (generation/utils.py `_beam_search`), read against spec §5.
-The processor receives log_softmax(logits) over the whole vocabulary (so `lp` is spec §4's) and
+transformers 4.57.6 beam search (generation/utils.py `_beam_search`), read against schema/gsr-decoding.md §5.
+The processor receives log_softmax(logits) over the whole vocabulary (so `lp` is schema/gsr-decoding.md §4's) and
 its output is added to the running beam scores; `renormalize_logits` stays False.
   1. Candidates: torch.topk over the flattened [beams * vocab] accumulated scores, k = 2 * beams
      (one EOS id). Flat index = beam * vocab + token, but torch.topk gives NO tie-breaking
@@ -30,8 +30,8 @@ its output is added to the running beam scores; `renormalize_logits` stays False
      initial placeholders, score exactly -1e9, sequence [start, EOS]) when fewer than `beams`
      real hypotheses finish: dropped here (score < -1e6); (b) with early_stopping, ghosts count
      towards the `beams` finished hypotheses, so a sparse candidate set can stop the search
-     before a real running beam finishes, where spec §5 would go on. The goldens compare every
-     dialog with a direct implementation of spec §5 in this file (`spec_beam_search`) and record
+     before a real running beam finishes, where schema/gsr-decoding.md §5 would go on. The goldens compare every
+     dialog with a direct implementation of schema/gsr-decoding.md §5 in this file (`spec_beam_search`) and record
      per mode whether the two agree (`spec5_agrees`); see the report printed at the end.
   3. -inf candidates: never finalized (the placeholders at -1e9 outrank them), but they can fill
      running beams when fewer than `beams` finite non-EOS candidates exist (harmless: they only
@@ -39,14 +39,14 @@ its output is added to the running beam scores; `renormalize_logits` stays False
   4. EOS: a candidate whose last token is EOS (EosTokenCriteria) ranked < beams among the
      2 * beams becomes a hypothesis with score sum / (generated_len ** length_penalty), where
      generated_len = cur_len + 1 - decoder_prompt_len counts the generated tokens with EOS and
-     not the start token: as spec §5. EOS ranked >= beams: dropped (as spec). Non-EOS candidates
+     not the start token: as schema/gsr-decoding.md §5. EOS ranked >= beams: dropped (as spec). Non-EOS candidates
      fill the next running beams in rank order (topk of the 2 * beams with EOS ones at -1e9);
      if fewer than `beams` are non-EOS, EOS candidates at -1e9 fill the rest (ghost-like beams
      that continue after EOS; the constraint then gives them -inf).
   5. Finished set: the best `beams` of (kept, new) by score (torch.topk). With early_stopping=True
      an input takes no new hypotheses once all `beams` slots are finished, and the loop ends when
      every input is full (or no running beam can improve: the heuristic only bites when all
-     slots are finished or every running score is <= -1e9 * len, i.e. all -inf): as spec §5.
+     slots are finished or every running score is <= -1e9 * len, i.e. all -inf): as schema/gsr-decoding.md §5.
   6. max_new_tokens: MaxLengthCriteria marks every candidate of the last step (length 1 + 64)
      as finished, so the top `beams` of that step's 2 * beams candidates are finalized (by
      rank, not "the running beams"), ending without EOS. Such a sequence is no path: dropped
@@ -275,7 +275,7 @@ def log_prior(mass, norm):
 
 
 class Scorer:
-    """score(w) per spec §4 for one dialog and one mode."""
+    """score(w) per schema/gsr-decoding.md §4 for one dialog and one mode."""
 
     def __init__(self, paths, graph, mentioned, prior, norm, alpha, eps):
         self.paths, self.prior, self.norm, self.alpha = paths, prior, norm, alpha
@@ -308,7 +308,7 @@ class Scorer:
 
 
 class GsrProcessor:
-    """transformers LogitsProcessor: the constraint and the prior (spec §4)."""
+    """transformers LogitsProcessor: the constraint and the prior (schema/gsr-decoding.md §4)."""
 
     def __init__(self, scorer):
         self.scorer = scorer
@@ -322,7 +322,7 @@ class GsrProcessor:
 
 
 # ---------------------------------------------------------------------------------------
-# Encoder input (spec §2) and decoding.
+# Encoder input (schema/gsr-decoding.md §2) and decoding.
 
 
 def encoder_ids(tok, history, turns=3, sep=" ", max_tokens=256):
@@ -455,7 +455,7 @@ def main():
             r = {"sequences": seqs, "dropped_ghosts": ghosts, "dropped_unfinished": unfinished, "spec5_agrees": agree}
             if not agree:
                 disagreements.append((n, name, [(s["tokens"], s["score"]) for s in seqs], [(s["tokens"], s["score"]) for s in spec]))
-                # What spec §5 returns instead (scores in float64 of float32 sums).
+                # What schema/gsr-decoding.md §5 returns instead (scores in float64 of float32 sums).
                 r["spec5_sequences"] = spec
                 r["spec5_dropped_unfinished"] = spec_unfinished
             d["results"][name] = r
@@ -464,15 +464,15 @@ def main():
 
     golden = {
         "about": "Constrained decoding goldens (tools/gsr/make_goldens.py): transformers generate on the PyTorch twin of "
-        "tests/fixtures/gsr/tiny-split with the constraint and graph prior of GSR-SPEC §4 as a LogitsProcessor. Candidates: "
+        "tests/fixtures/gsr/tiny-split with the constraint and graph prior of schema/gsr-decoding.md §4 as a LogitsProcessor. Candidates: "
         "`trellis retrieve --retriever all` on a store of tests/fixtures/opendialkg-sample.tsv with each history (entities: when "
         "not null, the request's `entities` keys instead of linking; gold: the dev set's annotated path, for information). "
-        "input_ids: the encoder input of GSR-SPEC §2. results[mode]: "
+        "input_ids: the encoder input of schema/gsr-decoding.md §2. results[mode]: "
         "the returned sequences best first; tokens = generated ids without the start token, with EOS; score = sequences_scores "
         "(float32, sum / generated_len); path = triples [head, relation, tail, reversed] as stored facts (reversed: walked tail "
         "to head), the first candidate with that token string; homonyms = candidates with it. Sequences transformers returns with "
         "a score below -1e6 (its -1e9 placeholders and step-0 ghost beams) or -inf are dropped (dropped_ghosts counts them), and "
-        "so are sequences cut at max_new_tokens (dropped_unfinished). spec5_agrees: a direct implementation of GSR-SPEC §5 "
+        "so are sequences cut at max_new_tokens (dropped_unfinished). spec5_agrees: a direct implementation of schema/gsr-decoding.md §5 "
         "(make_goldens.py spec_beam_search) returned the same tokens and scores (1e-4); when not, spec5_sequences holds its "
         "answer (transformers' ghost beams ended the search early: see the script's docstring, point 2).",
         "settings": SETTINGS,
@@ -482,9 +482,9 @@ def main():
         "dialogs": out_dialogs,
     }
     args.out.write_text(json.dumps(golden, indent=None, separators=(",", ":")) + "\n")
-    print(f"{args.out}: {len(out_dialogs)} dialogs, {args.out.stat().st_size} bytes; spec §5 disagreements: {len(disagreements)}; score ties: {TIES[0]}", file=sys.stderr)
+    print(f"{args.out}: {len(out_dialogs)} dialogs, {args.out.stat().st_size} bytes; schema/gsr-decoding.md §5 disagreements: {len(disagreements)}; score ties: {TIES[0]}", file=sys.stderr)
     for n, name, hf, spec in disagreements:
-        print(f"  dialog {n} {name}:\n    transformers {hf}\n    spec §5      {spec}", file=sys.stderr)
+        print(f"  dialog {n} {name}:\n    transformers {hf}\n    schema/gsr-decoding.md §5      {spec}", file=sys.stderr)
 
 
 def described(paths, raw):
