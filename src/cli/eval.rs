@@ -30,9 +30,14 @@ pub enum EvalCommand {
         /// Cut-offs for path@k and triple recall@k.
         #[arg(long, value_delimiter = ',', default_values_t = [1, 3, 5, 10])]
         k: Vec<usize>,
+        /// Score only the first N turns of the file (quick checks; figures use all).
+        #[arg(long)]
+        max_turns: Option<usize>,
         #[arg(long)]
         json: bool,
     },
+    /// BLEU (sacrebleu, nltk), ROUGE-1/2/L, F1, KF1 and distinct-1/2 of generated responses against gold ones.
+    Responses(super::eval_responses::ResponsesArgs),
     /// Recall of the gold start entity among a turn's linked entities (OpenDialKG csv).
     Linking {
         #[arg(long)]
@@ -83,12 +88,21 @@ pub struct ActionsOption {
 }
 
 impl ActionsOption {
-    fn apply(self, dialogs: &mut [Dialog]) {
+    pub fn apply(self, dialogs: &mut [Dialog]) {
         match self.actions {
             Actions::All => {}
             Actions::Assistant => opendialkg::keep_samples_of(dialogs, "assistant"),
             Actions::User => opendialkg::keep_samples_of(dialogs, "user"),
         }
+    }
+}
+
+/// Keeps the first `n` samples of the file, in order.
+fn keep_first_samples(dialogs: &mut [Dialog], mut n: usize) {
+    for d in dialogs {
+        let keep = d.samples.len().min(n);
+        d.samples.truncate(keep);
+        n -= keep;
     }
 }
 
@@ -98,13 +112,16 @@ fn open(store: &Path) -> Result<std::sync::Arc<Store>> {
 
 pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
     match cmd {
-        EvalCommand::Retrieval { store, dataset, input, actions, retriever, k, json } => {
+        EvalCommand::Retrieval { store, dataset, input, actions, retriever, k, max_turns, json } => {
             let store = open(&store)?;
             let mut dialogs = match dataset {
                 Dataset::Opendialkg => opendialkg::read(&input)?,
                 Dataset::Metaqa => metaqa::read(&input)?,
             };
             actions.apply(&mut dialogs);
+            if let Some(n) = max_turns {
+                keep_first_samples(&mut dialogs, n);
+            }
             let r = retriever.open(store.clone())?;
             let report = retrieval::evaluate(&store, &r, &dialogs, &k)?;
             if json {
@@ -119,11 +136,16 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
                 println!("path       {}", at(&report.path_at));
                 println!("triple rec {}", at(&report.triple_recall_at));
                 println!("hits       {}", at(&report.hits_at));
+                println!(
+                    "top path: starts at a gold start entity {:.4}, and takes its first relation {:.4}",
+                    report.top_start_entity, report.top_first_relation
+                );
                 println!("MRR {:.4}  P {:.4}  R {:.4}  F1 {:.4}  mean size {:.1}", report.mrr, report.precision, report.recall, report.f1, report.mean_size);
                 println!("latency p50 {:.2} ms, p99 {:.2} ms, {:.0} turns/s", report.latency_ms_p50, report.latency_ms_p99, report.turns_per_s);
             }
             Ok(ExitCode::SUCCESS)
         }
+        EvalCommand::Responses(args) => super::eval_responses::run(args),
         EvalCommand::Linking { store, input, actions, no_substring, misses, json, options } => {
             let store = open(&store)?;
             let mut dialogs = opendialkg::read(&input)?;

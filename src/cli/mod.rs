@@ -2,12 +2,14 @@
 
 mod doctor;
 mod eval;
+mod eval_responses;
 mod ingest;
 mod link;
 mod migrate;
 mod progress;
 mod query;
 mod retrieve;
+mod targets;
 mod tokens;
 
 use clap::{Parser, Subcommand};
@@ -90,6 +92,9 @@ enum Command {
     Link(link::LinkArgs),
     /// Retrieve paths for every dialog of a JSON-lines file, in parallel, in input order.
     Retrieve(retrieve::RetrieveArgs),
+    /// The generative retriever's training data from OpenDialKG dialogs: per turn the encoder
+    /// input, the gold path as decoder tokens and the constraint's allowed set at each step.
+    Targets(targets::TargetsArgs),
     /// Evaluations on the shared data sets.
     #[command(subcommand)]
     Eval(eval::EvalCommand),
@@ -111,6 +116,7 @@ pub fn main() -> ExitCode {
         Command::IndexTokens(args) => tokens::run(args),
         Command::Link(args) => link::link(args),
         Command::Retrieve(args) => retrieve::run(args),
+        Command::Targets(args) => targets::run(args),
         Command::Eval(cmd) => eval::run(cmd),
         Command::Doctor(args) => doctor::run(args),
     };

@@ -154,6 +154,28 @@ impl Boundaries {
         &self.head
     }
 
+    /// The tokens a decoder writes for a path (schema/gsr-decoding.md §3), EOS included:
+    /// `names` are the token lists of e1, r1, e2 (and r2, e3 for two hops), `reversed`
+    /// says per hop whether it walks its fact backwards. `None` unless there are 3 names
+    /// and 1 direction, or 5 and 2.
+    pub fn path_tokens(&self, names: &[&[u32]], reversed: &[bool]) -> Option<Vec<u32>> {
+        if !((names.len() == 3 && reversed.len() == 1) || (names.len() == 5 && reversed.len() == 2)) {
+            return None;
+        }
+        let mut out = self.head.clone();
+        out.extend_from_slice(names[0]);
+        for (hop, &rev) in reversed.iter().enumerate() {
+            let pair = if rev { &self.rev } else { &self.int };
+            out.extend_from_slice(&pair[2 * hop]);
+            out.extend_from_slice(names[1 + 2 * hop]);
+            out.extend_from_slice(&pair[2 * hop + 1]);
+            out.extend_from_slice(names[2 + 2 * hop]);
+        }
+        out.extend_from_slice(&self.tail);
+        out.push(self.eos);
+        Some(out)
+    }
+
     /// The ids of a boundary choice (`TAIL`, `FWD1`, ...).
     fn seq(&self, c: u8) -> &[u32] {
         match c {

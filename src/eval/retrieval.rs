@@ -40,6 +40,11 @@ pub struct RetrievalReport {
     pub f1: f64,
     /// Paths returned per turn.
     pub mean_size: f64,
+    /// Share of turns whose top path starts at a gold path's start entity, and of those
+    /// whose top path also takes that gold path's first relation in its direction: where a
+    /// retriever wins or loses (the entity, or the relation).
+    pub top_start_entity: f64,
+    pub top_first_relation: f64,
     pub latency_ms_p50: f64,
     pub latency_ms_p99: f64,
     pub turns_per_s: f64,
@@ -58,6 +63,18 @@ fn resolve(store: &Store, t: &Triple, reverse_prefix: &str) -> Result<Option<Fac
     Ok(Some(if swap { (o, r, s) } else { (s, r, o) }))
 }
 
+/// Where a gold path (triples in walking order) starts and how it leaves: its start entity,
+/// first relation and the direction it is walked, if the store knows the names.
+fn first_step(store: &Store, path: &[Triple], reverse_prefix: &str) -> Result<Option<(crate::ids::EntityId, crate::ids::RelationId, Direction)>, ReadError> {
+    let Some((s, r, _)) = path.first() else { return Ok(None) };
+    let (r, dir) = match r.strip_prefix(reverse_prefix).filter(|_| !reverse_prefix.is_empty()) {
+        Some(base) => (base, Direction::In),
+        None => (r.as_str(), Direction::Out),
+    };
+    let (Some(s), Some(r)) = (store.entity_by_key(s)?, store.relation_by_key(r)?) else { return Ok(None) };
+    Ok(Some((s, r, dir)))
+}
+
 pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[usize]) -> Result<RetrievalReport, RetrieveError> {
     let mut r = RetrievalReport::default();
     let kmax = ks.iter().copied().max().unwrap_or(10).max(10);
@@ -67,6 +84,7 @@ pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[
     let mut hits = [0u64; 3];
     let (mut mrr, mut p_sum, mut r_sum, mut f_sum, mut size) = (0f64, 0f64, 0f64, 0f64, 0u64);
     let mut candidates = 0u64;
+    let (mut top_start, mut top_relation) = (0u64, 0u64);
     let mut latencies = Vec::new();
     let prefix = store.meta().reverse_prefix.clone();
     let started = std::time::Instant::now();
@@ -79,9 +97,9 @@ pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[
         for (dialog, sample) in chunk {
             let history = &dialog.messages[..sample.upto];
             let t = std::time::Instant::now();
-            let mentioned = retriever.mentioned(history)?;
+            let input = retriever.input(history)?;
             link_ms.push(t.elapsed().as_secs_f64() * 1e3);
-            inputs.push(crate::retrieve::RetrievalInput { history, mentioned });
+            inputs.push(input);
         }
         let t = std::time::Instant::now();
         let ranked_all = retriever.rank_batch(&inputs)?;
@@ -110,6 +128,19 @@ pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[
                 }
             }
             latencies.push(link + share);
+            if let Some(top) = ranked.first() {
+                let h = &top.hops[0];
+                let mut starts = false;
+                let mut relation = false;
+                for p in &sample.paths {
+                    if let Some((from, rel, dir)) = first_step(store, p, &prefix)? {
+                        starts |= from == h.from;
+                        relation |= from == h.from && rel == h.edge.relation && dir == h.edge.direction;
+                    }
+                }
+                top_start += u64::from(starts);
+                top_relation += u64::from(relation);
+            }
             let admitted = retriever.admits_any(&input.mentioned, &right_paths)?;
             candidates += u64::from(admitted);
             size += ranked.len() as u64;
@@ -145,6 +176,8 @@ pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[
     r.path_at = ks.iter().zip(&path_hits).map(|(&k, &h)| (k, h as f64 / n)).collect();
     r.triple_recall_at = ks.iter().zip(&triple_recall).map(|(&k, &s)| (k, s / n)).collect();
     r.mrr = mrr / n;
+    r.top_start_entity = top_start as f64 / n;
+    r.top_first_relation = top_relation as f64 / n;
     r.hits_at = hit_ks.iter().zip(hits).map(|(&k, h)| (k, h as f64 / n)).collect();
     r.precision = p_sum / n;
     r.recall = r_sum / n;

@@ -177,6 +177,23 @@ impl Linker {
         ranked
     }
 
+    /// For each of `entities`, how many messages before the turn that follows
+    /// `messages[..upto]` it was last mentioned (0: in the last message); `u32::MAX` when no
+    /// mention in `mentions` names it.
+    pub fn entity_ages(&self, mentions: &[Mention], upto: usize, entities: &[EntityId]) -> Vec<u32> {
+        entities
+            .iter()
+            .map(|e| {
+                mentions
+                    .iter()
+                    .filter(|m| m.message < upto && m.entities.iter().any(|x| x.id == e.0))
+                    .map(|m| (upto - 1 - m.message) as u32)
+                    .min()
+                    .unwrap_or(u32::MAX)
+            })
+            .collect()
+    }
+
     fn link_message(&self, index: usize, message: &Message, partial: &mut PartialNames) -> Result<Vec<Mention>, ReadError> {
         let text = message.text.as_str();
         let ws = words::words(text);

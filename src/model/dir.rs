@@ -5,6 +5,7 @@
 //! Also the retriever's encoder input (schema/gsr-decoding.md §2): which messages, how they are joined, how
 //! earlier paths are appended, how the ids are cut to `max_tokens`.
 
+pub use crate::generate::{InputEncoding, StrategyKind};
 use crate::linearize::{Linearization, Position};
 use crate::link::Message;
 use crate::model::tokenizer::{ModelError, NameTokenizer};
@@ -64,6 +65,9 @@ pub enum FieldProblem {
     Unknown { value: String, allowed: &'static str },
     #[error("{0}")]
     Linearization(String),
+    /// A section only another task reads.
+    #[error("a {task} does not read it ({instead})")]
+    OtherTask { task: &'static str, instead: &'static str },
 }
 
 /// Why a model directory cannot be used.
@@ -83,6 +87,8 @@ pub enum ModelDirError {
     Json { path: PathBuf, source: serde_json::Error },
     #[error("{}: field `{field}`: {problem}", path.display())]
     Field { path: PathBuf, field: String, problem: FieldProblem },
+    #[error("{}: the entity marker {marker:?} of trellis.json is not one token of tokenizer.json (add it as a special token)", path.display())]
+    MarkerNotAToken { path: PathBuf, marker: String },
     #[error("{}: the tokenizer has {tokens} tokens but config.json's vocab_size is {vocab_size}: the model cannot write them all", path.display())]
     VocabTooSmall { path: PathBuf, tokens: usize, vocab_size: u32 },
     #[error(transparent)]
@@ -117,12 +123,39 @@ pub struct InputConfig {
     pub speaker_prefix: bool,
     pub separator: String,
     pub max_tokens: usize,
+    /// The linked entities written after the messages, each behind a marker of its recency;
+    /// absent, the input is the messages alone.
+    pub entities: Option<EntityMarkers>,
 }
 
 impl Default for InputConfig {
     fn default() -> Self {
-        InputConfig { turns: 3, speaker_prefix: false, separator: " ".into(), max_tokens: 256 }
+        InputConfig { turns: 3, speaker_prefix: false, separator: " ".into(), max_tokens: 256, entities: None }
     }
+}
+
+/// `trellis.json` `input.entities`: what the linker found, shown to the model. An entity
+/// last mentioned `age` messages back (0: in the last message) is written
+/// ` markers[min(age, len - 1)] name`, in the linker's order (most weight first), at most `max`.
+#[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EntityMarkers {
+    /// One token each (checked against `tokenizer.json` when the directory is opened).
+    pub markers: Vec<String>,
+    #[serde(default = "default_max_entities")]
+    pub max: usize,
+}
+
+fn default_max_entities() -> usize {
+    8
+}
+
+/// A linked entity as the encoder input shows it: its name and how many messages back it
+/// was last mentioned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InputEntity {
+    pub name: String,
+    pub age: u32,
 }
 
 /// `trellis.json` `decoding`: the defaults command-line flags override.
@@ -156,6 +189,49 @@ impl Default for DecodingConfig {
     }
 }
 
+/// `trellis.json` `generation` (task `"generator"`, src/generate/): the input encoding and
+/// the decoding defaults a caller's settings start from.
+#[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GenerationConfig {
+    pub encoding: InputEncoding,
+    pub strategy: StrategyKind,
+    pub beams: usize,
+    pub return_sequences: usize,
+    pub length_penalty: f64,
+    pub early_stopping: bool,
+    pub max_new_tokens: usize,
+    pub temperature: f64,
+    pub top_k: usize,
+    pub top_p: f64,
+    pub seed: u64,
+    /// Token ids that end a sequence as EOS does.
+    pub stop_ids: Vec<u32>,
+    /// Texts that end a sequence once the decoded text contains one.
+    pub stop: Vec<String>,
+}
+
+impl Default for GenerationConfig {
+    /// The DialogGSR authors' generator decoding: beam search, 5 beams, length penalty 1.5.
+    fn default() -> Self {
+        GenerationConfig {
+            encoding: InputEncoding::DialogGsr,
+            strategy: StrategyKind::Beam,
+            beams: 5,
+            return_sequences: 1,
+            length_penalty: 1.5,
+            early_stopping: true,
+            max_new_tokens: 64,
+            temperature: 1.0,
+            top_k: 50,
+            top_p: 1.0,
+            seed: 0,
+            stop_ids: Vec::new(),
+            stop: Vec::new(),
+        }
+    }
+}
+
 fn default_format() -> u32 {
     1
 }
@@ -179,8 +255,12 @@ struct TrellisFile {
     linearization: serde_json::Value,
     #[serde(default)]
     input: InputConfig,
+    /// A retriever's only.
     #[serde(default)]
-    decoding: DecodingConfig,
+    decoding: Option<DecodingConfig>,
+    /// A generator's only.
+    #[serde(default)]
+    generation: Option<GenerationConfig>,
 }
 
 /// `trellis.json`, checked, with the linearization resolved.
@@ -190,7 +270,10 @@ pub struct TrellisConfig {
     pub task: String,
     pub linearization: Linearization,
     pub input: InputConfig,
+    /// The retriever's decoding (the defaults for a generator, which does not use it).
     pub decoding: DecodingConfig,
+    /// A generator's input encoding and decoding (`Some` exactly for task `"generator"`).
+    pub generation: Option<GenerationConfig>,
 }
 
 impl Default for TrellisConfig {
@@ -201,6 +284,7 @@ impl Default for TrellisConfig {
             linearization: Linearization::dialoggsr(),
             input: InputConfig::default(),
             decoding: DecodingConfig::default(),
+            generation: None,
         }
     }
 }
@@ -228,6 +312,13 @@ pub struct ModelDir {
     tokenizer: Tokenizer,
     /// Whether the post-processor appends EOS (T5's does).
     appends_eos: bool,
+}
+
+impl ModelDir {
+    /// Whether the encoder input shows the linked entities (`input.entities`).
+    pub fn shows_entities(&self) -> bool {
+        self.trellis.input.entities.is_some()
+    }
 }
 
 impl std::fmt::Debug for ModelDir {
@@ -307,8 +398,20 @@ impl TrellisConfig {
         if file.format != 1 {
             return Err(err("format", FieldProblem::Range { value: f64::from(file.format), min: 1.0, max: 1.0 }));
         }
-        if file.task != "retriever" {
-            return Err(err("task", FieldProblem::Unknown { value: file.task, allowed: "\"retriever\"" }));
+        let generator = match file.task.as_str() {
+            "retriever" => false,
+            "generator" => true,
+            _ => return Err(err("task", FieldProblem::Unknown { value: file.task, allowed: "\"retriever\" or \"generator\"" })),
+        };
+        // Each task's own section only: a section the model's task never reads is a mistake.
+        if generator && file.decoding.is_some() {
+            return Err(err("decoding", FieldProblem::OtherTask { task: "generator", instead: "its decoding defaults are `generation`" }));
+        }
+        if !generator && file.generation.is_some() {
+            return Err(err("generation", FieldProblem::OtherTask { task: "retriever", instead: "its decoding defaults are `decoding`" }));
+        }
+        if generator && file.input.entities.is_some() {
+            return Err(err("input.entities", FieldProblem::OtherTask { task: "generator", instead: "its knowledge comes with each request" }));
         }
         let linearization = match &file.linearization {
             serde_json::Value::String(name) => match name.as_str() {
@@ -326,7 +429,8 @@ impl TrellisConfig {
             }
             _ => return Err(err("linearization", FieldProblem::Type { expected: "a preset name or a linearization object" })),
         };
-        let d = &file.decoding;
+        let decoding = file.decoding.clone().unwrap_or_default();
+        let d = &decoding;
         let range = |field: &str, value: f64, min: f64, max: f64| {
             if value.is_finite() && value >= min && value <= max {
                 Ok(())
@@ -335,13 +439,29 @@ impl TrellisConfig {
             }
         };
         range("input.max_tokens", file.input.max_tokens as f64, 2.0, 1e6)?;
+        if let Some(e) = &file.input.entities {
+            range("input.entities.markers", e.markers.len() as f64, 1.0, 64.0)?;
+            range("input.entities.max", e.max as f64, 1.0, 1024.0)?;
+        }
         range("decoding.beams", d.beams as f64, 1.0, 1024.0)?;
         range("decoding.return_sequences", d.return_sequences as f64, 1.0, d.beams as f64)?;
         range("decoding.alpha", d.alpha, 0.0, 1.0)?;
         range("decoding.prior_epsilon", d.prior_epsilon, 0.0, 1e6)?;
         range("decoding.length_penalty", d.length_penalty, -1e6, 1e6)?;
         range("decoding.max_new_tokens", d.max_new_tokens as f64, 1.0, 1e6)?;
-        Ok(TrellisConfig { format: file.format, task: file.task, linearization, input: file.input, decoding: file.decoding })
+        let generation = if generator { Some(file.generation.clone().unwrap_or_default()) } else { None };
+        if let Some(g) = &generation {
+            range("generation.beams", g.beams as f64, 1.0, 1024.0)?;
+            range("generation.return_sequences", g.return_sequences as f64, 1.0, g.beams as f64)?;
+            range("generation.length_penalty", g.length_penalty, -1e6, 1e6)?;
+            range("generation.max_new_tokens", g.max_new_tokens as f64, 1.0, 1e6)?;
+            range("generation.temperature", g.temperature, 1e-6, 1e6)?;
+            range("generation.top_p", g.top_p, 1e-6, 1.0)?;
+            if let Some(i) = g.stop.iter().position(String::is_empty) {
+                return Err(err(&format!("generation.stop[{i}]"), FieldProblem::Type { expected: "a non-empty text" }));
+            }
+        }
+        Ok(TrellisConfig { format: file.format, task: file.task, linearization, input: file.input, decoding, generation })
     }
 }
 
@@ -376,6 +496,22 @@ impl ModelDir {
             Layout::Split => DecoderFiles::Split { first: file(DECODER_FILE), with_past: file(DECODER_WITH_PAST_FILE) },
             Layout::Merged => DecoderFiles::Merged { merged: file(MERGED_FILE) },
         };
+        Self::read_spec(path, layout, encoder, decoder)
+    }
+
+    /// Reads what a model directory says about its input and output (`config.json`,
+    /// `trellis.json`, `tokenizer.json`) without the ONNX files: what `trellis targets`
+    /// needs to write training data for a model that does not exist yet.
+    pub fn open_spec(path: &Path) -> Result<ModelDir, ModelDirError> {
+        if !path.is_dir() {
+            return Err(ModelDirError::NotADirectory { path: path.into() });
+        }
+        let merged = path.join(MERGED_FILE);
+        Self::read_spec(path, Layout::Merged, path.join(ENCODER_FILE), DecoderFiles::Merged { merged })
+    }
+
+    fn read_spec(path: &Path, layout: Layout, encoder: PathBuf, decoder: DecoderFiles) -> Result<ModelDir, ModelDirError> {
+        let file = |name: &str| path.join(name);
         let config = T5Config::read(&file(CONFIG_FILE))?;
         let trellis_path = file(TRELLIS_FILE);
         let trellis_present = trellis_path.exists();
@@ -394,6 +530,15 @@ impl ModelDir {
             return Err(ModelDirError::VocabTooSmall { path: file(CONFIG_FILE), tokens, vocab_size: config.vocab_size });
         }
         let appends_eos = tokenizer.encode("", true).map(|e| e.get_ids().last() == Some(&config.eos_token_id)).unwrap_or(false);
+        if let Some(e) = &trellis.input.entities {
+            for marker in &e.markers {
+                let one =
+                    tokenizer.encode(marker.as_str(), false).map(|enc| enc.get_ids().len() == 1 && tokenizer.token_to_id(marker).is_some()).unwrap_or(false);
+                if !one {
+                    return Err(ModelDirError::MarkerNotAToken { path: trellis_path.clone(), marker: marker.clone() });
+                }
+            }
+        }
         Ok(ModelDir { path: path.into(), layout, encoder, decoder, config, trellis, trellis_present, names, tokenizer, appends_eos })
     }
 
@@ -433,14 +578,23 @@ impl ModelDir {
     }
 
     /// The encoder input text (schema/gsr-decoding.md §2): the last `turns` messages, oldest first, each its
-    /// text or `speaker: text`, joined by `separator`; then for each earlier path,
-    /// `" [SEP] " + path`.
-    pub fn encoder_text(&self, history: &[Message], previous_paths: &[String]) -> String {
+    /// text or `speaker: text`, joined by `separator`; with `input.entities`, each linked
+    /// entity as `" " + marker + " " + name`; then for each earlier path, `" [SEP] " + path`.
+    pub fn encoder_text(&self, history: &[Message], entities: &[InputEntity], previous_paths: &[String]) -> String {
         let input = &self.trellis.input;
         let start = if input.turns == 0 { 0 } else { history.len().saturating_sub(input.turns) };
         let parts: Vec<String> =
             history[start..].iter().map(|m| if input.speaker_prefix { format!("{}: {}", m.speaker, m.text) } else { m.text.clone() }).collect();
         let mut text = parts.join(&input.separator);
+        if let Some(marks) = &input.entities {
+            for e in entities.iter().take(marks.max) {
+                let marker = &marks.markers[(e.age as usize).min(marks.markers.len() - 1)];
+                text.push(' ');
+                text.push_str(marker);
+                text.push(' ');
+                text.push_str(&self.trellis.linearization.entity_text(&e.name));
+            }
+        }
         let sep = self.trellis.linearization.boundary_text(Position::Sep);
         for p in previous_paths {
             text.push(' ');
@@ -453,15 +607,15 @@ impl ModelDir {
 
     /// The encoder input ids of a dialog (schema/gsr-decoding.md §2), cut to `max_tokens` from the left:
     /// the last `max_tokens - 1` ids before the final EOS, then the EOS.
-    pub fn encode_history(&self, history: &[Message], previous_paths: &[String]) -> Result<Vec<u32>, ModelDirError> {
-        let text = self.encoder_text(history, previous_paths);
+    pub fn encode_history(&self, history: &[Message], entities: &[InputEntity], previous_paths: &[String]) -> Result<Vec<u32>, ModelDirError> {
+        let text = self.encoder_text(history, entities, previous_paths);
         let enc = self.tokenizer.encode(text.as_str(), true).map_err(|source| ModelError::Encode { text: text.clone(), source })?;
         Ok(truncate_left(enc.get_ids(), self.trellis.input.max_tokens, self.appends_eos.then_some(self.config.eos_token_id)))
     }
 }
 
 /// Keeps the last `max` ids; when `eos` is given and ends the ids, it stays last.
-fn truncate_left(ids: &[u32], max: usize, eos: Option<u32>) -> Vec<u32> {
+pub(crate) fn truncate_left(ids: &[u32], max: usize, eos: Option<u32>) -> Vec<u32> {
     if ids.len() <= max {
         return ids.to_vec();
     }
@@ -537,6 +691,65 @@ mod tests {
         assert!(matches!(&e, ModelDirError::Field { field, .. } if field == "input.max_tokens"), "{e:?}");
         let e = TrellisConfig::from_value(p, json!({"decoding": {"prior": "strong"}})).unwrap_err();
         assert!(matches!(e, ModelDirError::Json { .. }), "{e:?}");
+        assert_eq!(c.input.entities, None, "the messages alone by default");
+        let c = TrellisConfig::from_value(p, json!({"input": {"entities": {"markers": ["[E0]", "[E1]"]}}})).unwrap();
+        assert_eq!(c.input.entities, Some(EntityMarkers { markers: vec!["[E0]".into(), "[E1]".into()], max: 8 }));
+        let e = TrellisConfig::from_value(p, json!({"input": {"entities": {"markers": []}}})).unwrap_err();
+        assert_eq!(e.to_string(), "m/trellis.json: field `input.entities.markers`: 0 is out of range (1..=64)");
+        let e = TrellisConfig::from_value(p, json!({"input": {"entities": {"markers": ["[E0]"], "max": 0}}})).unwrap_err();
+        assert!(matches!(&e, ModelDirError::Field { field, .. } if field == "input.entities.max"), "{e:?}");
+        let e = TrellisConfig::from_value(p, json!({"input": {"entities": {"marker": ["[E0]"]}}})).unwrap_err();
+        assert!(e.to_string().contains("unknown field `marker`"), "{e}");
+    }
+
+    #[test]
+    fn generator_trellis_json() {
+        let p = Path::new("m/trellis.json");
+        assert_eq!(TrellisConfig::from_value(p, json!({})).unwrap().generation, None, "a retriever has no generation section");
+        let c = TrellisConfig::from_value(p, json!({"task": "generator"})).unwrap();
+        assert_eq!(c.generation, Some(GenerationConfig::default()));
+        let g = GenerationConfig::default();
+        assert_eq!((g.encoding, g.strategy, g.beams, g.return_sequences, g.length_penalty), (InputEncoding::DialogGsr, StrategyKind::Beam, 5, 1, 1.5));
+        let c = TrellisConfig::from_value(
+            p,
+            json!({"task": "generator", "generation": {"encoding": {"template": "{triples} | {history}"}, "strategy": "sample",
+                   "top_k": 0, "top_p": 0.9, "seed": 7, "stop": ["\n"], "stop_ids": [5]}}),
+        )
+        .unwrap();
+        let g = c.generation.unwrap();
+        assert_eq!(g.encoding, "template:{triples} | {history}".parse::<InputEncoding>().unwrap());
+        assert_eq!((g.strategy, g.top_k, g.top_p, g.seed, g.beams), (StrategyKind::Sample, 0, 0.9, 7, 5));
+        assert_eq!((g.stop, g.stop_ids), (vec!["\n".to_string()], vec![5]));
+        for name in ["surge", "invariant", "efficient", "dialoggsr"] {
+            let c = TrellisConfig::from_value(p, json!({"task": "generator", "generation": {"encoding": name}})).unwrap();
+            assert_eq!(c.generation.unwrap().encoding.to_string(), name);
+        }
+
+        let e = TrellisConfig::from_value(p, json!({"task": "responder"})).unwrap_err();
+        assert_eq!(e.to_string(), "m/trellis.json: field `task`: \"responder\" is not one of \"retriever\" or \"generator\"");
+        let e = TrellisConfig::from_value(p, json!({"task": "generator", "decoding": {"beams": 3}})).unwrap_err();
+        assert_eq!(e.to_string(), "m/trellis.json: field `decoding`: a generator does not read it (its decoding defaults are `generation`)");
+        let e = TrellisConfig::from_value(p, json!({"generation": {}})).unwrap_err();
+        assert!(matches!(&e, ModelDirError::Field { field, problem: FieldProblem::OtherTask { .. }, .. } if field == "generation"), "{e:?}");
+        let e = TrellisConfig::from_value(p, json!({"task": "generator", "input": {"entities": {"markers": ["[E0]"]}}})).unwrap_err();
+        assert!(matches!(&e, ModelDirError::Field { field, .. } if field == "input.entities"), "{e:?}");
+        let e = TrellisConfig::from_value(p, json!({"task": "generator", "generation": {"beam": 3}})).unwrap_err();
+        assert!(matches!(e, ModelDirError::Json { .. }) && e.to_string().contains("unknown field `beam`"), "{e}");
+        let e = TrellisConfig::from_value(p, json!({"task": "generator", "generation": {"encoding": {"template": "{turns}"}}})).unwrap_err();
+        assert!(matches!(e, ModelDirError::Json { .. }) && e.to_string().contains("unknown slot {turns}"), "{e}");
+        let e = TrellisConfig::from_value(p, json!({"task": "generator", "generation": {"strategy": "nucleus"}})).unwrap_err();
+        assert!(matches!(e, ModelDirError::Json { .. }), "{e:?}");
+        for (field, value) in
+            [("beams", json!(0)), ("return_sequences", json!(6)), ("temperature", json!(0.0)), ("top_p", json!(1.5)), ("max_new_tokens", json!(0))]
+        {
+            let e = TrellisConfig::from_value(p, json!({"task": "generator", "generation": { field: value }})).unwrap_err();
+            assert!(
+                matches!(&e, ModelDirError::Field { field: f, problem: FieldProblem::Range { .. }, .. } if *f == format!("generation.{field}")),
+                "{field}: {e:?}"
+            );
+        }
+        let e = TrellisConfig::from_value(p, json!({"task": "generator", "generation": {"stop": ["x", ""]}})).unwrap_err();
+        assert_eq!(e.to_string(), "m/trellis.json: field `generation.stop[1]`: not a non-empty text");
     }
 
     #[test]

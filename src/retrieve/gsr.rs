@@ -15,7 +15,7 @@ use crate::graph::candidates::Hop;
 use crate::graph::informativeness::KatzConfig;
 use crate::ids::Direction;
 use crate::linearize::HopText;
-use crate::model::dir::ModelDirError;
+use crate::model::dir::{InputEntity, ModelDir, ModelDirError};
 use crate::model::session::{DecoderState, RuntimeOptions, Seq2Seq, Seq2SeqError, SessionGuard};
 use crate::store::tokens::{TokenIndex, TokenIndexError};
 use crate::store::Store;
@@ -143,6 +143,21 @@ impl GsrTimings {
         }
         self.search_ns.saturating_sub(self.decoder_run_ns) as f64 / self.search_ns as f64
     }
+}
+
+/// The encoder input ids of a request for a model directory (one definition, shared by the
+/// retriever and the training targets): its messages, its linked entities with their
+/// recency when the model's input shows them, and the paths of earlier steps.
+pub fn encoder_input_ids(store: &Store, dir: &ModelDir, input: &RetrievalInput<'_>, previous_paths: &[String]) -> Result<Vec<u32>, GsrError> {
+    let mut entities = Vec::new();
+    if dir.shows_entities() {
+        let names = store.entity_names(&input.mentioned)?;
+        for (i, name) in names.into_iter().enumerate() {
+            let age = input.ages.get(i).copied().unwrap_or(0);
+            entities.push(InputEntity { name: name.unwrap_or_default(), age });
+        }
+    }
+    Ok(dir.encode_history(input.history, &entities, previous_paths)?)
 }
 
 /// The beam search's view of the model: one session's decoder state.
@@ -277,6 +292,12 @@ impl GsrRetriever {
         Ok(lin.render_path(&name(&en[0]), &hop_texts)?)
     }
 
+    /// The encoder input ids of a request (schema/gsr-decoding.md §2): its messages, its
+    /// linked entities when the model's input shows them, and the paths of earlier steps.
+    pub fn encoder_ids(&self, input: &RetrievalInput<'_>, previous_paths: &[String]) -> Result<Vec<u32>, GsrError> {
+        encoder_input_ids(&self.store, self.model.dir(), input, previous_paths)
+    }
+
     /// Retrieves for many dialogs; per input its paths, best first (at most
     /// `return_sequences` per step). Inputs are decoded `batch` at a time.
     pub fn retrieve_batch(&self, inputs: &[RetrievalInput<'_>], mode: &CandidateMode) -> Result<Vec<Vec<GsrPath>>, GsrError> {
@@ -309,7 +330,7 @@ impl GsrRetriever {
             }
             let mut ids = Vec::with_capacity(live.len());
             for &i in &live {
-                ids.push(self.model.dir().encode_history(inputs[i].history, &texts[i])?);
+                ids.push(self.encoder_ids(&inputs[i], &texts[i])?);
             }
             let t = Instant::now();
             let enc = guard.encode(&ids)?;

@@ -7,7 +7,8 @@
 //! Out, one line per request, in input order: `{"id", "mentioned": [names], "paths":
 //! [{"score", "explanation", "triples": [{"head", "relation", "tail", "reverse"}]}]}`; with
 //! `explain`, a generated path also has `"tokens": [{"id", "text", "model", "prior"}]` (the
-//! model's and the graph prior's log-probabilities of each generated token).
+//! model's and the graph prior's log-probabilities of each generated token), and the answer
+//! has `"input_ids"`: the encoder input of the first retrieval step.
 
 use super::{RetrieveError, Retriever};
 use crate::error::ReadError;
@@ -120,7 +121,9 @@ pub fn answer_batch(
     requests: &[&Request],
     opts: &AnswerOptions,
 ) -> Result<Vec<Result<Value, RequestError>>, RetrieveError> {
-    let mut ids: Vec<Result<Vec<EntityId>, RequestError>> = Vec::with_capacity(requests.len());
+    // Per request: its entities and their ages, or what is wrong with it.
+    type Linked = Result<(Vec<EntityId>, Vec<u32>), RequestError>;
+    let mut ids: Vec<Linked> = Vec::with_capacity(requests.len());
     for request in requests {
         ids.push(match &request.entities {
             Some(keys) => {
@@ -135,21 +138,27 @@ pub fn answer_batch(
                         }
                     }
                 }
-                bad.map_or(Ok(v), Err)
+                bad.map_or(Ok((v, Vec::new())), Err)
             }
-            None => Ok(retriever.mentioned(&request.history)?),
+            None => {
+                let input = retriever.input(&request.history)?;
+                Ok((input.mentioned, input.ages))
+            }
         });
     }
-    let inputs: Vec<super::RetrievalInput<'_>> =
-        requests.iter().zip(&ids).filter_map(|(r, i)| i.as_ref().ok().map(|m| super::RetrievalInput { history: &r.history, mentioned: m.clone() })).collect();
+    let inputs: Vec<super::RetrievalInput<'_>> = requests
+        .iter()
+        .zip(&ids)
+        .filter_map(|(r, i)| i.as_ref().ok().map(|(m, a)| super::RetrievalInput { history: &r.history, mentioned: m.clone(), ages: a.clone() }))
+        .collect();
     let mut ranked = retriever.rank_batch(&inputs)?.into_iter();
     let mut out = Vec::with_capacity(requests.len());
     for (request, ids) in requests.iter().zip(ids) {
         match ids {
             Err(e) => out.push(Err(e)),
-            Ok(ids) => {
+            Ok((ids, ages)) => {
                 let paths = ranked.next().unwrap_or_default();
-                out.push(Ok(render(store, retriever, request, ids, paths, opts)?));
+                out.push(Ok(render(store, retriever, request, ids, ages, paths, opts)?));
             }
         }
     }
@@ -161,6 +170,7 @@ fn render(
     retriever: &Retriever,
     request: &Request,
     ids: Vec<EntityId>,
+    ages: Vec<u32>,
     paths: Vec<super::ScoredPath>,
     opts: &AnswerOptions,
 ) -> Result<Value, RetrieveError> {
@@ -199,7 +209,15 @@ fn render(
         })
         .collect();
     let names: Vec<&String> = ids.iter().map(|e| &entity[e]).collect();
-    Ok(json!({"id": request.id, "mentioned": names, "paths": out_paths}))
+    let mut v = json!({"id": request.id, "mentioned": names, "paths": out_paths});
+    if opts.explain {
+        // The encoder input the model read (first step), for comparing decoders on it.
+        if let Some(g) = retriever.generative() {
+            let input = super::RetrievalInput { history: &request.history, mentioned: ids, ages };
+            v["input_ids"] = json!(g.encoder_ids(&input, &[])?);
+        }
+    }
+    Ok(v)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ pub mod bm25;
 pub mod gsr;
 pub mod jsonl;
 pub mod pcst;
+pub mod targets;
 
 use crate::error::ReadError;
 use crate::graph::candidates::{
@@ -57,6 +58,17 @@ pub struct TokenScore {
 pub struct RetrievalInput<'a> {
     pub history: &'a [Message],
     pub mentioned: Vec<EntityId>,
+    /// Per mentioned entity, how many messages back it was last mentioned (0: the last
+    /// message); empty when the entities were given rather than linked (all taken as 0).
+    /// Only a generative retriever whose input shows the entities reads it.
+    pub ages: Vec<u32>,
+}
+
+impl<'a> RetrievalInput<'a> {
+    /// Entities given by the caller (no recency known).
+    pub fn given(history: &'a [Message], mentioned: Vec<EntityId>) -> RetrievalInput<'a> {
+        RetrievalInput { history, mentioned, ages: Vec::new() }
+    }
 }
 
 /// Which retriever.
@@ -196,14 +208,22 @@ impl Retriever {
 
     /// Links the history, then ranks its candidate paths; best first.
     pub fn retrieve(&self, history: &[Message]) -> Result<Vec<ScoredPath>, RetrieveError> {
-        let mentioned = self.mentioned(history)?;
-        self.rank(&RetrievalInput { history, mentioned })
+        let input = self.input(history)?;
+        self.rank(&input)
     }
 
     /// The entities the retriever starts from: those linked in the history.
     pub fn mentioned(&self, history: &[Message]) -> Result<Vec<EntityId>, ReadError> {
         let mentions = self.linker.link_dialog(history)?;
         Ok(self.linker.turn_entities(&mentions, history.len()).into_iter().map(|(e, _)| e).collect())
+    }
+
+    /// The history linked: its mentioned entities with their recency.
+    pub fn input<'h>(&self, history: &'h [Message]) -> Result<RetrievalInput<'h>, ReadError> {
+        let mentions = self.linker.link_dialog(history)?;
+        let mentioned: Vec<EntityId> = self.linker.turn_entities(&mentions, history.len()).into_iter().map(|(e, _)| e).collect();
+        let ages = self.linker.entity_ages(&mentions, history.len(), &mentioned);
+        Ok(RetrievalInput { history, mentioned, ages })
     }
 
     /// Whether this retriever could return one of `paths` (facts in walking order) for these

@@ -116,14 +116,14 @@ fn encoder_input_ids_are_the_python_tokenizers() {
     let dir = ModelDir::open(&model_dir("split"), None).unwrap();
     for (text, want) in g.texts.iter().zip(&g.inputs) {
         let history = [Message { speaker: "user".into(), text: text.clone() }];
-        assert_eq!(&dir.encode_history(&history, &[]).unwrap(), want, "{text}");
+        assert_eq!(&dir.encode_history(&history, &[], &[]).unwrap(), want, "{text}");
     }
     // Turns: the last 3 messages, oldest first, joined by a space; earlier paths after [SEP].
     let msgs: Vec<Message> = ["a", "b", "c", "d"].iter().map(|t| Message { speaker: "s".into(), text: (*t).into() }).collect();
-    assert_eq!(dir.encoder_text(&msgs, &[]), "b c d");
-    assert_eq!(dir.encoder_text(&msgs, &["[HEAD] x [TAIL]".into()]), "b c d [SEP] [HEAD] x [TAIL]");
+    assert_eq!(dir.encoder_text(&msgs, &[], &[]), "b c d");
+    assert_eq!(dir.encoder_text(&msgs, &[], &["[HEAD] x [TAIL]".into()]), "b c d [SEP] [HEAD] x [TAIL]");
     let long: Vec<Message> = (0..400).map(|i| Message { speaker: String::new(), text: format!("golf {i}") }).collect();
-    let ids = dir.encode_history(&long[long.len() - 3..], &[]).unwrap();
+    let ids = dir.encode_history(&long[long.len() - 3..], &[], &[]).unwrap();
     assert_eq!(*ids.last().unwrap(), dir.config().eos_token_id);
 }
 
@@ -134,7 +134,7 @@ fn long_inputs_keep_their_end_and_the_eos() {
     let text = (0..300).map(|i| format!("word{i}")).collect::<Vec<_>>().join(" ");
     let full = dir.tokenizer().encode(text.as_str(), true).unwrap().get_ids().to_vec();
     assert!(full.len() > max);
-    let ids = dir.encode_history(&[Message { speaker: String::new(), text }], &[]).unwrap();
+    let ids = dir.encode_history(&[Message { speaker: String::new(), text }], &[], &[]).unwrap();
     assert_eq!(ids.len(), max);
     assert_eq!(ids.last(), full.last());
     assert_eq!(&ids[..max - 1], &full[full.len() - max..full.len() - 1]);
@@ -487,4 +487,45 @@ fn one_runtime_library_per_process() {
     let other = tmp.path().join("libonnxruntime.so");
     let e = trellis::model::Runtime::load(&other, "test").unwrap_err();
     assert!(matches!(&e, trellis::model::RuntimeError::AlreadyLoaded { requested, .. } if *requested == other), "{e:?}");
+}
+
+/// A copy of the split fixture whose trellis.json has `input.entities` with these markers.
+fn with_entity_markers(markers: &[&str]) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(model_dir("split")).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), tmp.path().join(f.file_name())).unwrap();
+    }
+    let mut spec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(tmp.path().join("trellis.json")).unwrap()).unwrap();
+    spec["input"]["entities"] = serde_json::json!({"markers": markers, "max": 2});
+    std::fs::write(tmp.path().join("trellis.json"), spec.to_string()).unwrap();
+    tmp
+}
+
+#[test]
+fn linked_entities_are_written_after_the_messages_with_their_recency() {
+    use trellis::model::dir::InputEntity;
+    let tmp = with_entity_markers(&["[Head]", "[Tail]"]);
+    let dir = ModelDir::open(tmp.path(), None).unwrap();
+    assert!(dir.shows_entities());
+    let msgs: Vec<Message> = ["who wrote coraline?", "Neil Gaiman did."].iter().map(|t| Message { speaker: "s".into(), text: (*t).into() }).collect();
+    let e = |name: &str, age| InputEntity { name: name.into(), age };
+    // Age 0 takes the first marker, any older the last; names as the linearization writes
+    // them (lowercased); at most `max` entities.
+    let entities = [e("Neil Gaiman", 0), e("Coraline", 1), e("Fantasy", 5)];
+    assert_eq!(dir.encoder_text(&msgs, &entities, &[]), "who wrote coraline? Neil Gaiman did. [Head] neil gaiman [Tail] coraline");
+    assert_eq!(dir.encoder_text(&msgs, &entities[2..], &["x".into()]), "who wrote coraline? Neil Gaiman did. [Tail] fantasy [SEP] x");
+    let ids = dir.encode_history(&msgs, &entities, &[]).unwrap();
+    let want = dir.tokenizer().encode("who wrote coraline? Neil Gaiman did. [Head] neil gaiman [Tail] coraline", true).unwrap();
+    assert_eq!(ids, want.get_ids());
+    // A marker the tokenizer splits is refused when the directory is opened.
+    let tmp = with_entity_markers(&["[Head]", "[Ent9]"]);
+    let err = ModelDir::open(tmp.path(), None).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}: the entity marker \"[Ent9]\" of trellis.json is not one token of tokenizer.json (add it as a special token)",
+            tmp.path().join("trellis.json").display()
+        )
+    );
 }

@@ -46,6 +46,36 @@ fn metrics_on_a_hand_worked_example() {
     assert_eq!(a, b);
 }
 
+/// The diagnosis of the top path, by hand: on the graph above, `all` puts r(Alpha, Bravo)
+/// first for any history naming Alpha. Gold s(Alpha, Charlie): right start, wrong relation.
+/// Gold ~r(Bravo, Alpha) (Bravo -> Alpha backwards): wrong start, though the same fact, so
+/// path@1 counts it. Gold r(Alpha, Bravo) t(Bravo, Delta): right start and first relation
+/// (in its direction), wrong path.
+#[test]
+fn top_path_start_and_first_relation_by_hand() {
+    let dir = tempfile::tempdir().unwrap();
+    let kg = write(dir.path(), "g.tsv", b"Alpha\tr\tBravo\nAlpha\ts\tCharlie\nBravo\tt\tDelta\n");
+    let s = dir.path().join("s");
+    ingest(&s, &[], &[&kg]);
+    let action = |path: &str| format!(r#"{{"type": "action", "sender": "assistant", "metadata": {{"path": [1, {path}, "x"]}}}}"#);
+    let chat = r#"{"type": "chat", "sender": "user", "message": "Tell me about Alpha"}"#;
+    let messages = format!(
+        "[{chat}, {}, {chat}, {}, {chat}, {}]",
+        action(r#"[["Alpha", "s", "Charlie"]]"#),
+        action(r#"[["Bravo", "~r", "Alpha"]]"#),
+        action(r#"[["Alpha", "r", "Bravo"], ["Bravo", "t", "Delta"]]"#)
+    );
+    let csv = format!("Messages,User Rating,Assistant Rating\n\"{}\",5,5\n", messages.replace('"', "\"\""));
+    let dialogs = opendialkg::read(&write(dir.path(), "d.csv", csv.as_bytes())).unwrap();
+    assert_eq!(dialogs[0].samples.len(), 3);
+    let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
+    let r = Retriever::new(store.clone(), RetrieverConfig::new(RetrieverKind::All));
+    let report = retrieval::evaluate(&store, &r, &dialogs, &[1]).unwrap();
+    assert_eq!(report.path_at, at(&[(1, 1.0 / 3.0)]));
+    assert_eq!(report.top_start_entity, 2.0 / 3.0);
+    assert_eq!(report.top_first_relation, 1.0 / 3.0);
+}
+
 #[test]
 fn retrievers_on_the_opendialkg_dev_dialogs() {
     let dir = tempfile::tempdir().unwrap();

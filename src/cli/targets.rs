@@ -1,0 +1,114 @@
+//! `trellis targets`: the generative retriever's training data, made by the code that
+//! decodes (encoder inputs, gold paths as decoder tokens, the constraint's allowed sets).
+
+use super::eval::ActionsOption;
+use anyhow::{Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rayon::prelude::*;
+use std::io::{BufWriter, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use trellis::decode::automaton::CandidateMode;
+use trellis::eval::opendialkg;
+use trellis::graph::candidates::{CandidateConfig, CandidateScope};
+use trellis::graph::informativeness::KatzConfig;
+use trellis::model::dir::ModelDir;
+use trellis::retrieve::targets::{TargetMaker, TrainingTarget};
+use trellis::Store;
+
+#[derive(Args)]
+pub struct TargetsArgs {
+    /// The store the targets are read from (with the token index of the model's tokenizer).
+    #[arg(long)]
+    store: PathBuf,
+    /// A model directory, or one with only config.json, tokenizer.json and trellis.json:
+    /// its input format, tokenizer and linearization decide the targets.
+    #[arg(long)]
+    model: PathBuf,
+    /// OpenDialKG dialogs csv.
+    #[arg(long, alias = "dialogs")]
+    input: PathBuf,
+    #[command(flatten)]
+    actions: ActionsOption,
+    /// Whose candidates the allowed sets are: the capped candidate subgraph, or the whole 1-
+    /// and 2-hop neighbourhood (what `retrieve --scope` decodes over).
+    #[arg(long, value_enum, default_value_t = CandidateScope::Capped)]
+    scope: CandidateScope,
+    #[command(flatten)]
+    link: super::link::LinkOptions,
+    /// JSON lines out, one per turn with a gold path, in file order:
+    /// {"dialog", "upto", "speaker", "input_ids", "target_ids", "allowed", "admitted", "skipped"}.
+    #[arg(long)]
+    output: PathBuf,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: TargetsArgs) -> Result<ExitCode> {
+    let store = std::sync::Arc::new(Store::open_read_only(&args.store).with_context(|| format!("opening store {}", args.store.display()))?);
+    let dir = ModelDir::open_spec(&args.model)?;
+    let mut dialogs = opendialkg::read(&args.input)?;
+    args.actions.apply(&mut dialogs);
+    let mode = match args.scope {
+        CandidateScope::Capped => CandidateMode::Capped(CandidateConfig::default()),
+        CandidateScope::Uncapped => CandidateMode::Uncapped { hub_degree: KatzConfig::default().hub_degree },
+    };
+    let maker = TargetMaker::open(store.clone(), &dir, args.link.config(), mode)?;
+    let samples: Vec<(usize, &opendialkg::Dialog, &opendialkg::Sample)> =
+        dialogs.iter().enumerate().flat_map(|(i, d)| d.samples.iter().map(move |s| (i, d, s))).collect();
+    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+    let bar = ProgressBar::with_draw_target(Some(samples.len() as u64), target);
+    bar.set_style(ProgressStyle::with_template("targets {bar:30} {human_pos}/{human_len} turns ({per_sec}, ETA {eta})")?);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
+    let out = std::fs::File::create(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
+    let mut out = BufWriter::new(out);
+    let writing = || format!("writing {}", args.output.display());
+    let (mut written, mut admitted, mut steps, mut choices) = (0u64, 0u64, 0u64, 0u64);
+    let mut skipped: std::collections::BTreeMap<&'static str, u64> = Default::default();
+    // A chunk at a time, in parallel within it, written in file order.
+    for chunk in samples.chunks(512) {
+        let made: Vec<Result<TrainingTarget, _>> = pool.install(|| chunk.par_iter().map(|(i, d, s)| maker.target(*i, d, s)).collect());
+        for t in made {
+            let t = t.with_context(|| format!("reading store {}", args.store.display()))?;
+            match t.skipped {
+                Some(why) => *skipped.entry(why).or_default() += 1,
+                None => {
+                    admitted += u64::from(t.admitted);
+                    steps += t.allowed.len() as u64;
+                    choices += t.allowed.iter().map(|a| a.len() as u64).sum::<u64>();
+                }
+            }
+            serde_json::to_writer(&mut out, &t).with_context(writing)?;
+            out.write_all(b"\n").with_context(writing)?;
+            written += 1;
+        }
+        bar.inc(chunk.len() as u64);
+    }
+    out.flush().with_context(writing)?;
+    bar.finish_and_clear();
+    let with_target = written - skipped.values().sum::<u64>();
+    let summary = serde_json::json!({
+        "turns": written,
+        "with_target": with_target,
+        "admitted": admitted,
+        "skipped": skipped,
+        "mean_allowed_set": if steps > 0 { choices as f64 / steps as f64 } else { 0.0 },
+        "output": args.output.display().to_string(),
+    });
+    if args.json {
+        println!("{summary}");
+    } else {
+        eprintln!(
+            "wrote {written} turns to {}: {with_target} with a target, {admitted} of them candidates of the {:?} scope; skipped {:?}",
+            args.output.display(),
+            args.scope,
+            skipped
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
