@@ -186,6 +186,8 @@ pub enum Error {
     #[error(transparent)]
     Gsr(#[from] crate::retrieve::gsr::GsrError),
     #[error(transparent)]
+    Generate(#[from] crate::generate::GenerateError),
+    #[error(transparent)]
     Linearize(#[from] crate::linearize::LinearizeError),
     #[error(transparent)]
     Dataset(#[from] crate::eval::DatasetError),
@@ -251,5 +253,7 @@ mod tests {
         assert!(matches!(e, Error::Decode(crate::decode::DecodeError::ForeignState)));
         let e: Error = crate::retrieve::gsr::GsrError::Setting("beams must be at least 1").into();
         assert_eq!(e.to_string(), "bad decoding setting: beams must be at least 1");
+        let e: Error = crate::generate::GenerateError::Setting("beams must be at least 1").into();
+        assert!(matches!(e, Error::Generate(crate::generate::GenerateError::Setting(_))), "{e:?}");
     }
 }

@@ -13,6 +13,8 @@
 //!   model directories and the T5 encoder-decoder ([`model::Seq2Seq`]).
 //! - [`retrieve`]: one retriever interface, the non-neural retrievers and the generative one
 //!   (`retrieve::gsr`).
+//! - [`generate`]: the grounded response generator (input encodings, greedy, beam search
+//!   and seeded sampling on the same runtime).
 //! - [`eval`]: data sets and evaluations (linking, retrieval).
 //! - [`error`]: one error type per operation family, and the [`Error`] umbrella.
 //!
@@ -22,6 +24,7 @@
 pub mod decode;
 pub mod error;
 pub mod eval;
+pub mod generate;
 pub mod graph;
 pub mod ids;
 pub mod ingest;

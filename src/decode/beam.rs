@@ -348,8 +348,13 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
             };
             if stop {
                 done[i] = true;
-                next.clear();
-                parents.clear();
+                // At max_new_tokens transformers finalizes the step's best candidates, EOS or
+                // not, even when this step's EOS candidates filled the finished set: the
+                // running beams stay for the final flush.
+                if step + 1 < cfg.max_new_tokens {
+                    next.clear();
+                    parents.clear();
+                }
             }
             // Placeholder rows continue a row of their own block.
             parents.extend((parents.len()..beams).map(|k| first_row + k % width));

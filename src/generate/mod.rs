@@ -1,0 +1,572 @@
+//! The grounded response generator: an exported T5 (the retriever's runtime, model layout
+//! and session pool: [`Seq2Seq`]) writes a response from the dialog history and the
+//! retrieved knowledge.
+//!
+//! - The encoder input is written by an [`InputEncoding`] (DialogGSR's, SURGE's naive
+//!   concatenation, Invariant, Efficient or a template; [`encoding`] states each exactly),
+//!   from the last `input.turns` messages of the history (`trellis.json`). Longer than
+//!   `input.max_tokens` ids (after the tokenizer's `</s>`): the oldest message is dropped,
+//!   again while it is still too long and more than one message is left; then, still too
+//!   long, the last `max_tokens - 1` ids before the final `</s>` are kept, then the `</s>`.
+//! - Decoding, as transformers' `generate` does it: greedy (the first best logit at each
+//!   step), beam search ([`beam_search`] unconstrained: num_beams, length_penalty,
+//!   early_stopping, num_return_sequences), or seeded sampling ([`sampling`]: temperature,
+//!   top-k, top-p); at most `max_new_tokens` tokens.
+//! - A sequence ends at the model's EOS, at a stop id (kept in `tokens` like EOS), or once
+//!   its decoded text contains a stop text. Greedy and sampling stop there; beam search
+//!   ends hypotheses at EOS only and its returned sequences are cut at the first stop
+//!   afterwards (their scores stay the search's). `text` is the decoded tokens without the
+//!   final EOS or stop id and special tokens, cut before the first stop text.
+//! - Scores: greedy and sampling, the sum of the model's log-probabilities
+//!   (`log_softmax(logits)`, before any warper) of the tokens written; beam search, the
+//!   hypothesis score `sum / generated_len ^ length_penalty` (transformers'
+//!   `sequences_scores`).
+//!
+//! Requests decode together, `batch` at a time: their rows (one per request, or `beams`)
+//! are the rows of one decoder call; a request that ends leaves the batch. A sampled
+//! request draws from its own generator, seeded by its `seed` (else the settings'), so its
+//! tokens do not depend on what else is in the batch.
+
+pub mod encoding;
+pub mod sampling;
+
+pub use encoding::{InputEncoding, KnowledgePath, KnowledgeProblem, Template, TemplateError, Triple};
+pub use sampling::{Sampling, SplitMix64};
+
+use crate::decode::beam::{beam_search, SearchConfig, SearchError, StepModel, Unconstrained};
+use crate::linearize::LinearizeError;
+use crate::link::Message;
+use crate::model::dir::{truncate_left, GenerationConfig, InputConfig, ModelDir, ModelDirError};
+use crate::model::session::{DecoderState, RuntimeOptions, Seq2Seq, Seq2SeqError, SessionGuard};
+use crate::model::tokenizer::ModelError;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The decoding strategy by name (`trellis.json` `generation.strategy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StrategyKind {
+    Greedy,
+    Beam,
+    Sample,
+}
+
+/// Beam search settings (transformers' names: num_beams, num_return_sequences,
+/// length_penalty, early_stopping).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BeamSettings {
+    pub beams: usize,
+    pub return_sequences: usize,
+    pub length_penalty: f64,
+    pub early_stopping: bool,
+}
+
+/// How tokens are chosen.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Strategy {
+    Greedy,
+    Beam(BeamSettings),
+    Sample(Sampling),
+}
+
+/// Everything a call decodes with; [`Generator::settings`] gives the model's defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenerateSettings {
+    pub encoding: InputEncoding,
+    pub strategy: Strategy,
+    pub max_new_tokens: usize,
+    /// Token ids that end a sequence as EOS does.
+    pub stop_ids: Vec<u32>,
+    /// Non-empty texts that end a sequence once its decoded text contains one.
+    pub stop: Vec<String>,
+    /// Requests decoded together.
+    pub batch: usize,
+}
+
+impl GenerateSettings {
+    /// The settings `trellis.json`'s `generation` section describes.
+    pub fn from_config(g: &GenerationConfig) -> GenerateSettings {
+        let strategy = match g.strategy {
+            StrategyKind::Greedy => Strategy::Greedy,
+            StrategyKind::Beam => Strategy::Beam(BeamSettings {
+                beams: g.beams,
+                return_sequences: g.return_sequences,
+                length_penalty: g.length_penalty,
+                early_stopping: g.early_stopping,
+            }),
+            StrategyKind::Sample => Strategy::Sample(Sampling { temperature: g.temperature, top_k: g.top_k, top_p: g.top_p, seed: g.seed }),
+        };
+        GenerateSettings {
+            encoding: g.encoding.clone(),
+            strategy,
+            max_new_tokens: g.max_new_tokens,
+            stop_ids: g.stop_ids.clone(),
+            stop: g.stop.clone(),
+            batch: 8,
+        }
+    }
+}
+
+/// One request: the dialog so far and the knowledge to ground the response in.
+#[derive(Clone, Copy, Debug)]
+pub struct GenerationInput<'a> {
+    pub history: &'a [Message],
+    pub knowledge: &'a [KnowledgePath],
+    /// The sampling seed of this request (default: the settings').
+    pub seed: Option<u64>,
+}
+
+impl<'a> GenerationInput<'a> {
+    pub fn new(history: &'a [Message], knowledge: &'a [KnowledgePath]) -> GenerationInput<'a> {
+        GenerationInput { history, knowledge, seed: None }
+    }
+}
+
+/// Why a sequence ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Finish {
+    /// The model's EOS.
+    Eos,
+    /// A stop id or a stop text.
+    Stop,
+    /// `max_new_tokens` reached.
+    Length,
+}
+
+/// One generated response.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Generated {
+    pub text: String,
+    /// The generated ids (the start token not included; the final EOS or stop id included).
+    pub tokens: Vec<u32>,
+    pub score: f64,
+    pub finish: Finish,
+}
+
+/// An encoder input as the generator makes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncoderInput {
+    /// The text tokenized (after the oldest messages were dropped).
+    pub text: String,
+    pub ids: Vec<u32>,
+    /// Messages dropped from the front of the history window to fit `max_tokens`.
+    pub dropped_messages: usize,
+    /// Whether the ids were still too long and cut from the left.
+    pub cut: bool,
+}
+
+/// Opening the generator or generating.
+#[derive(Debug, thiserror::Error)]
+pub enum GenerateError {
+    #[error(transparent)]
+    Model(#[from] Seq2SeqError),
+    #[error(transparent)]
+    ModelDir(#[from] ModelDirError),
+    #[error(transparent)]
+    Tokenizer(#[from] ModelError),
+    #[error("{}: trellis.json says the model is a {task:?}, not a generator (a generator's trellis.json has \"task\": \"generator\")", model.display())]
+    NotAGenerator { model: PathBuf, task: String },
+    #[error("{}: no trellis.json, so not a generator (a generator's trellis.json has \"task\": \"generator\")", model.display())]
+    NoTrellisFile { model: PathBuf },
+    /// `input` is the request's position in the call (0 for [`Generator::encoder_input`]).
+    #[error("request {input}, knowledge path {path}: {problem}")]
+    Knowledge { input: usize, path: usize, problem: KnowledgeProblem },
+    #[error(transparent)]
+    Linearize(#[from] LinearizeError),
+    #[error("bad generation setting: {0}")]
+    Setting(&'static str),
+    #[error("bad generation setting: stop id {token} is outside the model's {vocab}-token vocabulary")]
+    StopIdOutOfRange { token: u32, vocab: u32 },
+    #[error("beam search: {0}")]
+    Search(#[from] SearchError<Seq2SeqError, std::convert::Infallible>),
+    #[error("the model returned {got} logits for {rows} rows of a {vocab}-token vocabulary")]
+    LogitsShape { got: usize, rows: usize, vocab: usize },
+    #[error("the model returned a NaN logit (row {row}, token {token})")]
+    NaN { row: usize, token: usize },
+    #[error("the model gave no token a finite logit (row {row})")]
+    NoFiniteLogit { row: usize },
+    #[error("decoding the generated ids {tokens:?}: {source}")]
+    Decode { tokens: Vec<u32>, source: tokenizers::Error },
+}
+
+/// A response generator: the model (a pool of sessions) and its defaults. `Send + Sync`;
+/// build once, call from many threads (each call takes a session from the pool).
+pub struct Generator {
+    model: Seq2Seq,
+    defaults: GenerateSettings,
+}
+
+impl std::fmt::Debug for Generator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Generator").field("model", &self.model).field("defaults", &self.defaults).finish()
+    }
+}
+
+const _: () = {
+    const fn shareable<T: Send + Sync + 'static>() {}
+    shareable::<Generator>();
+};
+
+/// One sequence being written by greedy search or sampling.
+#[derive(Default)]
+struct Running {
+    tokens: Vec<u32>,
+    score: f64,
+    finish: Option<Finish>,
+}
+
+/// The beam search's view of the model: one session's decoder state.
+struct Steps<'g, 'm> {
+    guard: &'g mut SessionGuard<'m>,
+    state: DecoderState,
+    vocab: usize,
+}
+
+impl StepModel for Steps<'_, '_> {
+    type Error = Seq2SeqError;
+    fn vocab_size(&self) -> usize {
+        self.vocab
+    }
+    fn step(&mut self, tokens: &[u32]) -> Result<&[f32], Seq2SeqError> {
+        self.guard.step(&mut self.state, tokens)
+    }
+    fn reorder(&mut self, parents: &[usize]) -> Result<(), Seq2SeqError> {
+        self.guard.reorder(&mut self.state, parents)
+    }
+}
+
+/// log(sum(exp(row))) in f64, or the index of a NaN.
+fn log_sum_exp(row: &[f32]) -> Result<f64, usize> {
+    if let Some(i) = row.iter().position(|x| x.is_nan()) {
+        return Err(i);
+    }
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if max.is_infinite() {
+        return Ok(f64::from(max));
+    }
+    let max = f64::from(max);
+    Ok(max + row.iter().map(|&x| (f64::from(x) - max).exp()).sum::<f64>().ln())
+}
+
+/// The first index of the largest value (torch.argmax's choice among equal maxima).
+fn argmax(row: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &x) in row.iter().enumerate() {
+        if x > row[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// The history text: the last `turns` messages, oldest first, joined.
+fn history_text(messages: &[Message], input: &InputConfig) -> String {
+    let parts: Vec<String> = messages.iter().map(|m| if input.speaker_prefix { format!("{}: {}", m.speaker, m.text) } else { m.text.clone() }).collect();
+    parts.join(&input.separator)
+}
+
+impl Generator {
+    /// Reads the model directory (refused unless its `trellis.json` says `"task":
+    /// "generator"`), loads the runtime and builds the session pool.
+    pub fn open(dir: &Path, opts: &RuntimeOptions) -> Result<Generator, GenerateError> {
+        let model_dir = ModelDir::open(dir, opts.layout)?;
+        if !model_dir.has_trellis_file() {
+            return Err(GenerateError::NoTrellisFile { model: dir.into() });
+        }
+        let Some(config) = model_dir.trellis().generation.clone() else {
+            return Err(GenerateError::NotAGenerator { model: dir.into(), task: model_dir.trellis().task.clone() });
+        };
+        let model = Seq2Seq::with_dir(model_dir, opts)?;
+        let generator = Generator { model, defaults: GenerateSettings::from_config(&config) };
+        generator.check(&generator.defaults)?;
+        Ok(generator)
+    }
+
+    /// The defaults of `trellis.json` (a starting point for a call's settings).
+    pub fn settings(&self) -> &GenerateSettings {
+        &self.defaults
+    }
+
+    pub fn model(&self) -> &Seq2Seq {
+        &self.model
+    }
+
+    fn dir(&self) -> &ModelDir {
+        self.model.dir()
+    }
+
+    /// Refuses settings no search can run with.
+    pub fn check(&self, s: &GenerateSettings) -> Result<(), GenerateError> {
+        if s.max_new_tokens == 0 {
+            return Err(GenerateError::Setting("max_new_tokens must be at least 1"));
+        }
+        match &s.strategy {
+            Strategy::Greedy => {}
+            Strategy::Beam(b) => {
+                if b.beams == 0 {
+                    return Err(GenerateError::Setting("beams must be at least 1"));
+                }
+                if b.return_sequences == 0 || b.return_sequences > b.beams {
+                    return Err(GenerateError::Setting("return_sequences must be within 1..=beams"));
+                }
+                if !b.length_penalty.is_finite() {
+                    return Err(GenerateError::Setting("length_penalty must be finite"));
+                }
+            }
+            Strategy::Sample(p) => {
+                if !(p.temperature.is_finite() && p.temperature > 0.0) {
+                    return Err(GenerateError::Setting("temperature must be a finite number above 0"));
+                }
+                if !(p.top_p > 0.0 && p.top_p <= 1.0) {
+                    return Err(GenerateError::Setting("top_p must be within (0, 1]"));
+                }
+            }
+        }
+        let vocab = self.model.config().vocab_size;
+        if let Some(&token) = s.stop_ids.iter().find(|&&t| t >= vocab) {
+            return Err(GenerateError::StopIdOutOfRange { token, vocab });
+        }
+        if s.stop.iter().any(String::is_empty) {
+            return Err(GenerateError::Setting("a stop text must not be empty"));
+        }
+        Ok(())
+    }
+
+    /// The encoder input of a request (the module's documentation states the rules).
+    pub fn encoder_input(&self, input: &GenerationInput<'_>, encoding: &InputEncoding) -> Result<EncoderInput, GenerateError> {
+        self.encoder_input_at(0, input, encoding)
+    }
+
+    fn encoder_input_at(&self, index: usize, input: &GenerationInput<'_>, encoding: &InputEncoding) -> Result<EncoderInput, GenerateError> {
+        for (path, p) in input.knowledge.iter().enumerate() {
+            encoding::check_path(p).map_err(|problem| GenerateError::Knowledge { input: index, path, problem })?;
+        }
+        let dir = self.dir();
+        let cfg = &dir.trellis().input;
+        let eos = dir.config().eos_token_id;
+        let history = input.history;
+        let mut start = if cfg.turns == 0 { 0 } else { history.len().saturating_sub(cfg.turns) };
+        let mut dropped = 0;
+        loop {
+            let text = encoding.text(dir.linearization(), &history_text(&history[start..], cfg), input.knowledge)?;
+            let ids = dir.tokenizer().encode(text.as_str(), true).map_err(|source| ModelError::Encode { text: text.clone(), source })?;
+            let ids = ids.get_ids();
+            if ids.len() <= cfg.max_tokens || history.len() - start <= 1 {
+                let cut = ids.len() > cfg.max_tokens;
+                let ids = truncate_left(ids, cfg.max_tokens, Some(eos));
+                return Ok(EncoderInput { text, ids, dropped_messages: dropped, cut });
+            }
+            start += 1;
+            dropped += 1;
+        }
+    }
+
+    /// Generates for many requests; per request its sequences, best first (one for greedy
+    /// and sampling, `return_sequences` for beam search).
+    pub fn generate_batch(&self, inputs: &[GenerationInput<'_>], settings: &GenerateSettings) -> Result<Vec<Vec<Generated>>, GenerateError> {
+        self.check(settings)?;
+        let mut out = Vec::with_capacity(inputs.len());
+        let batch = settings.batch.max(1);
+        for (c, chunk) in inputs.chunks(batch).enumerate() {
+            let mut ids = Vec::with_capacity(chunk.len());
+            for (k, input) in chunk.iter().enumerate() {
+                ids.push(self.encoder_input_at(c * batch + k, input, &settings.encoding)?.ids);
+            }
+            let mut guard = self.model.session()?;
+            match &settings.strategy {
+                Strategy::Beam(b) => out.extend(self.beam(&mut guard, &ids, b, settings)?),
+                Strategy::Greedy => out.extend(self.stepwise(&mut guard, &ids, None, &[], settings)?.into_iter().map(|g| vec![g])),
+                Strategy::Sample(p) => {
+                    let seeds: Vec<u64> = chunk.iter().map(|i| i.seed.unwrap_or(p.seed)).collect();
+                    out.extend(self.stepwise(&mut guard, &ids, Some(p), &seeds, settings)?.into_iter().map(|g| vec![g]));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Greedy search or sampling: one row per request, a request's row leaves the batch
+    /// when it ends.
+    fn stepwise(
+        &self,
+        guard: &mut SessionGuard<'_>,
+        ids: &[Vec<u32>],
+        sampling: Option<&Sampling>,
+        seeds: &[u64],
+        settings: &GenerateSettings,
+    ) -> Result<Vec<Generated>, GenerateError> {
+        let cfg = self.model.config();
+        let vocab = cfg.vocab_size as usize;
+        let n = ids.len();
+        let enc = guard.encode(ids)?;
+        let mut live: Vec<usize> = (0..n).collect();
+        let mut state = guard.start(&enc, &live)?;
+        let mut feed = vec![cfg.decoder_start_token_id; n];
+        let mut seqs: Vec<Running> = (0..n).map(|_| Running::default()).collect();
+        let mut rngs: Vec<SplitMix64> = seeds.iter().map(|&s| SplitMix64::new(s)).collect();
+        let (mut scores, mut order) = (Vec::new(), Vec::new());
+        for step in 0..settings.max_new_tokens {
+            let logits = guard.step(&mut state, &feed)?;
+            if logits.len() != live.len() * vocab {
+                return Err(GenerateError::LogitsShape { got: logits.len(), rows: live.len(), vocab });
+            }
+            let mut parents = Vec::with_capacity(live.len());
+            let mut next = Vec::with_capacity(live.len());
+            feed.clear();
+            for (r, &i) in live.iter().enumerate() {
+                let row = &logits[r * vocab..(r + 1) * vocab];
+                let lse = log_sum_exp(row).map_err(|token| GenerateError::NaN { row: r, token })?;
+                if !lse.is_finite() {
+                    return Err(GenerateError::NoFiniteLogit { row: r });
+                }
+                let token = match sampling {
+                    None => argmax(row),
+                    Some(p) => {
+                        sampling::warp(row, p, &mut scores, &mut order);
+                        sampling::draw(&scores, rngs[i].next_f64()).ok_or(GenerateError::NoFiniteLogit { row: r })?
+                    }
+                };
+                let seq = &mut seqs[i];
+                seq.tokens.push(token);
+                seq.score += f64::from(row[token as usize]) - lse;
+                match self.ends(&seq.tokens, settings)? {
+                    Some(f) => seq.finish = Some(f),
+                    None => {
+                        next.push(i);
+                        parents.push(r);
+                        feed.push(token);
+                    }
+                }
+            }
+            if next.is_empty() || step + 1 == settings.max_new_tokens {
+                break;
+            }
+            guard.reorder(&mut state, &parents)?;
+            live = next;
+        }
+        seqs.into_iter().map(|s| self.generated(s.tokens, s.score, s.finish.unwrap_or(Finish::Length), settings)).collect()
+    }
+
+    /// Beam search, unconstrained; the sequences cut at their first stop afterwards.
+    fn beam(
+        &self,
+        guard: &mut SessionGuard<'_>,
+        ids: &[Vec<u32>],
+        b: &BeamSettings,
+        settings: &GenerateSettings,
+    ) -> Result<Vec<Vec<Generated>>, GenerateError> {
+        let cfg = self.model.config();
+        let enc = guard.encode(ids)?;
+        let rows: Vec<usize> = (0..ids.len()).collect();
+        let state = guard.start(&enc, &rows)?;
+        let mut steps = Steps { guard, state, vocab: cfg.vocab_size as usize };
+        let search = SearchConfig {
+            beams: b.beams,
+            return_sequences: b.return_sequences,
+            length_penalty: b.length_penalty,
+            max_new_tokens: settings.max_new_tokens,
+            early_stopping: b.early_stopping,
+            alpha: None,
+            start_token: cfg.decoder_start_token_id,
+            eos_token: cfg.eos_token_id,
+        };
+        let mut free = vec![Unconstrained; ids.len()];
+        let hyps = beam_search(&mut steps, &mut free, &search)?;
+        let mut out = Vec::with_capacity(hyps.len());
+        for hs in hyps {
+            let mut v = Vec::with_capacity(hs.len());
+            for h in hs {
+                let mut tokens = h.tokens;
+                let mut finish = Finish::Length;
+                for k in 1..=tokens.len() {
+                    if let Some(f) = self.ends(&tokens[..k], settings)? {
+                        finish = f;
+                        tokens.truncate(k);
+                        break;
+                    }
+                }
+                v.push(self.generated(tokens, h.score, finish, settings)?);
+            }
+            out.push(v);
+        }
+        Ok(out)
+    }
+
+    /// Whether a sequence ends after its last token, and why.
+    fn ends(&self, tokens: &[u32], settings: &GenerateSettings) -> Result<Option<Finish>, GenerateError> {
+        let Some(&last) = tokens.last() else { return Ok(None) };
+        if last == self.model.config().eos_token_id {
+            return Ok(Some(Finish::Eos));
+        }
+        if settings.stop_ids.contains(&last) {
+            return Ok(Some(Finish::Stop));
+        }
+        if !settings.stop.is_empty() {
+            let text = self.decode(tokens)?;
+            if settings.stop.iter().any(|s| text.contains(s.as_str())) {
+                return Ok(Some(Finish::Stop));
+            }
+        }
+        Ok(None)
+    }
+
+    fn decode(&self, tokens: &[u32]) -> Result<String, GenerateError> {
+        self.dir().tokenizer().decode(tokens, true).map_err(|source| GenerateError::Decode { tokens: tokens.to_vec(), source })
+    }
+
+    fn generated(&self, tokens: Vec<u32>, score: f64, finish: Finish, settings: &GenerateSettings) -> Result<Generated, GenerateError> {
+        let eos = self.model.config().eos_token_id;
+        let body = match tokens.last() {
+            Some(&t) if t == eos || settings.stop_ids.contains(&t) => &tokens[..tokens.len() - 1],
+            _ => &tokens[..],
+        };
+        let mut text = self.decode(body)?;
+        if let Some(at) = settings.stop.iter().filter_map(|s| text.find(s.as_str())).min() {
+            text.truncate(at);
+        }
+        Ok(Generated { text, tokens, score, finish })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argmax_takes_the_first_best_and_lse_is_exact() {
+        assert_eq!(argmax(&[1.0, 3.0, 3.0, -1.0]), 1);
+        assert_eq!(argmax(&[f32::NEG_INFINITY, -5.0]), 1);
+        let row = [0.5f32, -1.25, 2.0, 0.0];
+        let want = row.iter().map(|&x| f64::from(x).exp()).sum::<f64>().ln();
+        assert!((log_sum_exp(&row).unwrap() - want).abs() < 1e-12);
+        assert_eq!(log_sum_exp(&[0.0, f32::NAN]), Err(1));
+        assert_eq!(log_sum_exp(&[f32::NEG_INFINITY; 2]), Ok(f64::NEG_INFINITY));
+    }
+
+    #[test]
+    fn history_text_takes_the_input_settings() {
+        let m = |s: &str, t: &str| Message { speaker: s.into(), text: t.into() };
+        let msgs = [m("user", "hi"), m("assistant", "hello there")];
+        let mut cfg = InputConfig::default();
+        assert_eq!(history_text(&msgs, &cfg), "hi hello there");
+        cfg.speaker_prefix = true;
+        cfg.separator = " | ".into();
+        assert_eq!(history_text(&msgs, &cfg), "user: hi | assistant: hello there");
+        assert_eq!(history_text(&[], &cfg), "");
+    }
+
+    #[test]
+    fn settings_follow_the_generation_section() {
+        let mut g = GenerationConfig::default();
+        let s = GenerateSettings::from_config(&g);
+        assert_eq!(s.strategy, Strategy::Beam(BeamSettings { beams: 5, return_sequences: 1, length_penalty: 1.5, early_stopping: true }));
+        assert_eq!((s.encoding, s.max_new_tokens, s.batch), (InputEncoding::DialogGsr, 64, 8));
+        g.strategy = StrategyKind::Sample;
+        g.top_k = 10;
+        g.seed = 3;
+        assert_eq!(GenerateSettings::from_config(&g).strategy, Strategy::Sample(Sampling { temperature: 1.0, top_k: 10, top_p: 1.0, seed: 3 }));
+        g.strategy = StrategyKind::Greedy;
+        assert_eq!(GenerateSettings::from_config(&g).strategy, Strategy::Greedy);
+    }
+}
