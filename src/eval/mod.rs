@@ -3,6 +3,8 @@
 pub mod linking;
 pub mod metaqa;
 pub mod opendialkg;
+pub mod porter;
+pub mod responses;
 pub mod retrieval;
 
 /// Errors reading an evaluation data set: the file, or one of its lines (bad input).
