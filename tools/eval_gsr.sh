@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The README's table of the trained retriever (the paper's Table 5 shape) on the OpenDialKG
+# dev dialogs, beside the baselines, on the store every baseline is measured on (kg.tsv):
+# GSR without the constraint, with the hard constraint, with the connection and the Katz
+# prior, alpha in {0.6, 0.8, 1.0}, both candidate scopes and two-step retrieval.
+#
+#   BENCH_DIR=/tmp/bench MODEL=models/gsr-opendialkg bash tools/eval_gsr.sh [EXTRA ROWS...]
+#
+# EXTRA ROWS: `name|flags` (e.g. "float weights|--model DIR"). MAX_TURNS=N scores only the
+# first N dev turns (quick checks; the README's figures use all of them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source tools/setup.sh
+cargo build --release --locked --bin trellis >&2
+bin="$CARGO_TARGET_DIR/release/trellis"
+data="${TRELLIS_SHARED_DATA:-../shared/data}"
+work="${BENCH_DIR:-/tmp/trellis-bench}"
+model="${MODEL:-models/gsr-opendialkg}"
+mkdir -p "$work"
+store="$work/kg-gsr"
+if [ ! -f "$store/.indexed" ]; then
+    rm -rf "$store"
+    "$bin" ingest --store "$store" --on-error skip --rejects "$work/kg-gsr-rejects.tsv" "$data/opendialkg/kg.tsv" >&2
+    touch "$store/.ingested"
+fi
+# The token index follows the model's tokenizer (re-indexing an indexed store replaces it).
+"$bin" index-tokens --store "$store" --tokenizer "$model/tokenizer.json" --linearization trellis >&2
+touch "$store/.indexed"
+limit=()
+[ -n "${MAX_TURNS:-}" ] && limit=(--max-turns "$MAX_TURNS")
+
+rows=(
+    "all|--retriever all"
+    "random|--retriever random"
+    "bm25|--retriever bm25"
+    "katz|--retriever katz"
+    "pcst (seed003)|--retriever pcst --pcst-variant seed003"
+    "gsr, no constraint (w/o Const.)|--retriever gsr --model $model --prior none"
+    "gsr, hard constraint|--retriever gsr --model $model --prior hard"
+    "gsr, connection prior|--retriever gsr --model $model --prior connection"
+    "gsr, katz prior (alpha 0.8)|--retriever gsr --model $model --prior katz --alpha 0.8"
+    "gsr, katz prior, alpha 0.6|--retriever gsr --model $model --prior katz --alpha 0.6"
+    "gsr, katz prior, alpha 1.0|--retriever gsr --model $model --prior katz --alpha 1.0"
+    "gsr, katz, uncapped scope|--retriever gsr --model $model --prior katz --scope uncapped"
+    "gsr, katz, 2 steps|--retriever gsr --model $model --prior katz --steps 2"
+    "$@"
+)
+echo "| retriever | path@1 | path@3 | path@5 | triple recall@1 | triple recall@5 | MRR | candidate recall | top path: gold start | top path: gold start + relation | turns/s |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+for r in "${rows[@]}"; do
+    IFS='|' read -r name flags <<<"$r"
+    # shellcheck disable=SC2086
+    "$bin" eval retrieval --store "$store" --input "$data/opendialkg/dialogs_dev.csv" --k 1,3,5,10 \
+        "${limit[@]}" $flags --json >"$work/eval-gsr.json"
+    python3 - "$name" "$work/eval-gsr.json" <<'PY'
+import json, sys
+name, r = sys.argv[1], json.load(open(sys.argv[2]))
+p, t = r["path_at"], r["triple_recall_at"]
+print(f"| {name} | {p['1']:.4f} | {p['3']:.4f} | {p['5']:.4f} | {t['1']:.4f} | {t['5']:.4f} | {r['mrr']:.4f} "
+      f"| {r['candidate_recall']:.4f} | {r['top_start_entity']:.4f} | {r['top_first_relation']:.4f} | {r['turns_per_s']:.1f} |")
+PY
+done
+echo
+echo "($(date -u +%F), $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg); MAX_TURNS=${MAX_TURNS:-all})"

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""The shipped retriever's tokenizer: a T5-style SentencePiece Unigram model (`<pad>`, `</s>`,
+`<unk>` as ids 0-2, Metaspace pre-tokenizer, `</s>` appended) trained on the training dialogs'
+messages and the knowledge graph's names, lowercased by the tokenizer itself (a small model
+trained from scratch gains nothing from case, and paths are written lowercased), with the
+linearization's added tokens, the entity markers of the encoder input and the reconstruction
+mask.
+
+    PY=$(tools/gsr/venv.sh)
+    $PY tools/train/tokenizer.py --out DIR/tokenizer.json [--vocab 8000]
+
+Deterministic (one thread). Checks what the Rust side relies on before writing (the checks of
+tools/gsr/make_fixture.py: every name's ids are the same in every slot of a path).
+"""
+import argparse
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("RAYON_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gsr"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers  # noqa: E402
+
+import make_fixture as mf  # noqa: E402
+from data import ENTITY_MARKERS, MASK, chat_messages, entity_text, read_kg, relation_text  # noqa: E402
+
+EXTRA_TOKENS = ENTITY_MARKERS + [MASK]
+
+
+def train(vocab_size, facts, messages):
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase(), normalizers.Replace(Regex(" {2,}"), " ")])
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
+    tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
+    trainer = trainers.UnigramTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<pad>", "</s>", "<unk>"],
+        unk_token="<unk>",
+        shrinking_factor=0.75,
+        max_piece_length=16,
+        n_sub_iterations=2,
+    )
+    names = sorted({entity_text(e) for s, _, o in facts for e in (s, o)} | {relation_text(r) for _, r, _ in facts})
+    tok.train_from_iterator(names + messages, trainer=trainer)
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in mf.ADDED_TOKENS + EXTRA_TOKENS])
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", tok.token_to_id("</s>"))])
+    return tok
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--vocab", type=int, default=8000)
+    ap.add_argument("--data", type=Path, default=Path(os.environ.get("TRELLIS_SHARED_DATA", "/work/shared/data")) / "opendialkg")
+    args = ap.parse_args()
+    facts = read_kg(args.data / "kg.tsv") + read_kg(args.data / "kg_train_paths.tsv")
+    messages = chat_messages(args.data / "dialogs_train.csv")
+    tok = train(args.vocab, facts, messages)
+    for t in EXTRA_TOKENS:
+        assert tok.encode(t, add_special_tokens=False).ids == [tok.token_to_id(t)], t
+    # The slot-independence checks on the names of the training paths' facts (all of kg.tsv
+    # would take minutes; these are the names the model writes most).
+    mf.check_tokenizer(tok, facts[-20000:])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tok.save(str(args.out), pretty=False)
+    print(f"tokenizer: {tok.get_vocab_size()} tokens -> {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,339 @@
+#!/usr/bin/env python3
+"""Trains the generative retriever (a small T5 from scratch) in two stages, as DialogGSR
+section 3.4 does:
+
+1. `recon`: knowledge-graph reconstruction. A 1- or 2-hop path of the training KG is written
+   as the linearization writes it, one entity or relation replaced by [MASK]; the model
+   writes the whole path back. Teaches the boundary tokens, the names and which relations
+   go with which entities.
+2. `retrieval`: input the dialog history with the linked entities marked, target the gold
+   path of the turn, both exactly as Trellis makes them (`trellis targets` exports the input
+   ids, the target ids and the constraint's allowed sets along the gold path). The loss is the
+   likelihood over the vocabulary plus `--constrained-weight` times the likelihood normalized
+   over the tokens the constraint allows at each step: the decisions the decoder really makes.
+   After every epoch the model is exported and Trellis itself computes dev path@k; the best
+   epoch is kept.
+
+    PY=$(tools/gsr/venv.sh)
+    $PY tools/train/train.py recon --run RUN --tokenizer RUN/tokenizer.json --minutes 20
+    $PY tools/train/train.py retrieval --run RUN --targets RUN/train-targets.jsonl --epochs 6 \
+        --dev-store STORE --dev-dialogs dialogs_dev.csv --trellis BIN
+
+Resumable: a checkpoint (model, optimizer, schedule, random state, position in the data) is
+written every `--checkpoint-minutes` and at every epoch's end; rerunning the same command goes
+on from it. Deterministic on CPU for a fixed seed and thread count. CUDA is used when present.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "gsr"))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from tokenizers import Tokenizer  # noqa: E402
+
+from data import Graph, read_kg, reconstruction_examples  # noqa: E402
+
+# The shape that trains to a useful point on 2 CPU cores in about an hour (toolchain.md's
+# measured speeds); `--shape` picks a bigger one on a GPU.
+SHAPES = {
+    "small-cpu": dict(d_model=256, d_kv=64, num_heads=4, d_ff=1024, num_layers=3, num_decoder_layers=3),
+    "base-gpu": dict(d_model=512, d_kv=64, num_heads=8, d_ff=2048, num_layers=6, num_decoder_layers=6),
+}
+
+
+def log(msg):
+    print(time.strftime("%H:%M:%S"), msg, file=sys.stderr, flush=True)
+
+
+def device():
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def make_model(shape, vocab_size, seed):
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    cfg = T5Config(
+        vocab_size=vocab_size,
+        dropout_rate=0.1,
+        feed_forward_proj="relu",
+        tie_word_embeddings=True,
+        decoder_start_token_id=0,
+        eos_token_id=1,
+        pad_token_id=0,
+        relative_attention_num_buckets=32,
+        relative_attention_max_distance=128,
+        **SHAPES[shape],
+    )
+    torch.manual_seed(seed)
+    return T5ForConditionalGeneration(cfg)
+
+
+def load_model(path):
+    from transformers import T5ForConditionalGeneration
+
+    return T5ForConditionalGeneration.from_pretrained(str(path))
+
+
+class Checkpoint:
+    """`last.pt` in the stage's folder: everything needed to go on where it stopped."""
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.path = self.folder / "last.pt"
+
+    def save(self, model, opt, sched, state):
+        tmp = self.path.with_suffix(".tmp")
+        torch.save(
+            {"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(), "state": state, "torch_rng": torch.get_rng_state()},
+            tmp,
+        )
+        os.replace(tmp, self.path)
+
+    def load(self, model, opt, sched):
+        if not self.path.exists():
+            return None
+        ck = torch.load(self.path, map_location="cpu", weights_only=False)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        sched.load_state_dict(ck["sched"])
+        torch.set_rng_state(ck["torch_rng"])
+        return ck["state"]
+
+
+def optimizer(model, lr, total_steps, warmup=0.06):
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    rest = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}], lr=lr)
+    w = max(1, int(total_steps * warmup))
+
+    def factor(step):
+        if step < w:
+            return (step + 1) / w
+        return max(0.05, 1.0 - (step - w) / max(1, total_steps - w))
+
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+def pad(rows, value=0):
+    n = max(len(r) for r in rows)
+    return torch.tensor([r + [value] * (n - len(r)) for r in rows], dtype=torch.long)
+
+
+def seq2seq_batch(inputs, targets, dev):
+    """Encoder ids, mask, decoder inputs (start token 0 then the target shifted) and labels
+    (-100 on padding)."""
+    x = pad(inputs).to(dev)
+    labels = pad(targets, -100).to(dev)
+    dec = pad([[0] + t[:-1] for t in targets]).to(dev)
+    return x, (x != 0).long(), dec, labels
+
+
+# ---------------------------------------------------------------------------------------
+# Stage 1: knowledge-graph reconstruction.
+
+
+def recon(args):
+    dev = device()
+    torch.set_num_threads(args.threads)
+    tok = Tokenizer.from_file(str(args.tokenizer))
+    facts = []
+    for f in args.kg:
+        facts += read_kg(f)
+    graph = Graph(facts)
+    out = Path(args.run) / "recon"
+    ck = Checkpoint(out)
+    model = make_model(args.shape, tok.get_vocab_size(), args.seed).to(dev)
+    steps = args.steps
+    opt, sched = optimizer(model, args.lr, steps)
+    state = ck.load(model, opt, sched) or {"step": 0, "loss": None}
+    log(f"recon: {len(facts)} facts, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, {steps} steps of {args.batch}, from step {state['step']}")
+    examples = reconstruction_examples(graph, args.seed)
+    # Resuming replays the example stream to where it stopped (cheap: no model work).
+    for _ in range(state["step"] * args.batch):
+        next(examples)
+    model.train()
+    started, last_ck, done_here = time.time(), time.time(), 0
+    while state["step"] < steps:
+        pairs = [next(examples) for _ in range(args.batch)]
+        inputs = [e.ids for e in tok.encode_batch([p[0] for p in pairs])]
+        targets = [e.ids for e in tok.encode_batch([p[1] for p in pairs])]
+        x, m, d, y = seq2seq_batch(inputs, targets, dev)
+        loss = model(input_ids=x, attention_mask=m, decoder_input_ids=d, labels=y).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        state["step"] += 1
+        done_here += 1
+        state["loss"] = loss.item() if state["loss"] is None else 0.98 * state["loss"] + 0.02 * loss.item()
+        if state["step"] % 50 == 0 or state["step"] in (5, 20) or state["step"] == steps:
+            rate = done_here / (time.time() - started)
+            eta = (steps - state["step"]) / max(rate, 1e-9)
+            log(f"recon step {state['step']}/{steps} loss {state['loss']:.3f} {rate * args.batch:.0f} examples/s eta {eta / 60:.1f} min")
+        if time.time() - last_ck > args.checkpoint_minutes * 60:
+            ck.save(model, opt, sched, state)
+            last_ck = time.time()
+    ck.save(model, opt, sched, state)
+    model.save_pretrained(out / "final")
+    log(f"recon: done, model in {out / 'final'}")
+
+
+# ---------------------------------------------------------------------------------------
+# Stage 2: retrieval training on Trellis's exported targets.
+
+
+def read_targets(path, max_input):
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            r = json.loads(line)
+            if not r.get("target_ids"):
+                continue
+            rows.append((r["input_ids"][-max_input:], r["target_ids"], r["allowed"]))
+    return rows
+
+
+def retrieval(args):
+    dev = device()
+    torch.set_num_threads(args.threads)
+    rows = read_targets(args.targets, args.max_input)
+    out = Path(args.run) / "retrieval"
+    ck = Checkpoint(out)
+    model = load_model(args.init) if args.init else make_model(args.shape, Tokenizer.from_file(str(args.tokenizer)).get_vocab_size(), args.seed)
+    model.to(dev)
+    per_epoch = math.ceil(len(rows) / args.batch)
+    steps = per_epoch * args.epochs
+    opt, sched = optimizer(model, args.lr, steps)
+    state = ck.load(model, opt, sched) or {"step": 0, "loss": None, "best": None, "history": []}
+    log(f"retrieval: {len(rows)} examples, {per_epoch} steps an epoch, {args.epochs} epochs, from step {state['step']}")
+    started, last_ck, done_here = time.time(), time.time(), 0
+    while state["step"] < steps:
+        epoch, within = divmod(state["step"], per_epoch)
+        order = list(range(len(rows)))
+        random.Random(args.seed + epoch).shuffle(order)
+        model.train()
+        for k in range(within, per_epoch):
+            batch = [rows[i] for i in order[k * args.batch : (k + 1) * args.batch]]
+            x, m, d, y = seq2seq_batch([r[0] for r in batch], [r[1] for r in batch], dev)
+            logits = model(input_ids=x, attention_mask=m, decoder_input_ids=d).logits
+            lm = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100)
+            loss = lm
+            if args.constrained_weight > 0:
+                t = logits.shape[1]
+                mask = torch.zeros(logits.shape, dtype=torch.bool)
+                have = torch.zeros(logits.shape[:2], dtype=torch.bool)
+                for i, r in enumerate(batch):
+                    for j, s in enumerate(r[2][:t]):
+                        mask[i, j, s] = True
+                        have[i, j] = True
+                if have.any():
+                    mask, have = mask.to(dev), have.to(dev)
+                    lp = torch.log_softmax(logits.masked_fill(~mask, float("-inf")), dim=-1)
+                    gold = y.clamp(min=0).unsqueeze(-1)
+                    picked = lp.gather(-1, gold).squeeze(-1)
+                    loss = loss + args.constrained_weight * -(picked[have].mean())
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            state["step"] += 1
+            done_here += 1
+            state["loss"] = loss.item() if state["loss"] is None else 0.98 * state["loss"] + 0.02 * loss.item()
+            if state["step"] % 50 == 0:
+                rate = done_here / (time.time() - started)
+                eta = (steps - state["step"]) / max(rate, 1e-9)
+                log(f"epoch {epoch + 1} step {state['step']}/{steps} loss {state['loss']:.3f} {rate * args.batch:.0f} examples/s eta {eta / 60:.1f} min")
+            if time.time() - last_ck > args.checkpoint_minutes * 60:
+                ck.save(model, opt, sched, state)
+                last_ck = time.time()
+        # End of an epoch: export, let Trellis score it on dev, keep the best.
+        model.eval()
+        folder = out / f"epoch-{epoch + 1}"
+        model.save_pretrained(folder / "hf")
+        scores = None
+        if args.dev_store and args.trellis:
+            scores = dev_scores(args, folder)
+            log(f"epoch {epoch + 1}: dev {json.dumps(scores)}")
+        state["history"].append({"epoch": epoch + 1, "step": state["step"], "loss": state["loss"], "dev": scores})
+        key = (scores["path_at"]["1"], scores["path_at"]["3"]) if scores else (epoch,)
+        if state["best"] is None or key > tuple(state["best"]["key"]):
+            state["best"] = {"epoch": epoch + 1, "key": list(key)}
+            (out / "best").unlink(missing_ok=True)
+            (out / "best").symlink_to(folder.name)
+        ck.save(model, opt, sched, state)
+        (out / "history.json").write_text(json.dumps(state["history"], indent=1) + "\n")
+        last_ck = time.time()
+    log(f"retrieval: done; best epoch {state['best']['epoch']} ({out / 'best'})")
+
+
+def dev_scores(args, folder):
+    """Exports `folder/hf` to `folder/model` and runs `trellis eval retrieval` on dev."""
+    subprocess.run(
+        [sys.executable, str(HERE / "export.py"), "--hf", str(folder / "hf"), "--tokenizer", str(args.tokenizer), "--out", str(folder / "model"), "--trellis-json", str(args.trellis_json)],
+        check=True,
+    )
+    cmd = [
+        str(args.trellis), "eval", "retrieval", "--store", str(args.dev_store), "--input", str(args.dev_dialogs),
+        "--retriever", "gsr", "--model", str(folder / "model"), "--json",
+    ]
+    if args.dev_turns:
+        cmd += ["--max-turns", str(args.dev_turns)]
+    res = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    (folder / "dev.json").write_text(res.stdout)
+    rep = json.loads(res.stdout)
+    rep = rep[0] if isinstance(rep, list) else rep
+    keep = ("turns", "candidate_recall", "path_at", "triple_recall_at", "mrr", "top_start_entity", "top_first_relation", "turns_per_s")
+    return {k: rep[k] for k in keep if k in rep}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="stage", required=True)
+    for name in ("recon", "retrieval"):
+        p = sub.add_parser(name)
+        p.add_argument("--run", type=Path, required=True, help="the run's folder (checkpoints, exports, logs)")
+        p.add_argument("--tokenizer", type=Path, required=True)
+        p.add_argument("--shape", choices=sorted(SHAPES), default="small-cpu")
+        p.add_argument("--seed", type=int, default=20261124)
+        p.add_argument("--threads", type=int, default=2)
+        p.add_argument("--lr", type=float, default=1e-3)
+        p.add_argument("--checkpoint-minutes", type=float, default=5)
+    p = sub.choices["recon"]
+    p.add_argument("--kg", type=Path, nargs="+", required=True)
+    p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--batch", type=int, default=64)
+    p = sub.choices["retrieval"]
+    p.add_argument("--targets", type=Path, required=True, help="`trellis targets` output on the training dialogs")
+    p.add_argument("--init", type=Path, help="start from this saved model (the recon stage's `final`)")
+    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--max-input", type=int, default=128)
+    p.add_argument("--constrained-weight", type=float, default=1.0)
+    p.add_argument("--trellis", type=Path, help="the trellis binary, for dev scores between epochs")
+    p.add_argument("--trellis-json", type=Path, required=True)
+    p.add_argument("--dev-store", type=Path)
+    p.add_argument("--dev-dialogs", type=Path)
+    p.add_argument("--dev-turns", type=int, default=600)
+    args = ap.parse_args()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    random.seed(args.seed)
+    {"recon": recon, "retrieval": retrieval}[args.stage](args)
+
+
+if __name__ == "__main__":
+    main()
