@@ -32,6 +32,7 @@ pub mod linearize;
 pub mod link;
 pub mod model;
 pub mod normalize;
+pub mod pipeline;
 pub mod retrieve;
 pub mod store;
 

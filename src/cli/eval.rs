@@ -38,6 +38,9 @@ pub enum EvalCommand {
     },
     /// BLEU (sacrebleu, nltk), ROUGE-1/2/L, F1, KF1 and distinct-1/2 of generated responses against gold ones.
     Responses(super::eval_responses::ResponsesArgs),
+    /// Link, retrieve and generate over OpenDialKG turns: response metrics with no, gold or
+    /// retrieved knowledge, retrieval metrics, and the time of each stage.
+    Pipeline(Box<super::respond::EvalPipelineArgs>),
     /// Recall of the gold start entity among a turn's linked entities (OpenDialKG csv).
     Linking {
         #[arg(long)]
@@ -98,7 +101,7 @@ impl ActionsOption {
 }
 
 /// Keeps the first `n` samples of the file, in order.
-fn keep_first_samples(dialogs: &mut [Dialog], mut n: usize) {
+pub(super) fn keep_first_samples(dialogs: &mut [Dialog], mut n: usize) {
     for d in dialogs {
         let keep = d.samples.len().min(n);
         d.samples.truncate(keep);
@@ -146,6 +149,7 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         EvalCommand::Responses(args) => super::eval_responses::run(args),
+        EvalCommand::Pipeline(args) => super::respond::eval_pipeline(*args),
         EvalCommand::Linking { store, input, actions, no_substring, misses, json, options } => {
             let store = open(&store)?;
             let mut dialogs = opendialkg::read(&input)?;

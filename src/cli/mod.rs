@@ -8,6 +8,7 @@ mod link;
 mod migrate;
 mod progress;
 mod query;
+mod respond;
 mod retrieve;
 mod targets;
 mod tokens;
@@ -92,8 +93,13 @@ enum Command {
     Link(link::LinkArgs),
     /// Retrieve paths for every dialog of a JSON-lines file, in parallel, in input order.
     Retrieve(retrieve::RetrieveArgs),
-    /// The generative retriever's training data from OpenDialKG dialogs: per turn the encoder
-    /// input, the gold path as decoder tokens and the constraint's allowed set at each step.
+    /// Reply to one dialog: link its entities, retrieve knowledge, generate the reply.
+    Respond(respond::RespondArgs),
+    /// Reply to every dialog of a JSON-lines file (link, retrieve, generate), in input order.
+    Run(respond::RunArgs),
+    /// Training data from OpenDialKG dialogs, made by the code that runs the model: for a
+    /// retriever per turn the encoder input, the gold path as decoder tokens and the
+    /// constraint's allowed set at each step; for a generator the encoder input and the reply.
     Targets(targets::TargetsArgs),
     /// Evaluations on the shared data sets.
     #[command(subcommand)]
@@ -116,6 +122,8 @@ pub fn main() -> ExitCode {
         Command::IndexTokens(args) => tokens::run(args),
         Command::Link(args) => link::link(args),
         Command::Retrieve(args) => retrieve::run(args),
+        Command::Respond(args) => respond::respond(args),
+        Command::Run(args) => respond::run(args),
         Command::Targets(args) => targets::run(args),
         Command::Eval(cmd) => eval::run(cmd),
         Command::Doctor(args) => doctor::run(args),

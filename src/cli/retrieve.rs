@@ -76,7 +76,8 @@ pub struct GsrArgs {
     /// gsr: retrieval steps; step k > 0 re-encodes the dialog with the paths found so far.
     #[arg(long, default_value_t = 1)]
     pub steps: usize,
-    /// gsr: dialogs decoded together (their beams are the rows of one decoder call).
+    /// gsr: dialogs decoded together (their beams are the rows of one decoder call); respond,
+    /// run, eval pipeline: requests retrieved and generated together, whatever the retriever.
     #[arg(long, default_value_t = 8)]
     pub batch: usize,
     /// gsr: cpu, cuda or cuda:N (CUDA never falls back to CPU silently).
@@ -120,13 +121,22 @@ impl RetrieverOptions {
 
     /// The retriever, with its model loaded for gsr (which needs --model).
     pub fn open(&self, store: std::sync::Arc<Store>) -> Result<Retriever> {
+        self.open_with_sessions(store, 1)
+    }
+
+    /// [`open`](Self::open) with `sessions` model sessions (threads that can decode at once).
+    pub fn open_with_sessions(&self, store: std::sync::Arc<Store>, sessions: usize) -> Result<Retriever> {
         if self.retriever == RetrieverKind::Gsr && self.gsr.model.is_none() {
             anyhow::bail!(super::Usage("--retriever gsr needs --model DIR (an exported retriever: see schema/model.md)".into()));
         }
         if self.scope == CandidateScope::Uncapped && self.retriever != RetrieverKind::Gsr {
             anyhow::bail!(super::Usage("--scope uncapped needs --retriever gsr (the other retrievers enumerate their candidates)".into()));
         }
-        Ok(Retriever::open(store, self.config())?)
+        let mut cfg = self.config();
+        if let Some(g) = &mut cfg.gsr {
+            g.runtime.sessions = sessions.max(1);
+        }
+        Ok(Retriever::open(store, cfg)?)
     }
 }
 

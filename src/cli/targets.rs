@@ -1,5 +1,6 @@
-//! `trellis targets`: the generative retriever's training data, made by the code that
-//! decodes (encoder inputs, gold paths as decoder tokens, the constraint's allowed sets).
+//! `trellis targets`: training data made by the code that runs the model. For a retriever's
+//! model directory: encoder inputs, gold paths as decoder tokens, the constraint's allowed
+//! sets. For a generator's: encoder inputs (history and gold path) and replies as tokens.
 
 use super::eval::ActionsOption;
 use anyhow::{Context, Result};
@@ -11,6 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use trellis::decode::automaton::CandidateMode;
 use trellis::eval::opendialkg;
+use trellis::generate::targets::response_target;
 use trellis::graph::candidates::{CandidateConfig, CandidateScope};
 use trellis::graph::informativeness::KatzConfig;
 use trellis::model::dir::ModelDir;
@@ -19,9 +21,10 @@ use trellis::Store;
 
 #[derive(Args)]
 pub struct TargetsArgs {
-    /// The store the targets are read from (with the token index of the model's tokenizer).
+    /// The store the targets are read from (with the token index of the model's tokenizer);
+    /// a retriever's targets need it, a generator's do not read it.
     #[arg(long)]
-    store: PathBuf,
+    store: Option<PathBuf>,
     /// A model directory, or one with only config.json, tokenizer.json and trellis.json:
     /// its input format, tokenizer and linearization decide the targets.
     #[arg(long)]
@@ -37,8 +40,9 @@ pub struct TargetsArgs {
     scope: CandidateScope,
     #[command(flatten)]
     link: super::link::LinkOptions,
-    /// JSON lines out, one per turn with a gold path, in file order:
-    /// {"dialog", "upto", "speaker", "input_ids", "target_ids", "allowed", "admitted", "skipped"}.
+    /// JSON lines out, one per turn with a gold path, in file order: {"dialog", "upto",
+    /// "speaker", "input_ids", "target_ids", "skipped"}, and for a retriever "allowed",
+    /// "admitted".
     #[arg(long)]
     output: PathBuf,
     /// Worker threads (default: all cores).
@@ -50,10 +54,16 @@ pub struct TargetsArgs {
 }
 
 pub fn run(args: TargetsArgs) -> Result<ExitCode> {
-    let store = std::sync::Arc::new(Store::open_read_only(&args.store).with_context(|| format!("opening store {}", args.store.display()))?);
     let dir = ModelDir::open_spec(&args.model)?;
     let mut dialogs = opendialkg::read(&args.input)?;
     args.actions.apply(&mut dialogs);
+    if dir.trellis().generation.is_some() {
+        return generator_targets(&args, &dir, &dialogs);
+    }
+    let Some(store_path) = &args.store else {
+        anyhow::bail!(super::Usage(format!("{} is a retriever: its targets need --store DIR (the store with its token index)", args.model.display())));
+    };
+    let store = std::sync::Arc::new(Store::open_read_only(store_path).with_context(|| format!("opening store {}", store_path.display()))?);
     let mode = match args.scope {
         CandidateScope::Capped => CandidateMode::Capped(CandidateConfig::default()),
         CandidateScope::Uncapped => CandidateMode::Uncapped { hub_degree: KatzConfig::default().hub_degree },
@@ -74,7 +84,7 @@ pub fn run(args: TargetsArgs) -> Result<ExitCode> {
     for chunk in samples.chunks(512) {
         let made: Vec<Result<TrainingTarget, _>> = pool.install(|| chunk.par_iter().map(|(i, d, s)| maker.target(*i, d, s)).collect());
         for t in made {
-            let t = t.with_context(|| format!("reading store {}", args.store.display()))?;
+            let t = t.with_context(|| format!("reading store {}", store_path.display()))?;
             match t.skipped {
                 Some(why) => *skipped.entry(why).or_default() += 1,
                 None => {
@@ -109,6 +119,51 @@ pub fn run(args: TargetsArgs) -> Result<ExitCode> {
             args.scope,
             skipped
         );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A generator's targets: no store, no linking; the gold path is the knowledge.
+fn generator_targets(args: &TargetsArgs, dir: &ModelDir, dialogs: &[opendialkg::Dialog]) -> Result<ExitCode> {
+    let samples: Vec<(usize, &opendialkg::Dialog, &opendialkg::Sample)> =
+        dialogs.iter().enumerate().flat_map(|(i, d)| d.samples.iter().map(move |s| (i, d, s))).collect();
+    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+    let bar = ProgressBar::with_draw_target(Some(samples.len() as u64), target);
+    bar.set_style(ProgressStyle::with_template("targets {bar:30} {human_pos}/{human_len} turns ({per_sec}, ETA {eta})")?);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
+    let out = std::fs::File::create(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
+    let mut out = BufWriter::new(out);
+    let writing = || format!("writing {}", args.output.display());
+    let (mut written, mut tokens) = (0u64, 0u64);
+    let mut skipped: std::collections::BTreeMap<&'static str, u64> = Default::default();
+    for chunk in samples.chunks(512) {
+        let made: Vec<_> = pool.install(|| chunk.par_iter().map(|(i, d, s)| response_target(dir, *i, d, s)).collect());
+        for (t, (i, _, s)) in made.into_iter().zip(chunk) {
+            let t = t.with_context(|| format!("{}: dialog {} (0-based), the turn after message {}", args.input.display(), i, s.upto))?;
+            match t.skipped {
+                Some(why) => *skipped.entry(why).or_default() += 1,
+                None => tokens += t.target_ids.len() as u64,
+            }
+            serde_json::to_writer(&mut out, &t).with_context(writing)?;
+            out.write_all(b"\n").with_context(writing)?;
+            written += 1;
+        }
+        bar.inc(chunk.len() as u64);
+    }
+    out.flush().with_context(writing)?;
+    bar.finish_and_clear();
+    let with_target = written - skipped.values().sum::<u64>();
+    let summary = serde_json::json!({
+        "turns": written,
+        "with_target": with_target,
+        "skipped": skipped,
+        "mean_target_tokens": if with_target > 0 { tokens as f64 / with_target as f64 } else { 0.0 },
+        "output": args.output.display().to_string(),
+    });
+    if args.json {
+        println!("{summary}");
+    } else {
+        eprintln!("wrote {written} turns to {}: {with_target} with a reply; skipped {:?}", args.output.display(), skipped);
     }
     Ok(ExitCode::SUCCESS)
 }

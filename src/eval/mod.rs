@@ -3,6 +3,7 @@
 pub mod linking;
 pub mod metaqa;
 pub mod opendialkg;
+pub mod pipeline;
 pub mod porter;
 pub mod responses;
 pub mod retrieval;

@@ -51,7 +51,7 @@ pub struct RetrievalReport {
 }
 
 /// A gold triple in stored orientation (`~r(a, b)` is `r(b, a)`), if the store knows it.
-fn resolve(store: &Store, t: &Triple, reverse_prefix: &str) -> Result<Option<Fact>, ReadError> {
+pub(crate) fn resolve(store: &Store, t: &Triple, reverse_prefix: &str) -> Result<Option<Fact>, ReadError> {
     let (s, r, o) = t;
     let (r, swap) = match r.strip_prefix(reverse_prefix).filter(|_| !reverse_prefix.is_empty()) {
         Some(base) => (base, true),

@@ -29,6 +29,7 @@
 
 pub mod encoding;
 pub mod sampling;
+pub mod targets;
 
 pub use encoding::{InputEncoding, KnowledgePath, KnowledgeProblem, Template, TemplateError, Triple};
 pub use sampling::{Sampling, SplitMix64};
@@ -44,6 +45,7 @@ use std::path::{Path, PathBuf};
 
 /// The decoding strategy by name (`trellis.json` `generation.strategy`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum StrategyKind {
     Greedy,
@@ -266,6 +268,31 @@ fn history_text(messages: &[Message], input: &InputConfig) -> String {
     parts.join(&input.separator)
 }
 
+/// The encoder input of a request for a generator's model directory (a spec-only one
+/// will do: no session is needed); `index` is the request's position, for errors.
+pub fn encoder_input_of(dir: &ModelDir, index: usize, input: &GenerationInput<'_>, encoding: &InputEncoding) -> Result<EncoderInput, GenerateError> {
+    for (path, p) in input.knowledge.iter().enumerate() {
+        encoding::check_path(p).map_err(|problem| GenerateError::Knowledge { input: index, path, problem })?;
+    }
+    let cfg = &dir.trellis().input;
+    let eos = dir.config().eos_token_id;
+    let history = input.history;
+    let mut start = if cfg.turns == 0 { 0 } else { history.len().saturating_sub(cfg.turns) };
+    let mut dropped = 0;
+    loop {
+        let text = encoding.text(dir.linearization(), &history_text(&history[start..], cfg), input.knowledge)?;
+        let ids = dir.tokenizer().encode(text.as_str(), true).map_err(|source| ModelError::Encode { text: text.clone(), source })?;
+        let ids = ids.get_ids();
+        if ids.len() <= cfg.max_tokens || history.len() - start <= 1 {
+            let cut = ids.len() > cfg.max_tokens;
+            let ids = truncate_left(ids, cfg.max_tokens, Some(eos));
+            return Ok(EncoderInput { text, ids, dropped_messages: dropped, cut });
+        }
+        start += 1;
+        dropped += 1;
+    }
+}
+
 impl Generator {
     /// Reads the model directory (refused unless its `trellis.json` says `"task":
     /// "generator"`), loads the runtime and builds the session pool.
@@ -339,27 +366,7 @@ impl Generator {
     }
 
     fn encoder_input_at(&self, index: usize, input: &GenerationInput<'_>, encoding: &InputEncoding) -> Result<EncoderInput, GenerateError> {
-        for (path, p) in input.knowledge.iter().enumerate() {
-            encoding::check_path(p).map_err(|problem| GenerateError::Knowledge { input: index, path, problem })?;
-        }
-        let dir = self.dir();
-        let cfg = &dir.trellis().input;
-        let eos = dir.config().eos_token_id;
-        let history = input.history;
-        let mut start = if cfg.turns == 0 { 0 } else { history.len().saturating_sub(cfg.turns) };
-        let mut dropped = 0;
-        loop {
-            let text = encoding.text(dir.linearization(), &history_text(&history[start..], cfg), input.knowledge)?;
-            let ids = dir.tokenizer().encode(text.as_str(), true).map_err(|source| ModelError::Encode { text: text.clone(), source })?;
-            let ids = ids.get_ids();
-            if ids.len() <= cfg.max_tokens || history.len() - start <= 1 {
-                let cut = ids.len() > cfg.max_tokens;
-                let ids = truncate_left(ids, cfg.max_tokens, Some(eos));
-                return Ok(EncoderInput { text, ids, dropped_messages: dropped, cut });
-            }
-            start += 1;
-            dropped += 1;
-        }
+        encoder_input_of(self.dir(), index, input, encoding)
     }
 
     /// Generates for many requests; per request its sequences, best first (one for greedy

@@ -12,6 +12,7 @@ mod library;
 mod linking;
 mod metrics;
 mod model;
+mod pipeline;
 mod readers;
 mod real_data;
 mod retrieval;

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""Exports a trained retriever (a transformers T5 saved with `save_pretrained`) to the model
-directory Trellis loads (schema/model.md): optimum's ONNX files through the same code as the
-golden fixtures (tools/gsr/make_fixture.py `export`), checked against PyTorch with onnxruntime
-before anything is written, then `config.json`, `tokenizer.json` and `trellis.json`.
+"""Exports a trained retriever or response generator (a transformers T5 saved with
+`save_pretrained`) to the model directory Trellis loads (schema/model.md): optimum's ONNX files
+through the same code as the golden fixtures (tools/gsr/make_fixture.py `export`), checked
+against PyTorch with onnxruntime before anything is written, then `config.json`,
+`tokenizer.json` and `trellis.json` (its `task` says which: a generator is also checked by
+greedy decoding with onnxruntime against transformers `generate`).
 
     PY=$(tools/gsr/venv.sh)
     $PY tools/train/export.py --hf RUN/retrieval/best/hf --tokenizer RUN/tokenizer.json \
         --trellis-json tools/train/trellis.json --out models/gsr-opendialkg [--layout merged] [--quantize]
+    $PY tools/train/export.py --hf RUN/generator/best/hf --tokenizer RUN/tokenizer.json \
+        --trellis-json tools/train/generator.json --out models/generator-opendialkg [--quantize]
 
 `--layout merged` (default) writes one decoder file (`decoder_model_merged.onnx`), so the
 decoder's weights are stored once; `split` writes the two decoder files. `--quantize` stores
@@ -28,10 +32,19 @@ if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gsr"))
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
 import make_fixture as mf  # noqa: E402
+
+# A generator's check inputs: DialogGSR's encoding (schema/model.md) of two turns, and the
+# start of a reply.
+GENERATOR_TEXTS = [
+    "knowledge: [Head] jordan spieth [Int1] sport played [Int2] golf [Tail]</s>dialogue: do you know anything about jordan spieth?",
+    "knowledge: [Head] tom hanks [Rev1] starred actors [Rev2] forrest gump [Tail]</s>dialogue: i like tom hanks.",
+]
+GENERATOR_REPLIES = ["yes, he plays golf.", "he was great in forrest gump."]
 
 
 def quantize(folder):
@@ -41,6 +54,59 @@ def quantize(folder):
         q = f.with_suffix(".q.onnx")
         quantize_dynamic(str(f), str(q), weight_type=QuantType.QInt8, per_channel=False)
         os.replace(q, f)
+
+
+def ort_greedy(onnx_dir, merged, cfg, input_ids, max_new_tokens):
+    """Greedy decoding of one input with onnxruntime, cached, as the runtime runs the graphs;
+    EOS is never picked (every step of the cache is exercised, however early a barely trained
+    model would stop)."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = lambda name: ort.InferenceSession(str(Path(onnx_dir) / name), so, providers=["CPUExecutionProvider"])  # noqa: E731
+    ids = np.array([input_ids], dtype=np.int64)
+    mask = np.ones_like(ids)
+    hidden = sess("encoder_model.onnx").run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask})[0]
+    first, later = (sess("decoder_model_merged.onnx"),) * 2 if merged else (sess("decoder_model.onnx"), sess("decoder_with_past_model.onnx"))
+    past, out, token = {}, [], cfg.decoder_start_token_id
+    for k in range(max_new_tokens):
+        s = first if k == 0 else later
+        names = {i.name for i in s.get_inputs()}
+        feed = {"input_ids": np.array([[token]], dtype=np.int64), "encoder_attention_mask": mask}
+        if "encoder_hidden_states" in names:
+            feed["encoder_hidden_states"] = hidden
+        if merged:
+            feed["use_cache_branch"] = np.array([k > 0])
+        for n in names:
+            if n.startswith("past_key_values."):
+                feed[n] = past.get(n, np.zeros((1, cfg.num_heads, 0, cfg.d_kv), np.float32))
+        res = dict(zip([o.name for o in s.get_outputs()], s.run(None, feed)))
+        for n, v in res.items():
+            pn = "past_key_values." + n[len("present.") :]
+            # The encoder's K/V come from the first step; later ones may re-emit nothing useful.
+            if n.startswith("present.") and not (".encoder." in n and pn in past):
+                past[pn] = v
+        logits = res["logits"][0, -1].copy()
+        logits[cfg.eos_token_id] = -np.inf
+        token = int(logits.argmax())
+        out.append(token)
+    return out
+
+
+def check_greedy(onnx_dir, merged, model, inputs, max_new_tokens):
+    """Tokens of onnxruntime's greedy decoding (`max_new_tokens`, no EOS) that agree with
+    transformers `generate` (the common prefix), and the tokens compared."""
+    same = total = 0
+    for ids in inputs:
+        with torch.no_grad():
+            ref = model.generate(
+                torch.tensor([ids]), max_new_tokens=max_new_tokens, min_new_tokens=max_new_tokens, num_beams=1, do_sample=False
+            )[0, 1:].tolist()
+        got = ort_greedy(onnx_dir, merged, model.config, ids, max_new_tokens)
+        same += next((i for i, (a, b) in enumerate(zip(ref, got)) if a != b), min(len(ref), len(got)))
+        total += max(len(ref), len(got))
+    return same, total
 
 
 def main():
@@ -57,25 +123,37 @@ def main():
     torch.set_num_threads(1)
     model = T5ForConditionalGeneration.from_pretrained(str(args.hf)).eval()
     tok = Tokenizer.from_file(str(args.tokenizer))
+    spec = json.loads(args.trellis_json.read_text())
+    is_generator = spec.get("task", "retriever") == "generator"
     merged = args.layout == "merged"
     with tempfile.TemporaryDirectory() as tmp:
         onnx_dir = Path(tmp) / "onnx"
         mf.export(args.hf, onnx_dir, merged)
         # The check: two real inputs and a few cached decoder steps.
-        texts = ["do you know anything about jordan spieth? [Ent0] jordan spieth", "i like tom hanks. [Ent0] tom hanks"]
-        enc = [tok.encode(t).ids for t in texts]
+        if is_generator:
+            enc = [tok.encode(t).ids for t in GENERATOR_TEXTS]
+            dec = torch.tensor([[0] + tok.encode(r, add_special_tokens=False).ids[:3] for r in GENERATOR_REPLIES])
+        else:
+            texts = ["do you know anything about jordan spieth? [Ent0] jordan spieth", "i like tom hanks. [Ent0] tom hanks"]
+            enc = [tok.encode(t).ids for t in texts]
+            t = tok.token_to_id
+            dec = torch.tensor([[0, t("[Head]"), 5, 6], [0, t("[Head]"), 7, t("[Int1]")]])
         n = max(map(len, enc))
         ids = torch.tensor([e + [0] * (n - len(e)) for e in enc])
         mask = (ids != 0).long()
-        t = tok.token_to_id
-        dec = torch.tensor([[0, t("[Head]"), 5, 6], [0, t("[Head]"), 7, t("[Int1]")]])
         if args.quantize:
             quantize(onnx_dir)
             # int8 weights move the logits by more than float rounding: checked loosely here,
-            # on dev path@k by the caller.
+            # on dev path@k (a generator: dev responses) by the caller.
             worst = mf.verify(onnx_dir, merged, model, ids, mask, dec, tol=0.5)
         else:
             worst = mf.verify(onnx_dir, merged, model, ids, mask, dec)
+        greedy = ""
+        if is_generator:
+            same, total = check_greedy(onnx_dir, merged, model, enc, spec.get("generation", {}).get("max_new_tokens", 64))
+            # Float graphs must pick the same tokens; int8 ones may part ways after a near tie.
+            assert args.quantize or same == total, f"greedy decoding: onnxruntime agrees with generate on {same} of {total} tokens"
+            greedy = f", greedy {same}/{total} tokens as generate"
         out = args.out
         if out.exists():
             shutil.rmtree(out)
@@ -88,10 +166,9 @@ def main():
     model.config.to_json_file(out / "config.json")
     # Byte for byte: the store's token index is keyed by the file's fingerprint.
     shutil.copyfile(args.tokenizer, out / "tokenizer.json")
-    spec = json.loads(args.trellis_json.read_text())
     (out / "trellis.json").write_text(json.dumps(spec, indent=2) + "\n")
     size = sum(f.stat().st_size for f in out.iterdir())
-    print(f"export: {out} ({args.layout}{', int8' if args.quantize else ''}, {size / 1e6:.1f} MB, onnxruntime vs PyTorch max |diff| {worst:.2e}, {cfg['vocab_size']} vocab)", file=sys.stderr)
+    print(f"export: {out} ({args.layout}{', int8' if args.quantize else ''}, {size / 1e6:.1f} MB, onnxruntime vs PyTorch max |diff| {worst:.2e}{greedy}, {cfg['vocab_size']} vocab)", file=sys.stderr)
 
 
 if __name__ == "__main__":

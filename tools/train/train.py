@@ -13,15 +13,25 @@ section 3.4 does:
    over the tokens the constraint allows at each step: the decisions the decoder really makes.
    After every epoch the model is exported and Trellis itself computes dev path@k; the best
    epoch is kept.
+3. `generator`: the response generator (DialogGSR's second model, same tokenizer and shape,
+   initialised from the `recon` stage): input the knowledge paths and the history as the
+   runtime encodes them, target the reply (`trellis targets --model GEN_SPEC` with a
+   generator's trellis.json exports both as ids). Teacher-forced likelihood; after every
+   epoch the mean token cross-entropy on dev targets, the best epoch exported (export.py,
+   tools/train/generator.json) and named in `generator/best.json`.
 
     PY=$(tools/gsr/venv.sh)
     $PY tools/train/train.py recon --run RUN --tokenizer RUN/tokenizer.json --minutes 20
     $PY tools/train/train.py retrieval --run RUN --targets RUN/train-targets.jsonl --epochs 6 \
         --dev-store STORE --dev-dialogs dialogs_dev.csv --trellis BIN
+    $PY tools/train/train.py generator --run RUN --tokenizer RUN/tokenizer.json --init RUN/recon/final \
+        --targets RUN/gen-train-targets.jsonl --dev-targets RUN/gen-dev-targets.jsonl --epochs 3
 
 Resumable: a checkpoint (model, optimizer, schedule, random state, position in the data) is
 written every `--checkpoint-minutes` and at every epoch's end; rerunning the same command goes
-on from it. Deterministic on CPU for a fixed seed and thread count. CUDA is used when present.
+on from it (`generator` also stops cleanly at `--time-budget-min`, after a checkpoint and an
+export of what it has). Deterministic on CPU for a fixed seed and thread count. CUDA is used
+when present.
 """
 import argparse
 import json
@@ -258,7 +268,8 @@ def retrieval(args):
                 rate = done_here / (time.time() - started)
                 eta = (steps - state["step"]) / max(rate, 1e-9)
                 log(f"epoch {epoch + 1} step {state['step']}/{steps} loss {state['loss']:.3f} {rate * args.batch:.0f} examples/s eta {eta / 60:.1f} min")
-            if time.time() - last_ck > args.checkpoint_minutes * 60:
+            # Not at an epoch's last step: resuming from there would skip the epoch's scoring.
+            if k < per_epoch - 1 and time.time() - last_ck > args.checkpoint_minutes * 60:
                 ck.save(model, opt, sched, state)
                 last_ck = time.time()
         # End of an epoch: export, let Trellis score it on dev, keep the best.
@@ -301,10 +312,141 @@ def dev_scores(args, folder):
     return {k: rep[k] for k in keep if k in rep}
 
 
+# ---------------------------------------------------------------------------------------
+# Stage 3: the response generator, on the targets `trellis targets` writes for a generator.
+
+
+def read_gen_targets(path, max_target, vocab_size, limit=None):
+    """(encoder ids, reply ids) of the lines with a reply. The encoder ids are used as
+    written (the runtime's own truncation made them); a reply longer than `max_target` keeps
+    its first `max_target` ids without the EOS: its likelihood is still right, and the model
+    is not taught to stop where the cut fell."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if limit is not None and len(rows) >= limit:
+                break
+            r = json.loads(line)
+            if r.get("skipped") or not r.get("target_ids"):
+                continue
+            x, y = r["input_ids"], r["target_ids"][:max_target]
+            # An id past the embedding fails deep inside torch; say where it came from.
+            if not x or max(x + y) >= vocab_size or min(x + y) < 0:
+                raise SystemExit(f"{path}:{n}: empty input or a token id outside 0..{vocab_size - 1} (another tokenizer?)")
+            rows.append((x, y))
+    return rows
+
+
+def token_loss(model, rows, batch, dev):
+    """Mean token cross-entropy of the replies (teacher forcing), in eval mode."""
+    model.eval()
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for k in range(0, len(rows), batch):
+            part = rows[k : k + batch]
+            x, m, d, y = seq2seq_batch([r[0] for r in part], [r[1] for r in part], dev)
+            logits = model(input_ids=x, attention_mask=m, decoder_input_ids=d).logits
+            total += F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1), ignore_index=-100, reduction="sum").item()
+            count += int((y != -100).sum())
+    return total / max(count, 1)
+
+
+def export_generator(args, model, folder):
+    """`folder/hf` (transformers) and `folder/model` (the model directory the runtime loads,
+    float; train.sh quantizes the final export)."""
+    model.save_pretrained(folder / "hf")
+    subprocess.run(
+        [sys.executable, str(HERE / "export.py"), "--hf", str(folder / "hf"), "--tokenizer", str(args.tokenizer), "--out", str(folder / "model"), "--trellis-json", str(args.trellis_json)],
+        check=True,
+    )
+
+
+def generator(args):
+    dev = device()
+    torch.set_num_threads(args.threads)
+    vocab = Tokenizer.from_file(str(args.tokenizer)).get_vocab_size()
+    out = Path(args.run) / "generator"
+    ck = Checkpoint(out)
+    model = load_model(args.init) if args.init else make_model(args.shape, vocab, args.seed)
+    if model.config.vocab_size < vocab:
+        raise SystemExit(f"{args.init}: vocab_size {model.config.vocab_size} < the tokenizer's {vocab} tokens (another tokenizer?)")
+    model.to(dev)
+    rows = read_gen_targets(args.targets, args.max_target, model.config.vocab_size)
+    dev_rows = read_gen_targets(args.dev_targets, args.max_target, model.config.vocab_size, args.dev_lines)
+    if not rows or not dev_rows:
+        raise SystemExit(f"{args.targets if not rows else args.dev_targets}: no line with a reply (a retriever's targets?)")
+    per_epoch = math.ceil(len(rows) / args.batch)
+    steps = per_epoch * args.epochs
+    opt, sched = optimizer(model, args.lr, steps)
+    state = ck.load(model, opt, sched) or {"step": 0, "loss": None, "best": None, "history": []}
+    log(f"generator: {len(rows)} examples, {len(dev_rows)} dev, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, {per_epoch} steps an epoch, {args.epochs} epochs, from step {state['step']}")
+    started, last_ck, done_here = time.time(), time.time(), 0
+    budget = args.time_budget_min * 60 if args.time_budget_min else None
+    # Training time only, for examples/s and the ETA (dev loss and exports take their share).
+    clock = {"training": 0.0, "since": time.time()}
+
+    def evaluate(name, epoch):
+        """Dev loss of the current weights; exported and named in best.json when the best."""
+        clock["training"] += time.time() - clock["since"]
+        loss = token_loss(model, dev_rows, args.batch, dev)
+        log(f"{name}: dev loss {loss:.4f} (train {state['loss']:.4f})")
+        state["history"].append({"name": name, "epoch": epoch, "step": state["step"], "loss": state["loss"], "dev_loss": loss})
+        if state["best"] is None or loss < state["best"]["dev_loss"]:
+            folder = out / name
+            export_generator(args, model, folder)
+            state["best"] = {"name": name, "epoch": epoch, "step": state["step"], "dev_loss": loss}
+            (out / "best").unlink(missing_ok=True)
+            (out / "best").symlink_to(name)
+        (out / "history.json").write_text(json.dumps(state["history"], indent=1) + "\n")
+        best = dict(state["best"], model=str(out / state["best"]["name"] / "model"), finished=state["step"] >= steps)
+        (out / "best.json").write_text(json.dumps(best, indent=1) + "\n")
+        clock["since"] = time.time()
+
+    while state["step"] < steps:
+        epoch, within = divmod(state["step"], per_epoch)
+        order = list(range(len(rows)))
+        random.Random(args.seed + epoch).shuffle(order)
+        model.train()
+        for k in range(within, per_epoch):
+            batch = [rows[i] for i in order[k * args.batch : (k + 1) * args.batch]]
+            x, m, d, y = seq2seq_batch([r[0] for r in batch], [r[1] for r in batch], dev)
+            loss = model(input_ids=x, attention_mask=m, decoder_input_ids=d, labels=y).loss
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            state["step"] += 1
+            done_here += 1
+            state["loss"] = loss.item() if state["loss"] is None else 0.98 * state["loss"] + 0.02 * loss.item()
+            if state["step"] % 50 == 0 or state["step"] in (5, 20) or k == per_epoch - 1:
+                rate = done_here / (clock["training"] + time.time() - clock["since"])
+                eta = (steps - state["step"]) / max(rate, 1e-9)
+                log(f"epoch {epoch + 1} step {state['step']}/{steps} loss {state['loss']:.3f} {rate * args.batch:.0f} examples/s eta {eta / 60:.1f} min")
+            if k == per_epoch - 1:
+                break  # the epoch's end below checkpoints (resuming from here would skip it)
+            if budget is not None and time.time() - started > budget:
+                # What a session has when it stops: the best so far, this state if better.
+                evaluate(f"step-{state['step']}", None)
+                ck.save(model, opt, sched, state)
+                log(f"generator: time budget of {args.time_budget_min:g} min spent at step {state['step']}/{steps}; rerun to go on")
+                return
+            if time.time() - last_ck > args.checkpoint_minutes * 60:
+                ck.save(model, opt, sched, state)
+                last_ck = time.time()
+        evaluate(f"epoch-{epoch + 1}", epoch + 1)
+        ck.save(model, opt, sched, state)
+        last_ck = time.time()
+        if budget is not None and time.time() - started > budget and state["step"] < steps:
+            log(f"generator: time budget of {args.time_budget_min:g} min spent after epoch {epoch + 1}; rerun to go on")
+            return
+    log(f"generator: done; best {state['best']['name']}, dev loss {state['best']['dev_loss']:.4f} ({out / 'best.json'})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="stage", required=True)
-    for name in ("recon", "retrieval"):
+    for name in ("recon", "retrieval", "generator"):
         p = sub.add_parser(name)
         p.add_argument("--run", type=Path, required=True, help="the run's folder (checkpoints, exports, logs)")
         p.add_argument("--tokenizer", type=Path, required=True)
@@ -329,10 +471,22 @@ def main():
     p.add_argument("--dev-store", type=Path)
     p.add_argument("--dev-dialogs", type=Path)
     p.add_argument("--dev-turns", type=int, default=600)
+    p = sub.choices["generator"]
+    p.add_argument("--targets", type=Path, required=True, help="`trellis targets --model GEN_SPEC` on the training dialogs")
+    p.add_argument("--dev-targets", type=Path, required=True, help="the same on the dev dialogs, for the dev loss")
+    p.add_argument("--dev-lines", type=int, default=1000, help="dev replies scored (the first ones)")
+    p.add_argument("--init", type=Path, help="start from this saved model (the recon stage's `final`)")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--max-target", type=int, default=64, help="reply ids trained on (the first ones)")
+    p.add_argument("--time-budget-min", type=float, help="stop cleanly (checkpoint, export) once this is spent")
+    p.add_argument("--trellis-json", type=Path, default=HERE / "generator.json")
     args = ap.parse_args()
     torch.use_deterministic_algorithms(True, warn_only=True)
     random.seed(args.seed)
-    {"recon": recon, "retrieval": retrieval}[args.stage](args)
+    # Dropout's masks: a stage started from `--init` never calls make_model, which seeds too.
+    torch.manual_seed(args.seed)
+    {"recon": recon, "retrieval": retrieval, "generator": generator}[args.stage](args)
 
 
 if __name__ == "__main__":

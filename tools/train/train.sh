@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Trains the generative retriever on OpenDialKG from nothing, in one command, and exports it:
+# Trains the generative retriever and the response generator on OpenDialKG from nothing, in
+# one command, and exports them:
 #
 #   bash tools/train/train.sh [RUN_DIR]            # default ~/.cache/trellis/train/run
 #
@@ -13,11 +14,18 @@
 #      the constraint's allowed sets, exactly as the decoder sees them;
 #   5. stage 1, knowledge-graph reconstruction (RECON_STEPS batches);
 #   6. stage 2, retrieval training (EPOCHS), dev path@k by Trellis after each epoch;
-#   7. the best epoch exported (int8 weights, QUANTIZE=0 for float) to OUT.
+#   7. the best epoch exported (int8 weights, QUANTIZE=0 for float) to OUT;
+#   8. the generator's targets: `trellis targets` with a generator spec (tools/train/generator.json)
+#      on the training and the dev dialogs (encoder input with the gold paths, reply ids);
+#   9. stage 3, the generator (GEN_EPOCHS, from stage 1's model), dev loss after each epoch;
+#  10. its best epoch exported (int8 unless QUANTIZE=0) to OUT_GEN.
 #
-# Knobs (environment): SHAPE (small-cpu | base-gpu), RECON_STEPS, EPOCHS, BATCH, LR,
-# CONSTRAINED_WEIGHT, SCOPE (uncapped | capped: the allowed sets trained on), DEV_TURNS (dev
-# turns scored between epochs; 0 = all), THREADS, SEED, OUT. CUDA is used when torch sees a GPU.
+# Knobs (environment): ONLY (retriever | generator; default both), SHAPE (small-cpu |
+# base-gpu), RECON_STEPS, EPOCHS, BATCH, LR, CONSTRAINED_WEIGHT, SCOPE (uncapped | capped: the
+# allowed sets trained on), DEV_TURNS (dev turns scored between epochs; 0 = all), GEN_EPOCHS,
+# GEN_LR, GEN_BATCH, GEN_MAX_TARGET (reply ids trained on), GEN_MINUTES (the generator stage
+# stops cleanly after this many minutes; a rerun goes on), THREADS, SEED, OUT, OUT_GEN. CUDA is
+# used when torch sees a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -35,6 +43,17 @@ THREADS=${THREADS:-2}
 SEED=${SEED:-20261124}
 OUT=${OUT:-$root/models/gsr-opendialkg}
 QUANTIZE=${QUANTIZE:-1}
+ONLY=${ONLY:-}
+GEN_EPOCHS=${GEN_EPOCHS:-3}
+GEN_LR=${GEN_LR:-1e-3}
+GEN_BATCH=${GEN_BATCH:-32}
+GEN_MAX_TARGET=${GEN_MAX_TARGET:-64}
+GEN_MINUTES=${GEN_MINUTES:-}
+OUT_GEN=${OUT_GEN:-$root/models/generator-opendialkg}
+case "$ONLY" in
+    "" | retriever | generator) ;;
+    *) echo "train.sh: ONLY must be retriever or generator (or unset for both), not '$ONLY'" >&2; exit 2 ;;
+esac
 
 PY=$(bash tools/gsr/venv.sh)
 source tools/setup.sh
@@ -46,10 +65,12 @@ say() { echo "train.sh: $*" >&2; }
 [ -f "$run/tokenizer.json" ] || { say "tokenizer"; "$PY" tools/train/tokenizer.py --out "$run/tokenizer.json"; }
 
 # A spec-only model directory (no ONNX files yet): what `trellis targets` needs.
-spec="$run/spec"
-if [ ! -f "$spec/config.json" ]; then
+make_spec() { # DIR TRELLIS_JSON
+    local spec=$1
+    [ -f "$spec/config.json" ] && return
     mkdir -p "$spec"
-    cp "$run/tokenizer.json" tools/train/trellis.json "$spec/"
+    cp "$run/tokenizer.json" "$spec/"
+    cp "$2" "$spec/trellis.json"
     "$PY" - "$spec" "$SHAPE" "$SEED" <<'PY'
 import sys
 sys.path.insert(0, "tools/train")
@@ -58,7 +79,11 @@ from train import make_model
 spec, shape, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
 make_model(shape, Tokenizer.from_file(f"{spec}/tokenizer.json").get_vocab_size(), seed).config.to_json_file(f"{spec}/config.json")
 PY
-fi
+}
+spec="$run/spec"
+gen_spec="$run/gen-spec"
+[ "$ONLY" = generator ] || make_spec "$spec" tools/train/trellis.json
+[ "$ONLY" = retriever ] || make_spec "$gen_spec" tools/train/generator.json
 
 store_for() { # NAME FILES...
     local store="$run/$1"; shift
@@ -73,7 +98,7 @@ store_for() { # NAME FILES...
 store_for store-train "$data/kg.tsv" "$data/kg_train_paths.tsv"
 store_for store-dev "$data/kg.tsv"
 
-if [ ! -f "$run/train-targets.jsonl" ]; then
+if [ "$ONLY" != generator ] && [ ! -f "$run/train-targets.jsonl" ]; then
     say "training targets"
     "$bin" targets --store "$run/store-train" --model "$spec" --dialogs "$data/dialogs_train.csv" --scope "$SCOPE" --output "$run/train-targets.part"
     mv "$run/train-targets.part" "$run/train-targets.jsonl"
@@ -84,14 +109,50 @@ if [ ! -d "$run/recon/final" ]; then
     say "stage 1: knowledge-graph reconstruction"
     "$PY" tools/train/train.py recon "${common[@]}" --kg "$data/kg.tsv" "$data/kg_train_paths.tsv" --steps "$RECON_STEPS"
 fi
-say "stage 2: retrieval"
-"$PY" tools/train/train.py retrieval "${common[@]}" --init "$run/recon/final" --targets "$run/train-targets.jsonl" \
-    --epochs "$EPOCHS" --batch "$BATCH" --constrained-weight "$CONSTRAINED_WEIGHT" \
-    --trellis "$bin" --trellis-json tools/train/trellis.json --dev-store "$run/store-dev" \
-    --dev-dialogs "$data/dialogs_dev.csv" --dev-turns "$DEV_TURNS"
-
 q=()
 [ "$QUANTIZE" = 1 ] && q=(--quantize)
-"$PY" tools/train/export.py --hf "$run/retrieval/best/hf" --tokenizer "$run/tokenizer.json" \
-    --trellis-json tools/train/trellis.json --out "$OUT" "${q[@]}"
-say "done: $OUT (dev history in $run/retrieval/history.json)"
+if [ "$ONLY" != generator ]; then
+    say "stage 2: retrieval"
+    "$PY" tools/train/train.py retrieval "${common[@]}" --init "$run/recon/final" --targets "$run/train-targets.jsonl" \
+        --epochs "$EPOCHS" --batch "$BATCH" --constrained-weight "$CONSTRAINED_WEIGHT" \
+        --trellis "$bin" --trellis-json tools/train/trellis.json --dev-store "$run/store-dev" \
+        --dev-dialogs "$data/dialogs_dev.csv" --dev-turns "$DEV_TURNS"
+    "$PY" tools/train/export.py --hf "$run/retrieval/best/hf" --tokenizer "$run/tokenizer.json" \
+        --trellis-json tools/train/trellis.json --out "$OUT" "${q[@]}"
+    say "retriever done: $OUT (dev history in $run/retrieval/history.json)"
+fi
+[ "$ONLY" = retriever ] && exit 0
+
+gen_targets() { # NAME DIALOGS (a generator's targets read no store)
+    if [ ! -f "$run/$1.jsonl" ]; then
+        say "generator targets $1"
+        "$bin" targets --model "$gen_spec" --dialogs "$2" --output "$run/$1.part"
+        mv "$run/$1.part" "$run/$1.jsonl"
+    fi
+}
+gen_targets gen-train-targets "$data/dialogs_train.csv"
+gen_targets gen-dev-targets "$data/dialogs_dev.csv"
+
+say "stage 3: generator"
+budget=()
+[ -n "$GEN_MINUTES" ] && budget=(--time-budget-min "$GEN_MINUTES")
+"$PY" tools/train/train.py generator --run "$run" --tokenizer "$run/tokenizer.json" --shape "$SHAPE" --seed "$SEED" \
+    --threads "$THREADS" --lr "$GEN_LR" --init "$run/recon/final" --targets "$run/gen-train-targets.jsonl" \
+    --dev-targets "$run/gen-dev-targets.jsonl" --epochs "$GEN_EPOCHS" --batch "$GEN_BATCH" \
+    --max-target "$GEN_MAX_TARGET" --trellis-json tools/train/generator.json "${budget[@]}"
+# Exported again only when the best changed (or the export is missing): a rerun after the
+# stage finished costs nothing, one after a time-budget stop exports the newer best.
+stamp="$run/generator/exported.stamp"
+{ cat "$run/generator/best.json"; echo "$OUT_GEN ${q[*]}"; } > "$stamp.new"
+if [ ! -f "$OUT_GEN/trellis.json" ] || ! cmp -s "$stamp.new" "$stamp"; then
+    "$PY" tools/train/export.py --hf "$run/generator/best/hf" --tokenizer "$run/tokenizer.json" \
+        --trellis-json tools/train/generator.json --out "$OUT_GEN" "${q[@]}"
+    mv "$stamp.new" "$stamp"
+else
+    rm "$stamp.new"
+fi
+if grep -q '"finished": true' "$run/generator/best.json"; then
+    say "generator done: $OUT_GEN (dev loss history in $run/generator/history.json)"
+else
+    say "generator stopped by GEN_MINUTES=$GEN_MINUTES: $OUT_GEN holds the best so far; rerun to go on"
+fi

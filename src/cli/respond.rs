@@ -1,0 +1,427 @@
+//! `trellis respond`, `trellis run` and `trellis eval pipeline`: link, retrieve, generate.
+
+use super::retrieve::RetrieverOptions;
+use anyhow::{Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rayon::prelude::*;
+use std::io::{BufRead, BufWriter, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use trellis::generate::{BeamSettings, GenerateSettings, Generator, InputEncoding, Sampling, Strategy, StrategyKind};
+use trellis::ingest::OnError;
+use trellis::link::Message;
+use trellis::model::session::RuntimeOptions;
+use trellis::pipeline::jsonl::{parse_line_bytes, render, LineError, PipelineLine};
+use trellis::pipeline::{KnowledgeSource, Pipeline, PipelineError, PipelineRequest, PipelineSettings};
+use trellis::Store;
+
+/// The generator and how it decodes (defaults: its trellis.json `generation` section).
+#[derive(Args, Clone)]
+pub struct GeneratorOptions {
+    /// The exported generator's directory (encoder/decoder ONNX files, tokenizer.json,
+    /// config.json, trellis.json with "task": "generator"; see schema/model.md).
+    #[arg(long)]
+    pub generator: PathBuf,
+    /// Retrieved paths the generator reads (the retriever's best N).
+    #[arg(long, default_value_t = 3)]
+    pub top: usize,
+    /// The input encoding: dialoggsr, surge, invariant, efficient or template:TEXT.
+    #[arg(long)]
+    pub gen_encoding: Option<InputEncoding>,
+    #[arg(long, value_enum)]
+    pub gen_strategy: Option<StrategyKind>,
+    /// Beam search: beams (and sequences returned with --gen-return-sequences).
+    #[arg(long)]
+    pub gen_beams: Option<usize>,
+    #[arg(long)]
+    pub gen_return_sequences: Option<usize>,
+    #[arg(long)]
+    pub gen_length_penalty: Option<f64>,
+    #[arg(long)]
+    pub gen_max_new_tokens: Option<usize>,
+    /// Sampling: temperature, top-k (0: off), top-p (1: off), and the seed of requests that
+    /// bring none.
+    #[arg(long)]
+    pub gen_temperature: Option<f64>,
+    #[arg(long)]
+    pub gen_top_k: Option<usize>,
+    #[arg(long)]
+    pub gen_top_p: Option<f64>,
+    #[arg(long)]
+    pub gen_seed: Option<u64>,
+    /// A text that ends a reply (repeatable).
+    #[arg(long)]
+    pub gen_stop: Vec<String>,
+    /// Sessions per model: how many threads can run each model at once.
+    #[arg(long, default_value_t = 1)]
+    pub sessions: usize,
+}
+
+impl GeneratorOptions {
+    fn settings(&self, defaults: &GenerateSettings) -> GenerateSettings {
+        let mut s = defaults.clone();
+        if let Some(e) = &self.gen_encoding {
+            s.encoding = e.clone();
+        }
+        let beam_default = || BeamSettings { beams: 4, return_sequences: 1, length_penalty: 1.0, early_stopping: true };
+        let sample_default = || Sampling { temperature: 1.0, top_k: 50, top_p: 1.0, seed: 0 };
+        match self.gen_strategy {
+            Some(StrategyKind::Greedy) => s.strategy = Strategy::Greedy,
+            Some(StrategyKind::Beam) if !matches!(s.strategy, Strategy::Beam(_)) => s.strategy = Strategy::Beam(beam_default()),
+            Some(StrategyKind::Sample) if !matches!(s.strategy, Strategy::Sample(_)) => s.strategy = Strategy::Sample(sample_default()),
+            _ => {}
+        }
+        match &mut s.strategy {
+            Strategy::Greedy => {}
+            Strategy::Beam(b) => {
+                b.beams = self.gen_beams.unwrap_or(b.beams);
+                b.return_sequences = self.gen_return_sequences.unwrap_or(b.return_sequences.min(b.beams));
+                b.length_penalty = self.gen_length_penalty.unwrap_or(b.length_penalty);
+            }
+            Strategy::Sample(p) => {
+                p.temperature = self.gen_temperature.unwrap_or(p.temperature);
+                p.top_k = self.gen_top_k.unwrap_or(p.top_k);
+                p.top_p = self.gen_top_p.unwrap_or(p.top_p);
+                p.seed = self.gen_seed.unwrap_or(p.seed);
+            }
+        }
+        s.max_new_tokens = self.gen_max_new_tokens.unwrap_or(s.max_new_tokens);
+        s.stop.extend(self.gen_stop.iter().cloned());
+        s
+    }
+}
+
+/// Opens the store's retriever and the generator into one pipeline.
+fn open_pipeline(store: Arc<Store>, retriever: &RetrieverOptions, generator: &GeneratorOptions) -> Result<Pipeline> {
+    let r = retriever.open_with_sessions(store, generator.sessions.max(1))?;
+    let runtime =
+        RuntimeOptions { device: retriever.gsr.device, threads: retriever.gsr.model_threads, sessions: generator.sessions.max(1), ..Default::default() };
+    let g = Generator::open(&generator.generator, &runtime).with_context(|| format!("opening the generator {}", generator.generator.display()))?;
+    // One batch size for both stages (--batch): the requests of a call go through together.
+    let mut generate = generator.settings(g.settings());
+    generate.batch = retriever.gsr.batch.max(1);
+    let settings = PipelineSettings { top: generator.top, generate };
+    Ok(Pipeline::new(r, g, Some(settings))?)
+}
+
+fn open_store(path: &std::path::Path) -> Result<Arc<Store>> {
+    Ok(Arc::new(Store::open_read_only(path).with_context(|| format!("opening store {}", path.display()))?))
+}
+
+#[derive(Args)]
+pub struct RespondArgs {
+    #[arg(long)]
+    store: PathBuf,
+    #[command(flatten)]
+    retriever: RetrieverOptions,
+    #[command(flatten)]
+    generator: GeneratorOptions,
+    /// The dialog so far, one argument per message, oldest first.
+    messages: Vec<String>,
+    /// The dialog from a file instead: a JSON object {"history": [...]} as `trellis run`
+    /// reads, or plain text with one message per line.
+    #[arg(long, conflicts_with = "messages")]
+    dialog: Option<PathBuf>,
+    /// Print the whole answer (knowledge, paths, timings) as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn respond(args: RespondArgs) -> Result<ExitCode> {
+    let line: PipelineLine = match &args.dialog {
+        Some(path) => {
+            let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            let trimmed = text.trim_ascii();
+            if trimmed.first() == Some(&b'{') {
+                parse_line_bytes(trimmed).map_err(|e| super::BadInputLine { file: path.display().to_string(), line: 1, what: e.to_string() })?
+            } else {
+                let text = String::from_utf8(text).map_err(|e| super::BadInputLine {
+                    file: path.display().to_string(),
+                    line: 1 + e.as_bytes()[..e.utf8_error().valid_up_to()].iter().filter(|&&b| b == b'\n').count() as u64,
+                    what: "invalid UTF-8".into(),
+                })?;
+                let history = text.lines().filter(|l| !l.trim().is_empty()).map(|l| Message { speaker: String::new(), text: l.to_owned() }).collect();
+                PipelineLine {
+                    request: trellis::retrieve::jsonl::Request { id: serde_json::Value::Null, history, entities: None },
+                    knowledge: None,
+                    seed: None,
+                }
+            }
+        }
+        None if args.messages.is_empty() => anyhow::bail!(super::Usage("give the dialog: one argument per message, or --dialog FILE".into())),
+        None => PipelineLine {
+            request: trellis::retrieve::jsonl::Request {
+                id: serde_json::Value::Null,
+                history: args.messages.iter().map(|m| Message { speaker: String::new(), text: m.clone() }).collect(),
+                entities: None,
+            },
+            knowledge: None,
+            seed: None,
+        },
+    };
+    let store = open_store(&args.store)?;
+    let pipeline = open_pipeline(store.clone(), &args.retriever, &args.generator)?;
+    let source = args.dialog.as_ref().map_or("the command line".to_string(), |p| p.display().to_string());
+    let request = request_of(&store, &line).with_context(|| format!("reading store {}", args.store.display()))?.map_err(|e| super::BadInputLine {
+        file: source,
+        line: 1,
+        what: e.to_string(),
+    })?;
+    let reply = pipeline.respond(&request)?;
+    if args.json {
+        println!("{}", render(&line.request.id, &reply));
+    } else {
+        println!("{}", reply.text());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The pipeline request of a parsed line: an unknown entity key is the line's fault (the
+/// inner error), a store that cannot be read is not (the outer one).
+fn request_of<'l>(store: &Store, line: &'l PipelineLine) -> Result<Result<PipelineRequest<'l>, LineError>, trellis::ReadError> {
+    let entities = match &line.request.entities {
+        None => None,
+        Some(keys) => {
+            let mut ids = Vec::with_capacity(keys.len());
+            for (index, key) in keys.iter().enumerate() {
+                match store.entity_by_key(key)? {
+                    Some(e) => ids.push(e),
+                    None => return Ok(Err(LineError::Request(trellis::retrieve::jsonl::RequestError::UnknownEntity { index, key: key.clone() }))),
+                }
+            }
+            Some(ids)
+        }
+    };
+    let knowledge = match &line.knowledge {
+        None => KnowledgeSource::Retrieved,
+        Some(k) if k.is_empty() => KnowledgeSource::Nothing,
+        Some(k) => KnowledgeSource::Given(k.as_slice()),
+    };
+    Ok(Ok(PipelineRequest { history: &line.request.history, entities, knowledge, seed: line.seed }))
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[arg(long)]
+    store: PathBuf,
+    #[command(flatten)]
+    retriever: RetrieverOptions,
+    #[command(flatten)]
+    generator: GeneratorOptions,
+    /// JSON lines: {"id", "history", "entities" (optional), "knowledge" (optional), "seed"
+    /// (optional)}; see `trellis::pipeline::jsonl`.
+    #[arg(long)]
+    input: PathBuf,
+    /// JSON lines out, one per input line, in input order.
+    #[arg(long)]
+    output: PathBuf,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// `stop` at the first bad input line, or `skip` it (reported on stderr). A store or a
+    /// model that fails, or an output that cannot be written, stops the run either way.
+    #[arg(long, value_enum, default_value_t = OnError::Stop)]
+    on_error: OnError,
+    /// Print the summary (requests answered, skipped, mean stage times) as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+const LINES_PER_ROUND: usize = 256;
+
+pub fn run(args: RunArgs) -> Result<ExitCode> {
+    let store = open_store(&args.store)?;
+    let started = std::time::Instant::now();
+    let pipeline = open_pipeline(store.clone(), &args.retriever, &args.generator)?;
+    let answering = std::time::Instant::now();
+    let input = std::fs::File::open(&args.input).with_context(|| format!("opening {}", args.input.display()))?;
+    let total = std::fs::metadata(&args.input).map(|m| m.len()).unwrap_or(0);
+    let out = std::fs::File::create(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
+    let mut out = BufWriter::new(out);
+    let writing = || format!("writing {}", args.output.display());
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
+    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+    let bar = ProgressBar::with_draw_target(Some(total), target);
+    bar.set_style(ProgressStyle::with_template("{bar:30} {bytes}/{total_bytes} ({per_sec}, ETA {eta}) {msg}")?);
+    let file = args.input.display().to_string();
+    let mut lines = std::io::BufReader::new(input).split(b'\n').enumerate();
+    let (mut done, mut skipped) = (0u64, 0u64);
+    let mut stage_ms = [0f64; 3];
+    let batch = args.retriever.gsr.batch.max(1);
+    loop {
+        let mut round = Vec::with_capacity(LINES_PER_ROUND);
+        for (i, line) in lines.by_ref().take(LINES_PER_ROUND) {
+            let mut line = line.with_context(|| format!("reading {file} at line {}", i + 1))?;
+            bar.inc(line.len() as u64 + 1);
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            if !line.trim_ascii().is_empty() {
+                round.push((i + 1, line));
+            }
+        }
+        if round.is_empty() {
+            break;
+        }
+        // Parse every line, then answer the good ones `batch` at a time, batches in
+        // parallel; answers keep input order.
+        let mut parsed: Vec<(usize, PipelineLine)> = Vec::with_capacity(round.len());
+        let mut errors: std::collections::BTreeMap<usize, LineError> = Default::default();
+        for (n, l) in &round {
+            match parse_line_bytes(l) {
+                Ok(p) => parsed.push((*n, p)),
+                Err(e) => drop(errors.insert(*n, e)),
+            }
+        }
+        let mut good: Vec<(usize, &PipelineLine, PipelineRequest<'_>)> = Vec::with_capacity(parsed.len());
+        for (n, line) in &parsed {
+            match request_of(&store, line)
+                .with_context(|| format!("reading store {} (answering {file}:{n}; the line is not at fault)", args.store.display()))?
+            {
+                Ok(r) => good.push((*n, line, r)),
+                Err(e) => drop(errors.insert(*n, e)),
+            }
+        }
+        let chunks: Vec<&[(usize, &PipelineLine, PipelineRequest<'_>)]> = good.chunks(batch).collect();
+        let answered: Vec<Result<Vec<trellis::pipeline::Reply>, (usize, PipelineError)>> = pool.install(|| {
+            chunks
+                .par_iter()
+                .map(|chunk| {
+                    let reqs: Vec<PipelineRequest<'_>> = chunk.iter().map(|(_, _, r)| r.clone()).collect();
+                    pipeline.respond_batch(&reqs).map_err(|e| (chunk[0].0, e))
+                })
+                .collect()
+        });
+        let mut replies = Vec::with_capacity(good.len());
+        for a in answered {
+            match a {
+                Ok(r) => replies.extend(r),
+                Err((n, e)) => {
+                    out.flush().with_context(writing)?;
+                    bar.finish_and_clear();
+                    return Err(anyhow::Error::new(e)
+                        .context(format!("answering the requests from {file}:{n} (store {}; the requests are not at fault)", args.store.display())));
+                }
+            }
+        }
+        // In input order: each line's reply, or its fault.
+        let mut answers = good.iter().zip(replies);
+        for (n, _) in &round {
+            if let Some(e) = errors.remove(n) {
+                if args.on_error == OnError::Skip {
+                    bar.suspend(|| eprintln!("{file}:{n}: {e} (skipped)"));
+                    skipped += 1;
+                    continue;
+                }
+                out.flush().with_context(writing)?;
+                return Err(super::BadInputLine { file: file.clone(), line: *n as u64, what: e.to_string() }.into());
+            }
+            let Some(((_, line, _), reply)) = answers.next() else { anyhow::bail!("internal: a line of {file} got no reply") };
+            stage_ms[0] += reply.timings.link_ms;
+            stage_ms[1] += reply.timings.retrieve_ms;
+            stage_ms[2] += reply.timings.generate_ms;
+            writeln!(out, "{}", render(&line.request.id, &reply)).with_context(writing)?;
+            done += 1;
+        }
+        bar.set_message(format!("{done} answered"));
+    }
+    out.flush().with_context(writing)?;
+    bar.finish_and_clear();
+    let per = |x: f64| if done > 0 { x / done as f64 } else { 0.0 };
+    if args.json {
+        let summary = serde_json::json!({
+            "answered": done, "skipped": skipped, "input": file, "output": args.output.display().to_string(),
+            "seconds": started.elapsed().as_secs_f64(), "seconds_answering": answering.elapsed().as_secs_f64(),
+            "mean_ms": {"link": per(stage_ms[0]), "retrieve": per(stage_ms[1]), "generate": per(stage_ms[2])},
+        });
+        println!("{summary}");
+    } else {
+        eprintln!(
+            "answered {done} requests{} in {:.1} s; per reply: link {:.1} ms, retrieve {:.1} ms, generate {:.1} ms",
+            if skipped > 0 { format!(", skipped {skipped} bad lines") } else { String::new() },
+            answering.elapsed().as_secs_f64(),
+            per(stage_ms[0]),
+            per(stage_ms[1]),
+            per(stage_ms[2])
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args)]
+pub struct EvalPipelineArgs {
+    #[arg(long)]
+    store: PathBuf,
+    /// OpenDialKG dialogs csv.
+    #[arg(long, alias = "dialogs")]
+    input: PathBuf,
+    #[command(flatten)]
+    actions: super::eval::ActionsOption,
+    #[command(flatten)]
+    retriever: RetrieverOptions,
+    #[command(flatten)]
+    generator: GeneratorOptions,
+    /// The knowledge the generator reads: none, the gold path, or the retriever's best --top.
+    #[arg(long, value_enum, default_value_t = trellis::eval::pipeline::KnowledgeMode::Retrieved)]
+    knowledge: trellis::eval::pipeline::KnowledgeMode,
+    /// Score only the first N actions of the file (quick checks; figures use all).
+    #[arg(long)]
+    max_turns: Option<usize>,
+    /// Write every prediction (JSON lines: dialog, upto, response, reference, knowledge).
+    #[arg(long)]
+    predictions: Option<PathBuf>,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn eval_pipeline(args: EvalPipelineArgs) -> Result<ExitCode> {
+    let store = open_store(&args.store)?;
+    let mut dialogs = trellis::eval::opendialkg::read(&args.input)?;
+    args.actions.apply(&mut dialogs);
+    if let Some(n) = args.max_turns {
+        super::eval::keep_first_samples(&mut dialogs, n);
+    }
+    let pipeline = open_pipeline(store, &args.retriever, &args.generator)?;
+    let total: usize = dialogs.iter().map(|d| d.samples.len()).sum();
+    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+    let bar = ProgressBar::with_draw_target(Some(total as u64), target);
+    bar.set_style(ProgressStyle::with_template("pipeline {bar:30} {human_pos}/{human_len} turns ({per_sec}, ETA {eta})")?);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
+    let progress = |n: usize| bar.inc(n as u64);
+    let (report, predictions) = pool.install(|| trellis::eval::pipeline::evaluate(&pipeline, &dialogs, args.knowledge, args.retriever.gsr.batch, &progress))?;
+    bar.finish_and_clear();
+    if let Some(path) = &args.predictions {
+        let mut out = BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?);
+        for p in &predictions {
+            serde_json::to_writer(&mut out, p).with_context(|| format!("writing {}", path.display()))?;
+            out.write_all(b"\n").with_context(|| format!("writing {}", path.display()))?;
+        }
+        out.flush().with_context(|| format!("writing {}", path.display()))?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let s = &report.responses;
+    let b = &s.bleu_sacrebleu;
+    println!("knowledge {:?}: {} replies ({} actions without a reply of their speaker left out)", report.knowledge, report.samples, report.without_reply);
+    println!("| BLEU-1 | BLEU-2 | BLEU-3 | BLEU-4 | ROUGE-L | F1 | KF1 |");
+    println!("|---|---|---|---|---|---|---|");
+    let kf1 = s.kf1.map_or("-".to_string(), |k| format!("{k:.4}"));
+    println!("| {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {kf1} |", b.bleu1, b.bleu2, b.bleu3, b.bleu4, s.rouge.rouge_l, s.f1);
+    println!("(BLEU as sacrebleu computes it, on a 0..1 scale; --json has nltk's BLEU, ROUGE-1/2, stemmed ROUGE and distinct-n)");
+    if let Some(r) = &report.retrieval {
+        println!(
+            "retrieval: path@1 {:.4}, path@{} {:.4}, triple recall@{} {:.4}, top path starts at the gold entity {:.4}",
+            r.path_at_1, args.generator.top, r.path_at_top, args.generator.top, r.triple_recall_at_top, r.top_start_entity
+        );
+    }
+    let t = &report.timings;
+    println!("per reply: link {:.2} ms, retrieve {:.2} ms, generate {:.2} ms; {:.2} replies/s", t.link_ms, t.retrieve_ms, t.generate_ms, report.replies_per_s);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,218 @@
+//! `trellis eval pipeline`: the whole chain (link, retrieve, generate) over dialog turns
+//! with a gold path and a reply, scored as the papers score it: the replies by BLEU, ROUGE,
+//! F1 and KF1 against the gold replies ([`super::responses`]), the retrieved paths by
+//! path@k and triple recall against the gold path, and the time each stage took.
+//!
+//! A sample is an action with a gold path followed by a message of the same speaker (the
+//! reply the action grounds); the history is the messages before that reply. The knowledge
+//! is one of [`KnowledgeMode`]: none, the gold path (the ceiling of retrieval), or the
+//! retriever's best `top` paths. KF1 compares the reply with the knowledge the generator
+//! read, written `head relation tail` per triple, a relation without its `~` and with `_`
+//! as spaces; with no knowledge there is no KF1.
+
+use super::opendialkg::{Dialog, Sample};
+use super::responses::{self, ResponsePair, ResponseScores, ResponsesError};
+use super::retrieval::resolve;
+use crate::generate::targets::{gold_knowledge, reply_of};
+use crate::generate::KnowledgePath;
+use crate::graph::candidates::Fact;
+use crate::pipeline::{KnowledgeSource, Pipeline, PipelineError, PipelineRequest, Reply};
+use rayon::prelude::*;
+use std::collections::HashSet;
+
+/// Which knowledge the generator reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum KnowledgeMode {
+    /// The dialog alone.
+    None,
+    /// The turn's gold path.
+    Gold,
+    /// The retriever's best `top` paths.
+    Retrieved,
+}
+
+/// Failures of the evaluation (none is a sample's fault: samples are read from the file).
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineEvalError {
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    #[error(transparent)]
+    Scores(#[from] ResponsesError),
+}
+
+/// The retrieved paths against the gold path (knowledge `retrieved` only).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct RetrievedScores {
+    /// Share of samples whose exact gold path is the top path, and among the `top` given to
+    /// the generator.
+    pub path_at_1: f64,
+    pub path_at_top: f64,
+    /// Mean share of the gold triples among the triples of the `top` paths.
+    pub triple_recall_at_top: f64,
+    /// Share of samples whose top path starts at a gold path's start entity.
+    pub top_start_entity: f64,
+}
+
+/// Mean milliseconds per reply of each stage (the retrieval and generation of a batch
+/// divided among its replies).
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct StageMeans {
+    pub link_ms: f64,
+    pub retrieve_ms: f64,
+    pub generate_ms: f64,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PipelineReport {
+    pub knowledge: KnowledgeMode,
+    /// Samples scored (actions with a gold path and a reply).
+    pub samples: u64,
+    /// Actions with a gold path but no reply of the same speaker after them (not scored).
+    pub without_reply: u64,
+    pub responses: ResponseScores,
+    pub retrieval: Option<RetrievedScores>,
+    pub timings: StageMeans,
+    pub replies_per_s: f64,
+}
+
+/// One scored sample, for error analysis and `eval responses`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Prediction {
+    pub dialog: usize,
+    pub upto: usize,
+    pub response: String,
+    pub reference: String,
+    pub knowledge: Vec<KnowledgePath>,
+}
+
+/// The KF1 text of some knowledge (module documentation).
+pub fn knowledge_text(knowledge: &[KnowledgePath]) -> String {
+    let words: Vec<String> =
+        knowledge.iter().flatten().map(|t| format!("{} {} {}", t.head, t.relation.trim_start_matches('~').replace('_', " "), t.tail)).collect();
+    words.join(" ")
+}
+
+/// Runs the chain over every sample of `dialogs`, `batch` samples per pipeline call, calls
+/// in parallel on rayon's current pool; `progress` is told how many samples each finished
+/// call held.
+pub fn evaluate(
+    pipeline: &Pipeline,
+    dialogs: &[Dialog],
+    mode: KnowledgeMode,
+    batch: usize,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<(PipelineReport, Vec<Prediction>), PipelineEvalError> {
+    let mut without_reply = 0u64;
+    let mut samples: Vec<(usize, &Dialog, &Sample, &str, Vec<KnowledgePath>)> = Vec::new();
+    for (i, d) in dialogs.iter().enumerate() {
+        for s in &d.samples {
+            match reply_of(d, s) {
+                Some(reply) => samples.push((i, d, s, reply, gold_knowledge(s))),
+                None => without_reply += 1,
+            }
+        }
+    }
+    let started = std::time::Instant::now();
+    let chunks: Vec<_> = samples.chunks(batch.max(1)).collect();
+    let replies: Vec<Vec<Reply>> = chunks
+        .par_iter()
+        .map(|chunk| {
+            let requests: Vec<PipelineRequest<'_>> = chunk
+                .iter()
+                .map(|(_, d, s, _, gold)| PipelineRequest {
+                    history: &d.messages[..s.upto],
+                    entities: None,
+                    knowledge: match mode {
+                        KnowledgeMode::None => KnowledgeSource::Nothing,
+                        KnowledgeMode::Gold => KnowledgeSource::Given(gold),
+                        KnowledgeMode::Retrieved => KnowledgeSource::Retrieved,
+                    },
+                    seed: None,
+                })
+                .collect();
+            let out = pipeline.respond_batch(&requests);
+            progress(chunk.len());
+            out
+        })
+        .collect::<Result<_, _>>()?;
+    let seconds = started.elapsed().as_secs_f64();
+    let replies: Vec<Reply> = replies.into_iter().flatten().collect();
+    let n = samples.len().max(1) as f64;
+    let mut timings = StageMeans::default();
+    for r in &replies {
+        timings.link_ms += r.timings.link_ms / n;
+        timings.retrieve_ms += r.timings.retrieve_ms / n;
+        timings.generate_ms += r.timings.generate_ms / n;
+    }
+    let retrieval = match mode {
+        KnowledgeMode::Retrieved => Some(retrieved_scores(pipeline, &samples, &replies)?),
+        _ => None,
+    };
+    let pairs: Vec<ResponsePair> = samples
+        .iter()
+        .zip(&replies)
+        .map(|((.., reply, _), r)| ResponsePair {
+            prediction: r.text().to_owned(),
+            reference: (*reply).to_owned(),
+            knowledge: (mode != KnowledgeMode::None).then(|| knowledge_text(&r.knowledge)),
+        })
+        .collect();
+    let scores = responses::score(&pairs)?;
+    let predictions = samples
+        .iter()
+        .zip(replies)
+        .map(|((i, _, s, reply, _), r)| Prediction {
+            dialog: *i,
+            upto: s.upto,
+            response: r.text().to_owned(),
+            reference: (*reply).to_owned(),
+            knowledge: r.knowledge,
+        })
+        .collect();
+    let report = PipelineReport {
+        knowledge: mode,
+        samples: samples.len() as u64,
+        without_reply,
+        responses: scores,
+        retrieval,
+        timings,
+        replies_per_s: samples.len() as f64 / seconds.max(1e-9),
+    };
+    Ok((report, predictions))
+}
+
+type Scored<'a> = (usize, &'a Dialog, &'a Sample, &'a str, Vec<KnowledgePath>);
+
+fn retrieved_scores(pipeline: &Pipeline, samples: &[Scored<'_>], replies: &[Reply]) -> Result<RetrievedScores, PipelineError> {
+    let store = pipeline.retriever().store();
+    let prefix = store.meta().reverse_prefix.clone();
+    let mut s = RetrievedScores::default();
+    let n = samples.len().max(1) as f64;
+    for ((_, _, sample, ..), reply) in samples.iter().zip(replies) {
+        let mut right: Vec<Vec<Fact>> = Vec::new();
+        for p in &sample.paths {
+            if let Some(facts) = p.iter().map(|t| resolve(store, t, &prefix)).collect::<Result<Option<Vec<Fact>>, _>>()? {
+                right.push(facts);
+            }
+        }
+        // As `eval retrieval`: the gold triples the store knows.
+        let mut gold: HashSet<Fact> = HashSet::new();
+        for t in &sample.gold {
+            if let Some(f) = resolve(store, t, &prefix)? {
+                gold.insert(f);
+            }
+        }
+        let facts: Vec<Vec<Fact>> = reply.paths.iter().map(|p| p.hops.iter().map(|h| h.fact()).collect()).collect();
+        s.path_at_1 += f64::from(u8::from(facts.first().is_some_and(|p| right.contains(p)))) / n;
+        s.path_at_top += f64::from(u8::from(facts.iter().any(|p| right.contains(p)))) / n;
+        let found: HashSet<&Fact> = facts.iter().flatten().filter(|f| gold.contains(f)).collect();
+        s.triple_recall_at_top += found.len() as f64 / gold.len().max(1) as f64 / n;
+        if let (Some(top), Some(start)) = (reply.paths.first().and_then(|p| p.hops.first()), sample.paths.first().and_then(|p| p.first())) {
+            let starts = store.entity_by_key(&start.0)? == Some(top.from);
+            s.top_start_entity += f64::from(u8::from(starts)) / n;
+        }
+    }
+    Ok(s)
+}

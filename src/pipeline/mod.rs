@@ -1,0 +1,240 @@
+//! One chain from a dialog to a reply: link the entities the dialog mentions, retrieve
+//! knowledge paths, generate the reply grounded in them.
+//!
+//! A host application builds one [`Pipeline`] (it owns the store handle, the retriever and
+//! the generator, each with its own session pool) and calls [`Pipeline::respond`] or
+//! [`Pipeline::respond_batch`] from as many threads as it likes: a call costs its request
+//! and nothing else (no model or store is opened per call). A batch is retrieved together
+//! (the generative retriever decodes its requests as rows of one decoder call) and generated
+//! together.
+
+use crate::error::ReadError;
+use crate::generate::{GenerateError, GenerateSettings, Generated, GenerationInput, Generator, KnowledgePath, Triple};
+use crate::graph::candidates::distinct_terms;
+use crate::ids::{Direction, EntityId};
+use crate::link::Message;
+use crate::retrieve::{RetrievalInput, RetrieveError, Retriever, ScoredPath};
+use std::time::Instant;
+
+pub mod jsonl;
+
+/// Why a request got no reply. Every variant is the store's, the models' or the settings'
+/// failure, not the request's: requests given as values cannot be malformed.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error(transparent)]
+    Retrieve(#[from] RetrieveError),
+    #[error("generating: {0}")]
+    Generate(#[from] GenerateError),
+}
+
+/// The knowledge a request's reply is grounded in.
+#[derive(Clone, Copy, Debug, Default)]
+pub enum KnowledgeSource<'a> {
+    /// The retriever's best paths (the pipeline's `top`).
+    #[default]
+    Retrieved,
+    /// Paths given by the caller (gold annotations, another system's); nothing is retrieved.
+    Given(&'a [KnowledgePath]),
+    /// No knowledge: the generator sees the dialog only.
+    Nothing,
+}
+
+/// One request: the dialog so far (oldest first).
+#[derive(Clone, Debug)]
+pub struct PipelineRequest<'a> {
+    pub history: &'a [Message],
+    /// Entities given instead of linking the history (for callers with their own linker).
+    pub entities: Option<Vec<EntityId>>,
+    pub knowledge: KnowledgeSource<'a>,
+    /// The sampling seed of this request (sampling only; default: the settings').
+    pub seed: Option<u64>,
+}
+
+impl<'a> PipelineRequest<'a> {
+    /// Link, retrieve, generate.
+    pub fn new(history: &'a [Message]) -> PipelineRequest<'a> {
+        PipelineRequest { history, entities: None, knowledge: KnowledgeSource::Retrieved, seed: None }
+    }
+}
+
+/// Where a request's time went, in milliseconds. Linking is the request's own; retrieval and
+/// generation run a batch at a time, and each request is charged the batch's time divided
+/// by its size.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct StageTimings {
+    pub link_ms: f64,
+    pub retrieve_ms: f64,
+    pub generate_ms: f64,
+    /// Requests in the batch that shared the retrieval and generation times.
+    pub batch: usize,
+}
+
+/// A reply and how it was made.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    /// The linked (or given) entities; empty when the knowledge was not retrieved.
+    pub mentioned: Vec<EntityId>,
+    /// Their names, in the same order.
+    pub mentioned_names: Vec<String>,
+    /// The retrieved paths, best first, at most `top` (empty unless retrieved).
+    pub paths: Vec<ScoredPath>,
+    /// The knowledge the generator read: `paths` by name (`~r` where a hop walks a fact
+    /// backwards), the given paths, or nothing.
+    pub knowledge: Vec<KnowledgePath>,
+    /// The generated sequences, best first (at least one).
+    pub responses: Vec<Generated>,
+    pub timings: StageTimings,
+}
+
+impl Reply {
+    /// The best response's text.
+    pub fn text(&self) -> &str {
+        self.responses.first().map_or("", |g| g.text.as_str())
+    }
+}
+
+/// The pipeline's settings.
+#[derive(Clone, Debug)]
+pub struct PipelineSettings {
+    /// Retrieved paths handed to the generator (the best `top`).
+    pub top: usize,
+    pub generate: GenerateSettings,
+}
+
+/// Link, retrieve, generate. `Send + Sync`: build once, share (`Arc`) across threads.
+pub struct Pipeline {
+    retriever: Retriever,
+    generator: Generator,
+    settings: PipelineSettings,
+}
+
+const _: () = {
+    const fn shareable<T: Send + Sync + 'static>() {}
+    shareable::<Pipeline>();
+};
+
+impl Pipeline {
+    /// A pipeline of a retriever and a generator (the generator's `trellis.json` defaults
+    /// unless `settings` says otherwise); refuses settings no search can run with.
+    pub fn new(retriever: Retriever, generator: Generator, settings: Option<PipelineSettings>) -> Result<Pipeline, PipelineError> {
+        let settings = settings.unwrap_or_else(|| PipelineSettings { top: 3, generate: generator.settings().clone() });
+        generator.check(&settings.generate)?;
+        Ok(Pipeline { retriever, generator, settings })
+    }
+
+    pub fn retriever(&self) -> &Retriever {
+        &self.retriever
+    }
+
+    pub fn generator(&self) -> &Generator {
+        &self.generator
+    }
+
+    pub fn settings(&self) -> &PipelineSettings {
+        &self.settings
+    }
+
+    /// The reply to one request.
+    pub fn respond(&self, request: &PipelineRequest<'_>) -> Result<Reply, PipelineError> {
+        let mut out = self.respond_batch(std::slice::from_ref(request))?;
+        Ok(out.pop().expect("one reply per request"))
+    }
+
+    /// Replies to many requests, in their order; they are retrieved and generated together.
+    pub fn respond_batch(&self, requests: &[PipelineRequest<'_>]) -> Result<Vec<Reply>, PipelineError> {
+        let n = requests.len();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let store = self.retriever.store();
+        // Link the requests whose knowledge is retrieved.
+        let mut link_ms = vec![0.0; n];
+        let mut inputs: Vec<RetrievalInput<'_>> = Vec::new();
+        let mut retrieved_at: Vec<Option<usize>> = vec![None; n];
+        for (i, r) in requests.iter().enumerate() {
+            if !matches!(r.knowledge, KnowledgeSource::Retrieved) {
+                continue;
+            }
+            let t = Instant::now();
+            let input = match &r.entities {
+                Some(e) => RetrievalInput::given(r.history, e.clone()),
+                None => self.retriever.input(r.history)?,
+            };
+            link_ms[i] = t.elapsed().as_secs_f64() * 1e3;
+            retrieved_at[i] = Some(inputs.len());
+            inputs.push(input);
+        }
+        let t = Instant::now();
+        let mut ranked = if inputs.is_empty() { Vec::new() } else { self.retriever.rank_batch(&inputs)? };
+        for paths in &mut ranked {
+            paths.truncate(self.settings.top);
+        }
+        // Every name the knowledge needs, in two batched reads.
+        let facts = ranked.iter().flatten().flat_map(|p| p.hops.iter().map(|h| h.fact()));
+        let (mut es, rs) = distinct_terms(facts);
+        es.extend(inputs.iter().flat_map(|i| i.mentioned.iter().copied()));
+        es.sort_unstable();
+        es.dedup();
+        let entity: hashbrown::HashMap<EntityId, String> = es.iter().copied().zip(store.entity_names(&es)?).map(|(e, n)| (e, n.unwrap_or_default())).collect();
+        let relation: hashbrown::HashMap<_, String> = rs.iter().copied().zip(store.relation_names(&rs)?).map(|(r, n)| (r, n.unwrap_or_default())).collect();
+        let named: Vec<Vec<KnowledgePath>> = ranked
+            .iter()
+            .map(|paths| {
+                paths
+                    .iter()
+                    .map(|p| {
+                        p.hops
+                            .iter()
+                            .map(|h| {
+                                let rel = &relation[&h.edge.relation];
+                                let rel = if h.edge.direction == Direction::In { format!("~{rel}") } else { rel.clone() };
+                                Triple::new(entity[&h.from].as_str(), rel, entity[&h.edge.other].as_str())
+                            })
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        let retrieve_share = if inputs.is_empty() { 0.0 } else { t.elapsed().as_secs_f64() * 1e3 / inputs.len() as f64 };
+        let knowledge: Vec<&[KnowledgePath]> = requests
+            .iter()
+            .zip(&retrieved_at)
+            .map(|(r, at)| match (r.knowledge, at) {
+                (KnowledgeSource::Given(k), _) => k,
+                (KnowledgeSource::Retrieved, Some(at)) => named[*at].as_slice(),
+                _ => &[],
+            })
+            .collect();
+        let gen_inputs: Vec<GenerationInput<'_>> =
+            requests.iter().zip(&knowledge).map(|(r, k)| GenerationInput { history: r.history, knowledge: k, seed: r.seed }).collect();
+        let t = Instant::now();
+        let generated = self.generator.generate_batch(&gen_inputs, &self.settings.generate)?;
+        let generate_share = t.elapsed().as_secs_f64() * 1e3 / n as f64;
+        let mut ranked = ranked.into_iter();
+        let mut inputs = inputs.into_iter();
+        Ok(requests
+            .iter()
+            .zip(retrieved_at)
+            .zip(generated)
+            .zip(knowledge)
+            .zip(link_ms)
+            .map(|((((_, at), responses), knowledge), link_ms)| {
+                let (mentioned, paths) = match at {
+                    Some(_) => (inputs.next().map(|i| i.mentioned).unwrap_or_default(), ranked.next().unwrap_or_default()),
+                    None => (Vec::new(), Vec::new()),
+                };
+                Reply {
+                    mentioned_names: mentioned.iter().map(|e| entity.get(e).cloned().unwrap_or_default()).collect(),
+                    mentioned,
+                    paths,
+                    knowledge: knowledge.to_vec(),
+                    responses,
+                    timings: StageTimings { link_ms, retrieve_ms: if at.is_some() { retrieve_share } else { 0.0 }, generate_ms: generate_share, batch: n },
+                }
+            })
+            .collect())
+    }
+}

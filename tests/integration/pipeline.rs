@@ -1,0 +1,361 @@
+//! The pipeline (link, retrieve, generate) with the fixture models on the sample KG: a reply
+//! is exactly the generator run on the retriever's best paths by name (each checked with its
+//! own store reads), one `Pipeline` called from 8 threads gives the sequential answers, and
+//! the commands `respond`, `run`, `eval pipeline` and `targets` (generator) agree with the
+//! library and with `eval responses`.
+
+use crate::common::*;
+use crate::gsr::sample_store;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use trellis::generate::{GenerationInput, Generator, KnowledgePath, Triple};
+use trellis::link::Message;
+use trellis::model::RuntimeOptions;
+use trellis::pipeline::{KnowledgeSource, Pipeline, PipelineRequest, PipelineSettings};
+use trellis::retrieve::gsr::GsrOptions;
+use trellis::retrieve::{Retriever, RetrieverConfig, RetrieverKind};
+use trellis::{Direction, Store};
+
+fn generator_dir() -> PathBuf {
+    fixture("generate/tiny-merged")
+}
+
+fn open_generator(sessions: usize) -> Generator {
+    Generator::open(&generator_dir(), &RuntimeOptions { threads: 1, sessions, ..Default::default() }).unwrap()
+}
+
+fn open_retriever(store: &Arc<Store>, kind: RetrieverKind, sessions: usize) -> Retriever {
+    let mut cfg = RetrieverConfig::new(kind);
+    if kind == RetrieverKind::Gsr {
+        let mut o = GsrOptions::new(fixture("gsr/tiny-split"));
+        o.runtime.threads = 1;
+        o.runtime.sessions = sessions;
+        cfg.gsr = Some(o);
+    }
+    Retriever::open(store.clone(), cfg).unwrap()
+}
+
+fn pipeline(store: &Arc<Store>, kind: RetrieverKind, top: usize, sessions: usize) -> Pipeline {
+    let g = open_generator(sessions);
+    let settings = PipelineSettings { top, generate: g.settings().clone() };
+    Pipeline::new(open_retriever(store, kind, sessions), g, Some(settings)).unwrap()
+}
+
+/// The dialogs of the retriever's goldens (they mention entities of the sample KG).
+fn dialogs() -> Vec<Vec<Message>> {
+    let g: Value = serde_json::from_str(&std::fs::read_to_string(fixture("gsr/goldens.json")).unwrap()).unwrap();
+    g["dialogs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            d["history"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| Message { speaker: m["speaker"].as_str().unwrap().into(), text: m["text"].as_str().unwrap().into() })
+                .collect()
+        })
+        .collect()
+}
+
+/// A retrieved path by name, each name read on its own: `~r` where a hop walks a fact backwards.
+fn named(store: &Store, hops: &[trellis::graph::candidates::Hop]) -> KnowledgePath {
+    let name = |e| store.entity_names(&[e]).unwrap()[0].clone().unwrap();
+    hops.iter()
+        .map(|h| {
+            let r = store.relation_names(&[h.edge.relation]).unwrap()[0].clone().unwrap();
+            let r = if h.edge.direction == Direction::In { format!("~{r}") } else { r };
+            Triple::new(name(h.from), r, name(h.edge.other))
+        })
+        .collect()
+}
+
+#[test]
+fn a_reply_is_the_generator_on_the_retrievers_best_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open_read_only(sample_store(dir.path())).unwrap());
+    for kind in [RetrieverKind::Bm25, RetrieverKind::Gsr] {
+        let p = pipeline(&store, kind, 2, 1);
+        let retriever = open_retriever(&store, kind, 1);
+        let generator = open_generator(1);
+        let mut with_paths = 0;
+        for history in dialogs().iter().take(8) {
+            let reply = p.respond(&PipelineRequest::new(history)).unwrap();
+            let mut expected = retriever.retrieve(history).unwrap();
+            expected.truncate(2);
+            let hops: Vec<_> = reply.paths.iter().map(|x| x.hops.clone()).collect();
+            assert_eq!(hops, expected.iter().map(|x| x.hops.clone()).collect::<Vec<_>>(), "{kind:?}: the retriever's best 2");
+            let knowledge: Vec<KnowledgePath> = expected.iter().map(|x| named(&store, &x.hops)).collect();
+            assert_eq!(reply.knowledge, knowledge);
+            with_paths += usize::from(!knowledge.is_empty());
+            let direct = generator.generate_batch(&[GenerationInput::new(history, &knowledge)], generator.settings()).unwrap();
+            assert_eq!(reply.responses, direct[0], "{kind:?}: the generator on those paths");
+            assert_eq!(reply.mentioned, retriever.mentioned(history).unwrap());
+            assert!(reply.timings.generate_ms > 0.0 && reply.timings.batch == 1);
+        }
+        assert!(with_paths >= 6, "{kind:?}: most sample dialogs get knowledge ({with_paths})");
+    }
+}
+
+#[test]
+fn given_or_no_knowledge_skips_retrieval() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open_read_only(sample_store(dir.path())).unwrap());
+    let p = pipeline(&store, RetrieverKind::Gsr, 3, 1);
+    let generator = open_generator(1);
+    let history = &dialogs()[0];
+    let given = vec![vec![Triple::new("Jordan Spieth", "~Winner", "2015 Masters Tournament")]];
+    let requests = [
+        PipelineRequest { knowledge: KnowledgeSource::Given(&given), ..PipelineRequest::new(history) },
+        PipelineRequest { knowledge: KnowledgeSource::Nothing, ..PipelineRequest::new(history) },
+    ];
+    let replies = p.respond_batch(&requests).unwrap();
+    let expect = generator.generate_batch(&[GenerationInput::new(history, &given), GenerationInput::new(history, &[])], generator.settings()).unwrap();
+    for (reply, want) in replies.iter().zip(&expect) {
+        assert!(reply.paths.is_empty() && reply.mentioned.is_empty() && reply.timings.retrieve_ms == 0.0);
+        assert_eq!(&reply.responses, want);
+    }
+    assert_eq!(replies[0].knowledge, given);
+    assert!(replies[1].knowledge.is_empty());
+    assert_ne!(replies[0].responses, replies[1].responses, "the knowledge reaches the generator");
+}
+
+#[test]
+fn one_pipeline_from_eight_threads_gives_the_sequential_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open_read_only(sample_store(dir.path())).unwrap());
+    let p = Arc::new(pipeline(&store, RetrieverKind::Gsr, 3, 2));
+    let dialogs = Arc::new(dialogs());
+    let sequential: Vec<(Vec<KnowledgePath>, String)> = dialogs
+        .iter()
+        .map(|h| {
+            let r = p.respond(&PipelineRequest::new(h)).unwrap();
+            (r.knowledge.clone(), r.text().to_owned())
+        })
+        .collect();
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let (p, dialogs) = (p.clone(), dialogs.clone());
+            std::thread::spawn(move || {
+                // Each thread its own order, some calls batched: any interleaving.
+                let n = dialogs.len();
+                let mut out = vec![None; n];
+                let order: Vec<usize> = (0..n).map(|i| (i * 7 + t * 3) % n).collect();
+                for pair in order.chunks(if t % 2 == 0 { 1 } else { 3 }) {
+                    let requests: Vec<PipelineRequest<'_>> = pair.iter().map(|&i| PipelineRequest::new(&dialogs[i])).collect();
+                    for (&i, r) in pair.iter().zip(p.respond_batch(&requests).unwrap()) {
+                        out[i] = Some((r.knowledge.clone(), r.text().to_owned()));
+                    }
+                }
+                out.into_iter().map(Option::unwrap).collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for t in threads {
+        assert_eq!(t.join().unwrap(), sequential);
+    }
+}
+
+fn pipeline_cmd(cmd: &str, store: &Path) -> assert_cmd::Command {
+    let mut c = trellis();
+    c.args(cmd.split(' '))
+        .arg("--store")
+        .arg(store)
+        .args(["--retriever", "gsr", "--model-threads", "1", "--top", "2", "--model"])
+        .arg(fixture("gsr/tiny-split"))
+        .arg("--generator")
+        .arg(generator_dir());
+    c
+}
+
+#[test]
+fn run_answers_in_input_order_and_reports_bad_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sample_store(dir.path());
+    let d = dialogs();
+    let lines = [
+        json!({"id": "a", "history": d[0]}).to_string(),
+        json!({"id": "b", "history": d[1], "knowledge": [[{"head": "2015 Masters Tournament", "relation": "Winner", "tail": "Jordan Spieth", "reverse": true}]]})
+            .to_string(),
+        String::new(),
+        json!({"id": "c", "history": d[2], "knowledge": []}).to_string(),
+        json!({"id": "d", "history": d[3], "knowledge": [[["A", "r"]]]}).to_string(),
+        json!({"id": "e", "history": d[4], "entities": ["no such entity"]}).to_string(),
+        json!({"id": "f", "history": d[5]}).to_string(),
+    ];
+    let input = write(dir.path(), "requests.jsonl", (lines.join("\n") + "\n").as_bytes());
+    let output = dir.path().join("out.jsonl");
+    let stop = pipeline_cmd("run", &store).arg("--input").arg(&input).arg("--output").arg(&output).assert().code(65);
+    let err = String::from_utf8_lossy(&stop.get_output().stderr).to_string();
+    assert!(err.contains("requests.jsonl:5: knowledge[0][0]: a triple is"), "{err}");
+    let skip = pipeline_cmd("run", &store).arg("--input").arg(&input).arg("--output").arg(&output).args(["--on-error", "skip", "--json"]).assert().success();
+    let summary: Value = serde_json::from_slice(&skip.get_output().stdout).unwrap();
+    assert_eq!((summary["answered"].as_u64(), summary["skipped"].as_u64()), (Some(4), Some(2)), "{summary}");
+    let err = String::from_utf8_lossy(&skip.get_output().stderr).to_string();
+    assert!(err.contains("requests.jsonl:6: entities[0]: no entity with key \"no such entity\" in the store (skipped)"), "{err}");
+    let out: Vec<Value> = std::fs::read_to_string(&output).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(out.iter().map(|v| v["id"].as_str().unwrap()).collect::<Vec<_>>(), ["a", "b", "c", "f"]);
+    assert_eq!(out[1]["knowledge"], json!([[["Jordan Spieth", "~Winner", "2015 Masters Tournament"]]]));
+    assert!(out[1].get("paths").is_none() && out[2]["knowledge"] == json!([]));
+    // The retrieved paths are `trellis retrieve`'s best 2, triple for triple.
+    let rin = write(dir.path(), "r.jsonl", format!("{}\n{}\n", lines[0], lines[6]).as_bytes());
+    let rout = dir.path().join("r-out.jsonl");
+    stdout_of(
+        trellis()
+            .arg("retrieve")
+            .arg("--store")
+            .arg(&store)
+            .args(["--retriever", "gsr", "--model-threads", "1", "--top", "2", "--model"])
+            .arg(fixture("gsr/tiny-split"))
+            .arg("--input")
+            .arg(&rin)
+            .arg("--output")
+            .arg(&rout),
+    );
+    let retrieved: Vec<Value> = std::fs::read_to_string(&rout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    for (ran, ret) in [(&out[0], &retrieved[0]), (&out[3], &retrieved[1])] {
+        let ours: Vec<&Value> = ran["paths"].as_array().unwrap().iter().map(|p| &p["triples"]).collect();
+        let theirs: Vec<&Value> = ret["paths"].as_array().unwrap().iter().map(|p| &p["triples"]).collect();
+        assert_eq!(ours, theirs);
+        assert_eq!(ran["mentioned"], ret["mentioned"]);
+        assert!(!ours.is_empty());
+    }
+    // The given knowledge's reply is the library generator's on it.
+    let g = open_generator(1);
+    let given = vec![vec![Triple::new("Jordan Spieth", "~Winner", "2015 Masters Tournament")]];
+    let direct = g.generate_batch(&[GenerationInput::new(&d[1], &given)], g.settings()).unwrap();
+    assert_eq!(out[1]["response"], json!(direct[0][0].text));
+}
+
+#[test]
+fn respond_prints_the_reply_run_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sample_store(dir.path());
+    let history = ["I loved Happy Gilmore.", "Me too, Adam Sandler is so funny. Do you like him?"];
+    let text = stdout_of(pipeline_cmd("respond", &store).args(history));
+    let json_out: Value = serde_json::from_str(&stdout_of(pipeline_cmd("respond", &store).args(history).arg("--json"))).unwrap();
+    let input = write(dir.path(), "one.jsonl", format!("{}\n", json!({"history": history})).as_bytes());
+    let output = dir.path().join("one-out.jsonl");
+    stdout_of(pipeline_cmd("run", &store).arg("--input").arg(&input).arg("--output").arg(&output));
+    let ran: Value = serde_json::from_str(std::fs::read_to_string(&output).unwrap().trim()).unwrap();
+    assert_eq!(text.trim_end_matches('\n'), ran["response"].as_str().unwrap());
+    for key in ["response", "knowledge", "paths", "mentioned"] {
+        assert_eq!(json_out[key], ran[key], "{key}");
+    }
+    // The same dialog from a file, one message per line.
+    let file = write(dir.path(), "dialog.txt", (history.join("\n") + "\n").as_bytes());
+    assert_eq!(stdout_of(pipeline_cmd("respond", &store).arg("--dialog").arg(&file)), text);
+    let none = pipeline_cmd("respond", &store).assert().code(2);
+    assert!(String::from_utf8_lossy(&none.get_output().stderr).contains("give the dialog"));
+}
+
+#[test]
+fn eval_pipeline_agrees_with_eval_responses_on_its_predictions() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sample_store(dir.path());
+    let dev = shared_data("opendialkg/dialogs_dev.csv");
+    let mut reports = Vec::new();
+    for knowledge in ["none", "gold", "retrieved"] {
+        let preds = dir.path().join(format!("{knowledge}.jsonl"));
+        let report: Value = serde_json::from_str(&stdout_of(
+            pipeline_cmd("eval pipeline", &store)
+                .arg("--input")
+                .arg(&dev)
+                .args(["--knowledge", knowledge, "--max-turns", "12", "--json", "--predictions"])
+                .arg(&preds),
+        ))
+        .unwrap_or_else(|e| panic!("{knowledge}: {e}"));
+        let lines: Vec<Value> = std::fs::read_to_string(&preds).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len() as u64, report["samples"].as_u64().unwrap());
+        assert!(lines.len() >= 8, "{knowledge}: {}", lines.len());
+        // The same predictions scored by `eval responses`.
+        let kf1_text = |k: &Value| {
+            let words: Vec<String> = k
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|p| p.as_array().unwrap().iter())
+                .map(|t| {
+                    format!(
+                        "{} {} {}",
+                        t["head"].as_str().unwrap(),
+                        t["relation"].as_str().unwrap().trim_start_matches('~').replace('_', " "),
+                        t["tail"].as_str().unwrap()
+                    )
+                })
+                .collect();
+            words.join(" ")
+        };
+        let gold: String = lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let mut g = json!({"id": i, "response": l["reference"]});
+                if knowledge != "none" {
+                    g["knowledge"] = json!(kf1_text(&l["knowledge"]));
+                }
+                g.to_string() + "\n"
+            })
+            .collect();
+        let pred: String = lines.iter().enumerate().map(|(i, l)| json!({"id": i, "response": l["response"]}).to_string() + "\n").collect();
+        let gold = write(dir.path(), &format!("{knowledge}-gold.jsonl"), gold.as_bytes());
+        let pred = write(dir.path(), &format!("{knowledge}-pred.jsonl"), pred.as_bytes());
+        let scored = json_of(trellis().args(["eval", "responses", "--json", "--pred"]).arg(&pred).arg("--gold").arg(&gold));
+        assert_eq!(report["responses"], scored, "{knowledge}");
+        assert_eq!(report["retrieval"].is_null(), knowledge != "retrieved");
+        assert_eq!(report["responses"]["kf1"].is_null(), knowledge == "none");
+        if knowledge == "gold" {
+            // The gold knowledge is the annotated path of the turn, as the csv has it.
+            let dialogs = trellis::eval::opendialkg::read(&dev).unwrap();
+            for l in &lines {
+                let sample = dialogs[l["dialog"].as_u64().unwrap() as usize].samples.iter().find(|s| s.upto as u64 == l["upto"].as_u64().unwrap()).unwrap();
+                let want: Vec<Vec<Value>> =
+                    sample.paths.iter().map(|p| p.iter().map(|(h, r, t)| json!({"head": h, "relation": r, "tail": t})).collect()).collect();
+                assert_eq!(l["knowledge"], json!(want));
+            }
+        }
+        reports.push(report);
+    }
+    assert_eq!(reports[0]["samples"], reports[2]["samples"]);
+}
+
+#[test]
+fn generator_targets_are_the_generators_inputs_and_the_replies() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = shared_data("opendialkg/dialogs_dev.csv");
+    let csv: String = std::fs::read_to_string(&dev).unwrap().lines().take(21).collect::<Vec<_>>().join("\n") + "\n";
+    let small = write(dir.path(), "dev20.csv", csv.as_bytes());
+    let out = dir.path().join("targets.jsonl");
+    let summary = json_of(trellis().args(["targets", "--json", "--model"]).arg(generator_dir()).arg("--dialogs").arg(&small).arg("--output").arg(&out));
+    let lines: Vec<Value> = std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(summary["turns"].as_u64().unwrap() as usize, lines.len());
+    let dialogs = trellis::eval::opendialkg::read(&small).unwrap();
+    let g = open_generator(1);
+    let tokenizer = tokenizers::Tokenizer::from_file(generator_dir().join("tokenizer.json")).unwrap();
+    let mut with_reply = 0;
+    for l in &lines {
+        let d = &dialogs[l["dialog"].as_u64().unwrap() as usize];
+        let upto = l["upto"].as_u64().unwrap() as usize;
+        let sample = d.samples.iter().find(|s| s.upto == upto).unwrap();
+        let next = d.messages.get(upto).filter(|m| m.speaker == sample.speaker);
+        match next {
+            None => assert_eq!(l["skipped"], "no_reply"),
+            Some(reply) => {
+                with_reply += 1;
+                let knowledge: Vec<KnowledgePath> =
+                    sample.paths.iter().map(|p| p.iter().map(|(h, r, t)| Triple::new(h.as_str(), r.as_str(), t.as_str())).collect()).collect();
+                let input = g.encoder_input(&GenerationInput::new(&d.messages[..upto], &knowledge), &g.settings().encoding).unwrap();
+                assert_eq!(l["input_ids"], json!(input.ids));
+                assert_eq!(l["target_ids"], json!(tokenizer.encode(reply.text.as_str(), true).unwrap().get_ids()));
+                assert_eq!(*l["target_ids"].as_array().unwrap().last().unwrap(), json!(1), "ends with EOS");
+            }
+        }
+    }
+    assert!(with_reply >= 10, "{with_reply}");
+    assert_eq!(summary["with_target"].as_u64().unwrap(), with_reply);
+    // A retriever's targets need a store.
+    let err = trellis().args(["targets", "--model"]).arg(fixture("gsr/tiny-split")).arg("--dialogs").arg(&small).arg("--output").arg(&out).assert().code(2);
+    assert!(String::from_utf8_lossy(&err.get_output().stderr).contains("its targets need --store DIR"));
+}
