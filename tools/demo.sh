@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job on bundled data: load the OpenDialKG sample into a local store, then ask it
-# a few neighbourhood questions. Usage: bash tools/demo.sh [STORE_DIR]
+# The main job on bundled data: load the OpenDialKG sample into a local store, ask it a few
+# neighbourhood questions, retrieve with the shipped retriever and end with a generated reply.
+# Usage: bash tools/demo.sh [STORE_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/setup.sh
@@ -20,10 +21,18 @@ set -x
 printf '%s\n' '{"id": 1, "history": ["Do you know anything about Jordan Spieth?"]}' >"$store/requests.jsonl"
 "$bin" retrieve --store "$store" --retriever bm25 --top 3 --input "$store/requests.jsonl" --output "$store/answers.jsonl"
 cat "$store/answers.jsonl"
-# Generative retrieval, run by ONNX Runtime. The model here is the tests' tiny fixture with
-# random weights: every path it writes is a real path of the store (the constraint sees to
-# that), but its ranking means nothing until a trained model ships.
-"$bin" doctor --model tests/fixtures/gsr/tiny-split
-"$bin" index-tokens --store "$store" --tokenizer tests/fixtures/gsr/tiny-split/tokenizer.json --linearization dialoggsr
-"$bin" retrieve --store "$store" --retriever gsr --model tests/fixtures/gsr/tiny-split --top 3 --input "$store/requests.jsonl" --output "$store/gsr-answers.jsonl"
+# Generative retrieval, run by ONNX Runtime, with the retriever trained on OpenDialKG that
+# ships in models/gsr-opendialkg (tools/train/train.sh made it; models/gsr-opendialkg/README.md).
+model=models/gsr-opendialkg
+"$bin" doctor --model "$model"
+"$bin" index-tokens --store "$store" --tokenizer "$model/tokenizer.json" --linearization trellis
+printf '%s\n' '{"id": 2, "history": ["I loved Happy Gilmore.", "Me too, Adam Sandler is so funny. Do you like him?"]}' >>"$store/requests.jsonl"
+"$bin" retrieve --store "$store" --retriever gsr --model "$model" --top 3 --input "$store/requests.jsonl" --output "$store/gsr-answers.jsonl"
 cat "$store/gsr-answers.jsonl"
+# The whole chain, dialog to reply: link, retrieve with the shipped retriever, generate with
+# the generator that ships beside it (models/generator-opendialkg).
+"$bin" doctor --model models/generator-opendialkg
+"$bin" respond --store "$store" --retriever gsr --model "$model" --generator models/generator-opendialkg \
+    --json "I loved Happy Gilmore." "Me too, Adam Sandler is so funny. Do you like him?"
+"$bin" respond --store "$store" --retriever gsr --model "$model" --generator models/generator-opendialkg \
+    "Do you know anything about Jordan Spieth?"

@@ -37,7 +37,7 @@ pub struct GeneratorOptions {
     pub gen_beams: Option<usize>,
     #[arg(long)]
     pub gen_return_sequences: Option<usize>,
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub gen_length_penalty: Option<f64>,
     #[arg(long)]
     pub gen_max_new_tokens: Option<usize>,

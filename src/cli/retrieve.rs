@@ -69,7 +69,9 @@ pub struct GsrArgs {
     /// gsr: sequences returned per step (at most --beams).
     #[arg(long)]
     pub return_sequences: Option<usize>,
-    #[arg(long)]
+    /// gsr: the beam score is the sum of log-probabilities / length^X (0: the sum, which
+    /// prefers shorter paths; negative values prefer them more).
+    #[arg(long, allow_negative_numbers = true)]
     pub length_penalty: Option<f64>,
     #[arg(long)]
     pub max_new_tokens: Option<usize>,

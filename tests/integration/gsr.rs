@@ -252,6 +252,16 @@ fn retrieve_cli_writes_explained_paths_and_is_deterministic() {
         }
     }
     assert_ne!(a, out("e.jsonl", &["--prior", "hard"]), "the prior changes scores");
+    // A negative length penalty is a number, not a flag: the score is the sum times length.
+    let shorter = out("g.jsonl", &["--explain", "--length-penalty", "-1"]);
+    for line in shorter.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        for p in v["paths"].as_array().unwrap() {
+            let tokens = p["tokens"].as_array().unwrap();
+            let sum: f64 = tokens.iter().map(|t| 0.8 * t["model"].as_f64().unwrap() + 0.2 * t["prior"].as_f64().unwrap()).sum();
+            assert!((sum * tokens.len() as f64 - p["score"].as_f64().unwrap()).abs() < 1e-6, "{p}");
+        }
+    }
 }
 
 #[test]

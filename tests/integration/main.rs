@@ -16,5 +16,6 @@ mod pipeline;
 mod readers;
 mod real_data;
 mod retrieval;
+mod shipped_model;
 mod targets;
 mod tokens;
