@@ -359,3 +359,37 @@ fn generator_targets_are_the_generators_inputs_and_the_replies() {
     let err = trellis().args(["targets", "--model"]).arg(fixture("gsr/tiny-split")).arg("--dialogs").arg(&small).arg("--output").arg(&out).assert().code(2);
     assert!(String::from_utf8_lossy(&err.get_output().stderr).contains("its targets need --store DIR"));
 }
+
+#[test]
+fn generator_options_override_the_models_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sample_store(dir.path());
+    let history = ["Do you know anything about Jordan Spieth?"];
+    let v: Value = serde_json::from_str(&stdout_of(
+        pipeline_cmd("respond", &store).args(["--json", "--gen-strategy", "greedy", "--gen-max-new-tokens", "5"]).args(history),
+    ))
+    .unwrap();
+    let knowledge: Vec<KnowledgePath> = v["knowledge"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_array().unwrap().iter().map(|t| Triple::new(t[0].as_str().unwrap(), t[1].as_str().unwrap(), t[2].as_str().unwrap())).collect())
+        .collect();
+    assert!(!knowledge.is_empty());
+    let g = open_generator(1);
+    let mut settings = g.settings().clone();
+    settings.strategy = trellis::generate::Strategy::Greedy;
+    settings.max_new_tokens = 5;
+    let messages: Vec<Message> = history.iter().map(|t| Message { speaker: String::new(), text: t.to_string() }).collect();
+    let direct = g.generate_batch(&[GenerationInput::new(&messages, &knowledge)], &settings).unwrap();
+    assert_eq!(v["response"], json!(direct[0][0].text));
+    assert!(direct[0][0].tokens.len() <= 5);
+    // A sampling request: the same seed, the same reply; sequences come back when asked for.
+    let sample = |seed: &str| stdout_of(pipeline_cmd("respond", &store).args(["--gen-strategy", "sample", "--gen-seed", seed]).args(history));
+    assert_eq!(sample("7"), sample("7"));
+    let beams: Value = serde_json::from_str(&stdout_of(
+        pipeline_cmd("respond", &store).args(["--json", "--gen-strategy", "beam", "--gen-beams", "3", "--gen-return-sequences", "2"]).args(history),
+    ))
+    .unwrap();
+    assert_eq!(beams["responses"].as_array().unwrap().len(), 2, "{beams}");
+}
