@@ -13,6 +13,7 @@ Deterministic (one thread). Checks what the Rust side relies on before writing (
 tools/gsr/make_fixture.py: every name's ids are the same in every slot of a path).
 """
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -31,6 +32,28 @@ from data import ENTITY_MARKERS, MASK, chat_messages, entity_text, read_kg, rela
 EXTRA_TOKENS = ENTITY_MARKERS + [MASK]
 
 
+def canonical(tok, decimals=4):
+    """The trained vocabulary in an order that does not depend on the trainer's run-to-run
+    noise. Two runs give the same pieces, but (1) scores differ by ~1e-11 (the trainer sums
+    in hash order), so pieces of equal true score swap places, and (2) the single characters
+    the trainer keeps for coverage, below every learned piece, get made-up scores a step
+    apart in hash order. So: scores rounded to `decimals`, ties ordered by the piece, and those
+    coverage characters all given one score (the lowest learned one's minus 1) in code point
+    order. The same file every run, unless a learned score falls within 1e-11 of a rounding
+    boundary (about one run in 150)."""
+    j = json.loads(tok.to_str())
+    vocab = j["model"]["vocab"]
+    specials, rest = vocab[:3], vocab[3:]
+    assert [p for p, _ in specials] == ["<pad>", "</s>", "<unk>"], specials
+    floor = min(s for p, s in rest if len(p) > 1)
+    learned = [[p, round(s, decimals)] for p, s in rest if len(p) > 1 or s >= floor]
+    coverage = sorted(p for p, s in rest if len(p) == 1 and s < floor)
+    low = round(floor, decimals) - 1.0
+    rest = sorted(learned, key=lambda x: (-x[1], x[0])) + [[p, low] for p in coverage]
+    j["model"]["vocab"] = specials + rest
+    return Tokenizer.from_str(json.dumps(j))
+
+
 def train(vocab_size, facts, messages):
     tok = Tokenizer(models.Unigram())
     tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase(), normalizers.Replace(Regex(" {2,}"), " ")])
@@ -46,6 +69,7 @@ def train(vocab_size, facts, messages):
     )
     names = sorted({entity_text(e) for s, _, o in facts for e in (s, o)} | {relation_text(r) for _, r, _ in facts})
     tok.train_from_iterator(names + messages, trainer=trainer)
+    tok = canonical(tok)
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in mf.ADDED_TOKENS + EXTRA_TOKENS])
     tok.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", tok.token_to_id("</s>"))])
     return tok
