@@ -10,22 +10,7 @@
 # first N dev turns (quick checks; the README's figures use all of them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source tools/setup.sh
-cargo build --release --locked --bin trellis >&2
-bin="$CARGO_TARGET_DIR/release/trellis"
-data="${TRELLIS_SHARED_DATA:-../shared/data}"
-work="${BENCH_DIR:-/tmp/trellis-bench}"
-model="${MODEL:-models/gsr-opendialkg}"
-mkdir -p "$work"
-store="$work/kg-gsr"
-if [ ! -f "$store/.indexed" ]; then
-    rm -rf "$store"
-    "$bin" ingest --store "$store" --on-error skip --rejects "$work/kg-gsr-rejects.tsv" "$data/opendialkg/kg.tsv" >&2
-    touch "$store/.ingested"
-fi
-# The token index follows the model's tokenizer (re-indexing an indexed store replaces it).
-"$bin" index-tokens --store "$store" --tokenizer "$model/tokenizer.json" --linearization trellis >&2
-touch "$store/.indexed"
+source tools/kg_gsr_store.sh
 limit=()
 [ -n "${MAX_TURNS:-}" ] && limit=(--max-turns "$MAX_TURNS")
 

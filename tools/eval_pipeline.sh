@@ -8,21 +8,8 @@
 # MAX_TURNS=N scores only the first N actions (quick checks; the README uses all of them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source tools/setup.sh
-cargo build --release --locked --bin trellis >&2
-bin="$CARGO_TARGET_DIR/release/trellis"
-data="${TRELLIS_SHARED_DATA:-../shared/data}"
-work="${BENCH_DIR:-/tmp/trellis-bench}"
-model="${MODEL:-models/gsr-opendialkg}"
+source tools/kg_gsr_store.sh
 generator="${GENERATOR:-models/generator-opendialkg}"
-mkdir -p "$work"
-store="$work/kg-gsr"
-if [ ! -f "$store/.ingested" ]; then
-    rm -rf "$store"
-    "$bin" ingest --store "$store" --on-error skip --rejects "$work/kg-gsr-rejects.tsv" "$data/opendialkg/kg.tsv" >&2
-    touch "$store/.ingested"
-fi
-"$bin" index-tokens --store "$store" --tokenizer "$model/tokenizer.json" --linearization trellis >&2
 limit=()
 [ -n "${MAX_TURNS:-}" ] && limit=(--max-turns "$MAX_TURNS")
 rows=(

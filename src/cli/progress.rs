@@ -56,3 +56,44 @@ impl LoadProgress {
         self.bar.finish_and_clear();
     }
 }
+
+/// The lines of a JSON-lines input file, numbered from 1, read a round at a time with a
+/// byte progress bar. Lines are bytes: invalid UTF-8 is a fault of its line (bad input), not
+/// a read error.
+pub struct NumberedLines {
+    lines: std::iter::Enumerate<std::io::Split<std::io::BufReader<std::fs::File>>>,
+    pub bar: ProgressBar,
+    /// The file's name as errors show it.
+    pub file: String,
+}
+
+impl NumberedLines {
+    pub fn open(path: &std::path::Path) -> anyhow::Result<NumberedLines> {
+        use anyhow::Context;
+        use std::io::BufRead;
+        let input = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+        let bar = ProgressBar::with_draw_target(Some(total), target);
+        bar.set_style(ProgressStyle::with_template("{bar:30} {bytes}/{total_bytes} ({per_sec}, ETA {eta}) {msg}")?);
+        Ok(NumberedLines { lines: std::io::BufReader::new(input).split(b'\n').enumerate(), bar, file: path.display().to_string() })
+    }
+
+    /// The next up to `n` lines (blank ones read but left out), with their numbers and
+    /// without their line end; empty at the end of the file.
+    pub fn round(&mut self, n: usize) -> anyhow::Result<Vec<(usize, Vec<u8>)>> {
+        use anyhow::Context;
+        let mut out = Vec::with_capacity(n);
+        for (i, line) in self.lines.by_ref().take(n) {
+            let mut line = line.with_context(|| format!("reading {} at line {}", self.file, i + 1))?;
+            self.bar.inc(line.len() as u64 + 1);
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            if !line.trim_ascii().is_empty() {
+                out.push((i + 1, line));
+            }
+        }
+        Ok(out)
+    }
+}

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
-use std::io::{BufRead, BufWriter, IsTerminal, Write};
+use std::io::{BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use trellis::link::Message;
 use trellis::model::session::RuntimeOptions;
 use trellis::pipeline::jsonl::{parse_line_bytes, render, LineError, PipelineLine};
 use trellis::pipeline::{KnowledgeSource, Pipeline, PipelineError, PipelineRequest, PipelineSettings};
+use trellis::retrieve::jsonl::resolve_entities;
 use trellis::Store;
 
 /// The generator and how it decodes (defaults: its trellis.json `generation` section).
@@ -183,16 +184,10 @@ pub fn respond(args: RespondArgs) -> Result<ExitCode> {
 fn request_of<'l>(store: &Store, line: &'l PipelineLine) -> Result<Result<PipelineRequest<'l>, LineError>, trellis::ReadError> {
     let entities = match &line.request.entities {
         None => None,
-        Some(keys) => {
-            let mut ids = Vec::with_capacity(keys.len());
-            for (index, key) in keys.iter().enumerate() {
-                match store.entity_by_key(key)? {
-                    Some(e) => ids.push(e),
-                    None => return Ok(Err(LineError::Request(trellis::retrieve::jsonl::RequestError::UnknownEntity { index, key: key.clone() }))),
-                }
-            }
-            Some(ids)
-        }
+        Some(keys) => match resolve_entities(store, keys)? {
+            Ok(ids) => Some(ids),
+            Err(e) => return Ok(Err(e.into())),
+        },
     };
     let knowledge = match &line.knowledge {
         None => KnowledgeSource::Retrieved,
@@ -236,32 +231,18 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let started = std::time::Instant::now();
     let pipeline = open_pipeline(store.clone(), &args.retriever, &args.generator)?;
     let answering = std::time::Instant::now();
-    let input = std::fs::File::open(&args.input).with_context(|| format!("opening {}", args.input.display()))?;
-    let total = std::fs::metadata(&args.input).map(|m| m.len()).unwrap_or(0);
+    // The input first: a missing input leaves an existing output file untouched.
+    let mut input = super::progress::NumberedLines::open(&args.input)?;
     let out = std::fs::File::create(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
     let mut out = BufWriter::new(out);
     let writing = || format!("writing {}", args.output.display());
     let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
-    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-    let bar = ProgressBar::with_draw_target(Some(total), target);
-    bar.set_style(ProgressStyle::with_template("{bar:30} {bytes}/{total_bytes} ({per_sec}, ETA {eta}) {msg}")?);
-    let file = args.input.display().to_string();
-    let mut lines = std::io::BufReader::new(input).split(b'\n').enumerate();
+    let (bar, file) = (input.bar.clone(), input.file.clone());
     let (mut done, mut skipped) = (0u64, 0u64);
     let mut stage_ms = [0f64; 3];
     let batch = args.retriever.gsr.batch.max(1);
     loop {
-        let mut round = Vec::with_capacity(LINES_PER_ROUND);
-        for (i, line) in lines.by_ref().take(LINES_PER_ROUND) {
-            let mut line = line.with_context(|| format!("reading {file} at line {}", i + 1))?;
-            bar.inc(line.len() as u64 + 1);
-            if line.last() == Some(&b'\r') {
-                line.pop();
-            }
-            if !line.trim_ascii().is_empty() {
-                round.push((i + 1, line));
-            }
-        }
+        let round = input.round(LINES_PER_ROUND)?;
         if round.is_empty() {
             break;
         }

@@ -2,9 +2,8 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
-use std::io::{BufRead, BufWriter, IsTerminal, Write};
+use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use trellis::decode::prior::{PriorMode, PriorNorm};
@@ -181,31 +180,16 @@ pub fn run(args: RetrieveArgs) -> Result<ExitCode> {
     // Answering time, apart from opening the store and loading a model.
     let answering = std::time::Instant::now();
     let opts = AnswerOptions { top: args.top, explain: args.explain };
-    let input = std::fs::File::open(&args.input).with_context(|| format!("opening {}", args.input.display()))?;
-    let total = std::fs::metadata(&args.input).map(|m| m.len()).unwrap_or(0);
+    // The input first: a missing input leaves an existing output file untouched.
+    let mut input = super::progress::NumberedLines::open(&args.input)?;
     let out = std::fs::File::create(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
     let mut out = BufWriter::new(out);
     let writing = || format!("writing {}", args.output.display());
     let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
-    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-    let bar = ProgressBar::with_draw_target(Some(total), target);
-    bar.set_style(ProgressStyle::with_template("{bar:30} {bytes}/{total_bytes} ({per_sec}, ETA {eta}) {msg}")?);
-    let file = args.input.display().to_string();
-    // Lines as bytes: invalid UTF-8 is a fault of that line (bad input), not a read error.
-    let mut lines = std::io::BufReader::new(input).split(b'\n').enumerate();
+    let (bar, file) = (input.bar.clone(), input.file.clone());
     let (mut done, mut skipped) = (0u64, 0u64);
     loop {
-        let mut batch = Vec::with_capacity(BATCH);
-        for (i, line) in lines.by_ref().take(BATCH) {
-            let mut line = line.with_context(|| format!("reading {file} at line {}", i + 1))?;
-            bar.inc(line.len() as u64 + 1);
-            if line.last() == Some(&b'\r') {
-                line.pop();
-            }
-            if !line.trim_ascii().is_empty() {
-                batch.push((i + 1, line));
-            }
-        }
+        let batch = input.round(BATCH)?;
         if batch.is_empty() {
             break;
         }

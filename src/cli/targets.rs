@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use trellis::decode::automaton::CandidateMode;
 use trellis::eval::opendialkg;
-use trellis::generate::targets::response_target;
+use trellis::generate::targets::{response_target, ResponseTarget};
 use trellis::graph::candidates::{CandidateConfig, CandidateScope};
 use trellis::graph::informativeness::KatzConfig;
 use trellis::model::dir::ModelDir;
@@ -69,38 +69,21 @@ pub fn run(args: TargetsArgs) -> Result<ExitCode> {
         CandidateScope::Uncapped => CandidateMode::Uncapped { hub_degree: KatzConfig::default().hub_degree },
     };
     let maker = TargetMaker::open(store.clone(), &dir, args.link.config(), mode)?;
-    let samples: Vec<(usize, &opendialkg::Dialog, &opendialkg::Sample)> =
-        dialogs.iter().enumerate().flat_map(|(i, d)| d.samples.iter().map(move |s| (i, d, s))).collect();
-    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-    let bar = ProgressBar::with_draw_target(Some(samples.len() as u64), target);
-    bar.set_style(ProgressStyle::with_template("targets {bar:30} {human_pos}/{human_len} turns ({per_sec}, ETA {eta})")?);
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
-    let out = std::fs::File::create(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
-    let mut out = BufWriter::new(out);
-    let writing = || format!("writing {}", args.output.display());
-    let (mut written, mut admitted, mut steps, mut choices) = (0u64, 0u64, 0u64, 0u64);
+    let (mut admitted, mut steps, mut choices) = (0u64, 0u64, 0u64);
     let mut skipped: std::collections::BTreeMap<&'static str, u64> = Default::default();
-    // A chunk at a time, in parallel within it, written in file order.
-    for chunk in samples.chunks(512) {
-        let made: Vec<Result<TrainingTarget, _>> = pool.install(|| chunk.par_iter().map(|(i, d, s)| maker.target(*i, d, s)).collect());
-        for t in made {
-            let t = t.with_context(|| format!("reading store {}", store_path.display()))?;
-            match t.skipped {
-                Some(why) => *skipped.entry(why).or_default() += 1,
-                None => {
-                    admitted += u64::from(t.admitted);
-                    steps += t.allowed.len() as u64;
-                    choices += t.allowed.iter().map(|a| a.len() as u64).sum::<u64>();
-                }
+    let written = write_targets(
+        &args,
+        &turns(&dialogs),
+        |(i, d, s)| maker.target(*i, d, s).with_context(|| format!("reading store {}", store_path.display())),
+        |t: &TrainingTarget| match t.skipped {
+            Some(why) => *skipped.entry(why).or_default() += 1,
+            None => {
+                admitted += u64::from(t.admitted);
+                steps += t.allowed.len() as u64;
+                choices += t.allowed.iter().map(|a| a.len() as u64).sum::<u64>();
             }
-            serde_json::to_writer(&mut out, &t).with_context(writing)?;
-            out.write_all(b"\n").with_context(writing)?;
-            written += 1;
-        }
-        bar.inc(chunk.len() as u64);
-    }
-    out.flush().with_context(writing)?;
-    bar.finish_and_clear();
+        },
+    )?;
     let with_target = written - skipped.values().sum::<u64>();
     let summary = serde_json::json!({
         "turns": written,
@@ -125,33 +108,18 @@ pub fn run(args: TargetsArgs) -> Result<ExitCode> {
 
 /// A generator's targets: no store, no linking; the gold path is the knowledge.
 fn generator_targets(args: &TargetsArgs, dir: &ModelDir, dialogs: &[opendialkg::Dialog]) -> Result<ExitCode> {
-    let samples: Vec<(usize, &opendialkg::Dialog, &opendialkg::Sample)> =
-        dialogs.iter().enumerate().flat_map(|(i, d)| d.samples.iter().map(move |s| (i, d, s))).collect();
-    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-    let bar = ProgressBar::with_draw_target(Some(samples.len() as u64), target);
-    bar.set_style(ProgressStyle::with_template("targets {bar:30} {human_pos}/{human_len} turns ({per_sec}, ETA {eta})")?);
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
-    let out = std::fs::File::create(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
-    let mut out = BufWriter::new(out);
-    let writing = || format!("writing {}", args.output.display());
-    let (mut written, mut tokens) = (0u64, 0u64);
-    let mut skipped: std::collections::BTreeMap<&'static str, u64> = Default::default();
-    for chunk in samples.chunks(512) {
-        let made: Vec<_> = pool.install(|| chunk.par_iter().map(|(i, d, s)| response_target(dir, *i, d, s)).collect());
-        for (t, (i, _, s)) in made.into_iter().zip(chunk) {
-            let t = t.with_context(|| format!("{}: dialog {} (0-based), the turn after message {}", args.input.display(), i, s.upto))?;
-            match t.skipped {
-                Some(why) => *skipped.entry(why).or_default() += 1,
-                None => tokens += t.target_ids.len() as u64,
-            }
-            serde_json::to_writer(&mut out, &t).with_context(writing)?;
-            out.write_all(b"\n").with_context(writing)?;
-            written += 1;
-        }
-        bar.inc(chunk.len() as u64);
-    }
-    out.flush().with_context(writing)?;
-    bar.finish_and_clear();
+    let (mut tokens, mut skipped) = (0u64, std::collections::BTreeMap::<&'static str, u64>::new());
+    let written = write_targets(
+        args,
+        &turns(dialogs),
+        |(i, d, s)| {
+            response_target(dir, *i, d, s).with_context(|| format!("{}: dialog {} (0-based), the turn after message {}", args.input.display(), i, s.upto))
+        },
+        |t: &ResponseTarget| match t.skipped {
+            Some(why) => *skipped.entry(why).or_default() += 1,
+            None => tokens += t.target_ids.len() as u64,
+        },
+    )?;
     let with_target = written - skipped.values().sum::<u64>();
     let summary = serde_json::json!({
         "turns": written,
@@ -166,4 +134,43 @@ fn generator_targets(args: &TargetsArgs, dir: &ModelDir, dialogs: &[opendialkg::
         eprintln!("wrote {written} turns to {}: {with_target} with a reply; skipped {:?}", args.output.display(), skipped);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+type Turn<'d> = (usize, &'d opendialkg::Dialog, &'d opendialkg::Sample);
+
+/// Every turn with a gold path: the dialog's index, the dialog, the turn.
+fn turns(dialogs: &[opendialkg::Dialog]) -> Vec<Turn<'_>> {
+    dialogs.iter().enumerate().flat_map(|(i, d)| d.samples.iter().map(move |s| (i, d, s))).collect()
+}
+
+/// Makes every turn's target, in parallel a chunk at a time, and writes them as JSON lines in
+/// file order, with a progress bar; `tally` sees each in order. Returns how many were written.
+fn write_targets<T: serde::Serialize + Send>(
+    args: &TargetsArgs,
+    turns: &[Turn<'_>],
+    make: impl Fn(&Turn<'_>) -> Result<T> + Sync,
+    mut tally: impl FnMut(&T),
+) -> Result<u64> {
+    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+    let bar = ProgressBar::with_draw_target(Some(turns.len() as u64), target);
+    bar.set_style(ProgressStyle::with_template("targets {bar:30} {human_pos}/{human_len} turns ({per_sec}, ETA {eta})")?);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
+    let out = std::fs::File::create(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
+    let mut out = BufWriter::new(out);
+    let writing = || format!("writing {}", args.output.display());
+    let mut written = 0u64;
+    for chunk in turns.chunks(512) {
+        let made: Vec<Result<T>> = pool.install(|| chunk.par_iter().map(&make).collect());
+        for t in made {
+            let t = t?;
+            tally(&t);
+            serde_json::to_writer(&mut out, &t).with_context(writing)?;
+            out.write_all(b"\n").with_context(writing)?;
+            written += 1;
+        }
+        bar.inc(chunk.len() as u64);
+    }
+    out.flush().with_context(writing)?;
+    bar.finish_and_clear();
+    Ok(written)
 }

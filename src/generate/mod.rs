@@ -34,11 +34,11 @@ pub mod targets;
 pub use encoding::{InputEncoding, KnowledgePath, KnowledgeProblem, Template, TemplateError, Triple};
 pub use sampling::{Sampling, SplitMix64};
 
-use crate::decode::beam::{beam_search, SearchConfig, SearchError, StepModel, Unconstrained};
+use crate::decode::beam::{beam_search, SearchConfig, SearchError, Unconstrained};
 use crate::linearize::LinearizeError;
 use crate::link::Message;
 use crate::model::dir::{truncate_left, GenerationConfig, InputConfig, ModelDir, ModelDirError};
-use crate::model::session::{DecoderState, RuntimeOptions, Seq2Seq, Seq2SeqError, SessionGuard};
+use crate::model::session::{RuntimeOptions, Seq2Seq, Seq2SeqError, SessionGuard, SessionSteps};
 use crate::model::tokenizer::ModelError;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -216,26 +216,6 @@ struct Running {
     tokens: Vec<u32>,
     score: f64,
     finish: Option<Finish>,
-}
-
-/// The beam search's view of the model: one session's decoder state.
-struct Steps<'g, 'm> {
-    guard: &'g mut SessionGuard<'m>,
-    state: DecoderState,
-    vocab: usize,
-}
-
-impl StepModel for Steps<'_, '_> {
-    type Error = Seq2SeqError;
-    fn vocab_size(&self) -> usize {
-        self.vocab
-    }
-    fn step(&mut self, tokens: &[u32]) -> Result<&[f32], Seq2SeqError> {
-        self.guard.step(&mut self.state, tokens)
-    }
-    fn reorder(&mut self, parents: &[usize]) -> Result<(), Seq2SeqError> {
-        self.guard.reorder(&mut self.state, parents)
-    }
 }
 
 /// log(sum(exp(row))) in f64, or the index of a NaN.
@@ -467,7 +447,7 @@ impl Generator {
         let enc = guard.encode(ids)?;
         let rows: Vec<usize> = (0..ids.len()).collect();
         let state = guard.start(&enc, &rows)?;
-        let mut steps = Steps { guard, state, vocab: cfg.vocab_size as usize };
+        let mut steps = SessionSteps { guard, state, vocab: cfg.vocab_size as usize };
         let search = SearchConfig {
             beams: b.beams,
             return_sequences: b.return_sequences,

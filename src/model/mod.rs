@@ -16,5 +16,5 @@ pub mod tokenizer;
 pub use crate::linearize::Side;
 pub use dir::{Layout, ModelDir, ModelDirError, T5Config, TrellisConfig};
 pub use runtime::{Runtime, RuntimeError};
-pub use session::{DecoderState, Device, Encoded, RuntimeOptions, Seq2Seq, Seq2SeqError, SessionGuard, StepTimings};
+pub use session::{DecoderState, Device, Encoded, RuntimeOptions, Seq2Seq, Seq2SeqError, SessionGuard, SessionSteps, StepTimings};
 pub use tokenizer::{ModelError, NameTokenizer};

@@ -243,6 +243,27 @@ struct Bindings {
     host_memory: MemoryInfo<'static>,
 }
 
+/// One session's decoder as the beam search sees it ([`StepModel`](crate::decode::beam::StepModel)):
+/// the session and one request batch's decoder state.
+pub struct SessionSteps<'g, 'm> {
+    pub guard: &'g mut SessionGuard<'m>,
+    pub state: DecoderState,
+    pub vocab: usize,
+}
+
+impl crate::decode::beam::StepModel for SessionSteps<'_, '_> {
+    type Error = Seq2SeqError;
+    fn vocab_size(&self) -> usize {
+        self.vocab
+    }
+    fn step(&mut self, tokens: &[u32]) -> Result<&[f32], Seq2SeqError> {
+        self.guard.step(&mut self.state, tokens)
+    }
+    fn reorder(&mut self, parents: &[usize]) -> Result<(), Seq2SeqError> {
+        self.guard.reorder(&mut self.state, parents)
+    }
+}
+
 /// Time spent in decoder calls, for measuring what Trellis adds around ONNX Runtime.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StepTimings {

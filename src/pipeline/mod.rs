@@ -18,8 +18,10 @@ use std::time::Instant;
 
 pub mod jsonl;
 
-/// Why a request got no reply. Every variant is the store's, the models' or the settings'
-/// failure, not the request's: requests given as values cannot be malformed.
+/// Why a batch got no replies: the store's, the models' or the settings' failure, or, as
+/// `Generate(GenerateError::Knowledge { input, .. })`, a request's given knowledge that is
+/// not a path of 1 or 2 chained triples (check it first with
+/// [`check_path`](crate::generate::encoding::check_path) to keep it from failing a batch).
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
     #[error(transparent)]

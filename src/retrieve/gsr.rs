@@ -8,7 +8,7 @@
 //! yet retrieved; the last step keeps all its new paths.
 
 use crate::decode::automaton::{Boundaries, CandidateMode, DecodeError, DecodedPath, PathGraph, State};
-use crate::decode::beam::{beam_search, Allowed, Constraint, Hypothesis, SearchConfig, SearchError, StepModel, Unconstrained};
+use crate::decode::beam::{beam_search, Allowed, Constraint, Hypothesis, SearchConfig, SearchError, Unconstrained};
 use crate::decode::prior::{PriorConfig, PriorMode, PriorNorm};
 use crate::error::ReadError;
 use crate::graph::candidates::Hop;
@@ -16,7 +16,7 @@ use crate::graph::informativeness::KatzConfig;
 use crate::ids::Direction;
 use crate::linearize::HopText;
 use crate::model::dir::{InputEntity, ModelDir, ModelDirError};
-use crate::model::session::{DecoderState, RuntimeOptions, Seq2Seq, Seq2SeqError, SessionGuard};
+use crate::model::session::{RuntimeOptions, Seq2Seq, Seq2SeqError, SessionSteps};
 use crate::store::tokens::{TokenIndex, TokenIndexError};
 use crate::store::Store;
 use std::path::PathBuf;
@@ -158,26 +158,6 @@ pub fn encoder_input_ids(store: &Store, dir: &ModelDir, input: &RetrievalInput<'
         }
     }
     Ok(dir.encode_history(input.history, &entities, previous_paths)?)
-}
-
-/// The beam search's view of the model: one session's decoder state.
-struct ModelSteps<'g, 'm> {
-    guard: &'g mut SessionGuard<'m>,
-    state: DecoderState,
-    vocab: usize,
-}
-
-impl StepModel for ModelSteps<'_, '_> {
-    type Error = Seq2SeqError;
-    fn vocab_size(&self) -> usize {
-        self.vocab
-    }
-    fn step(&mut self, tokens: &[u32]) -> Result<&[f32], Seq2SeqError> {
-        self.guard.step(&mut self.state, tokens)
-    }
-    fn reorder(&mut self, parents: &[usize]) -> Result<(), Seq2SeqError> {
-        self.guard.reorder(&mut self.state, parents)
-    }
 }
 
 /// The beam search's view of one request's automaton (borrowed: it outlives the search).
@@ -338,7 +318,7 @@ impl GsrRetriever {
             let t = Instant::now();
             let rows: Vec<usize> = (0..live.len()).collect();
             let state = guard.start(&enc, &rows)?;
-            let mut steps = ModelSteps { guard: &mut guard, state, vocab: self.model.config().vocab_size as usize };
+            let mut steps = SessionSteps { guard: &mut guard, state, vocab: self.model.config().vocab_size as usize };
             let hyps: Vec<Vec<(Hypothesis<()>, Option<DecodedPath>)>> = if self.settings.prior == PriorMode::None {
                 let mut free = vec![Unconstrained; live.len()];
                 let hyps = beam_search(&mut steps, &mut free, &self.settings.search).map_err(search_error)?;

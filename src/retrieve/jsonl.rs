@@ -96,6 +96,19 @@ pub fn parse_request(line: &str) -> Result<Request, RequestError> {
     Ok(Request { id: obj.get("id").cloned().unwrap_or(Value::Null), history, entities })
 }
 
+/// The entities a request names by key: an unknown key is the request's fault (the inner
+/// error), a store that cannot be read is not (the outer one).
+pub fn resolve_entities(store: &Store, keys: &[String]) -> Result<Result<Vec<EntityId>, RequestError>, ReadError> {
+    let mut ids = Vec::with_capacity(keys.len());
+    for (index, key) in keys.iter().enumerate() {
+        match store.entity_by_key(key)? {
+            Some(e) => ids.push(e),
+            None => return Ok(Err(RequestError::UnknownEntity { index, key: key.clone() })),
+        }
+    }
+    Ok(Ok(ids))
+}
+
 /// What an answer holds.
 #[derive(Clone, Copy, Debug)]
 pub struct AnswerOptions {
@@ -126,20 +139,7 @@ pub fn answer_batch(
     let mut ids: Vec<Linked> = Vec::with_capacity(requests.len());
     for request in requests {
         ids.push(match &request.entities {
-            Some(keys) => {
-                let mut v = Vec::with_capacity(keys.len());
-                let mut bad = None;
-                for (index, key) in keys.iter().enumerate() {
-                    match store.entity_by_key(key)? {
-                        Some(e) => v.push(e),
-                        None => {
-                            bad = Some(RequestError::UnknownEntity { index, key: key.clone() });
-                            break;
-                        }
-                    }
-                }
-                bad.map_or(Ok((v, Vec::new())), Err)
-            }
+            Some(keys) => resolve_entities(store, keys)?.map(|v| (v, Vec::new())),
             None => {
                 let input = retriever.input(&request.history)?;
                 Ok((input.mentioned, input.ages))

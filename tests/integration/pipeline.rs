@@ -393,3 +393,25 @@ fn generator_options_override_the_models_defaults() {
     .unwrap();
     assert_eq!(beams["responses"].as_array().unwrap().len(), 2, "{beams}");
 }
+
+#[test]
+fn a_missing_input_leaves_an_existing_output_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sample_store(dir.path());
+    let output = write(dir.path(), "answers.jsonl", b"{\"kept\": true}\n");
+    let missing = dir.path().join("no-such-requests.jsonl");
+    let run = pipeline_cmd("run", &store).arg("--input").arg(&missing).arg("--output").arg(&output).assert().code(1);
+    assert!(String::from_utf8_lossy(&run.get_output().stderr).contains("no-such-requests.jsonl"));
+    let retrieve = trellis()
+        .arg("retrieve")
+        .arg("--store")
+        .arg(&store)
+        .args(["--retriever", "bm25", "--input"])
+        .arg(&missing)
+        .arg("--output")
+        .arg(&output)
+        .assert()
+        .code(1);
+    assert!(String::from_utf8_lossy(&retrieve.get_output().stderr).contains("opening"));
+    assert_eq!(std::fs::read(&output).unwrap(), b"{\"kept\": true}\n");
+}
