@@ -6,6 +6,7 @@ use rayon::prelude::*;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use trellis::decode::beam::ModelNorm;
 use trellis::decode::prior::{PriorMode, PriorNorm};
 use trellis::graph::candidates::CandidateScope;
 use trellis::graph::pcst::Pruning;
@@ -63,6 +64,10 @@ pub struct GsrArgs {
     /// gsr: weight of the model against the prior.
     #[arg(long)]
     pub alpha: Option<f64>,
+    /// gsr: the model's log-softmax over the whole vocabulary (transformers, the paper) or
+    /// over the tokens the constraint allows at each step.
+    #[arg(long)]
+    pub model_norm: Option<ModelNorm>,
     #[arg(long)]
     pub beams: Option<usize>,
     /// gsr: sequences returned per step (at most --beams).
@@ -108,6 +113,7 @@ impl RetrieverOptions {
                 prior_norm: g.prior_norm,
                 alpha: g.alpha,
                 prior_epsilon: None,
+                model_norm: g.model_norm,
                 beams: g.beams,
                 return_sequences: g.return_sequences,
                 length_penalty: g.length_penalty,

@@ -12,14 +12,41 @@
 //! they are. Candidates scoring -inf are never taken (transformers may fill a beam with
 //! one; here it stays empty, so an input with few valid continuations runs fewer beams).
 //!
-//! A token's score: `lp = log_softmax(logits)[w]` over the whole vocabulary (one
-//! log-sum-exp per row, then only the allowed ids are read), mixed with the constraint's
-//! log prior as `alpha * lp + (1 - alpha) * log_prior` when `alpha` is set, else `lp`.
+//! A token's score: `lp = log_softmax(logits)[w]`, mixed with the constraint's log prior as
+//! `alpha * lp + (1 - alpha) * log_prior` when `alpha` is set, else `lp`. The softmax runs
+//! over the whole vocabulary ([`ModelNorm::Vocabulary`], transformers' semantics: one
+//! log-sum-exp per row, then only the allowed ids are read) or over the tokens the
+//! constraint allows ([`ModelNorm::Allowed`]: the model's distribution conditioned on the
+//! constraint, the one a loss normalized over the allowed tokens trains; a token that is
+//! the only one allowed then scores 0, so a path is scored by its real choices alone).
 //!
 //! Many inputs decode together: their running beams are the rows of one model call. The
 //! model keeps whatever per-row cache it has and is told which old row each new row
 //! continues ([`StepModel::reorder`]). Everything here is sequential and ordered, so the
 //! output depends only on the logits.
+
+/// Over which tokens the model's log-softmax is taken (`decoding.model_norm`,
+/// `--model-norm`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelNorm {
+    /// The whole vocabulary (transformers' `generate`, the paper's decoding).
+    #[default]
+    Vocabulary,
+    /// The tokens the constraint allows at that step (unconstrained steps: the vocabulary).
+    Allowed,
+}
+
+impl std::str::FromStr for ModelNorm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "vocabulary" => Ok(ModelNorm::Vocabulary),
+            "allowed" => Ok(ModelNorm::Allowed),
+            _ => Err(format!("unknown model normalization {s:?} (vocabulary, allowed)")),
+        }
+    }
+}
 
 /// How to search.
 #[derive(Clone, Debug, PartialEq)]
@@ -32,6 +59,8 @@ pub struct SearchConfig {
     pub early_stopping: bool,
     /// The model's weight against the prior; `None`: the score is the model's alone.
     pub alpha: Option<f64>,
+    /// Over which tokens the model's log-probabilities are normalized.
+    pub model_norm: ModelNorm,
     /// The token fed first (T5: `decoder_start_token_id`); never part of a hypothesis.
     pub start_token: u32,
     pub eos_token: u32,
@@ -216,6 +245,23 @@ fn log_sum_exp(row: &[f32]) -> Result<f64, usize> {
     Ok(max as f64 + total.ln())
 }
 
+/// log(sum(exp(row[t]))) over the listed tokens only (in range), or the first listed token
+/// whose logit is NaN. Allowed sets are small: plain f64.
+fn log_sum_exp_of(row: &[f32], tokens: &[(u32, f64)]) -> Result<f64, usize> {
+    let mut max = f64::NEG_INFINITY;
+    for &(t, _) in tokens {
+        let x = row[t as usize];
+        if x.is_nan() {
+            return Err(t as usize);
+        }
+        max = max.max(x as f64);
+    }
+    if max.is_infinite() {
+        return Ok(max);
+    }
+    Ok(max + tokens.iter().map(|&(t, _)| (row[t as usize] as f64 - max).exp()).sum::<f64>().ln())
+}
+
 /// e^x for x <= 0 (x - max of a row), without branches: x = n ln2 + r, |r| <= ln2 / 2,
 /// e^r by a degree-6 polynomial (Taylor: truncation error below 3e-8 on that interval),
 /// 2^n built in the exponent bits. Below -87 it returns a denormal-free tiny value, which
@@ -280,9 +326,19 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
             for (b, beam) in running[i].iter().enumerate() {
                 let row = first_row + b;
                 let r = &logits[row * vocab..(row + 1) * vocab];
-                let lse = log_sum_exp(r).map_err(|token| SearchError::NaN { row, token })?;
+                let listed = constraints[i].allowed(&beam.state, &mut allowed).map_err(SearchError::Constraint)?;
+                if listed == Allowed::Listed {
+                    if let Some(&(token, _)) = allowed.iter().find(|&&(t, _)| t as usize >= vocab) {
+                        return Err(SearchError::TokenOutOfRange { token, vocab });
+                    }
+                }
+                let lse = match (cfg.model_norm, listed) {
+                    (ModelNorm::Allowed, Allowed::Listed) => log_sum_exp_of(r, &allowed).map_err(|token| SearchError::NaN { row, token })?,
+                    _ => log_sum_exp(r).map_err(|token| SearchError::NaN { row, token })?,
+                };
                 let mut push = |token: u32, prior: f64| {
-                    let lp = r[token as usize] as f64 - lse;
+                    // Every allowed logit -inf (lse -inf): no candidate, never NaN.
+                    let lp = if lse == f64::NEG_INFINITY { f64::NEG_INFINITY } else { r[token as usize] as f64 - lse };
                     let s = match cfg.alpha {
                         Some(a) => a * lp + (1.0 - a) * prior,
                         None => lp,
@@ -292,15 +348,8 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
                         cands.push(Candidate { score, beam: b, token, lp, prior });
                     }
                 };
-                match constraints[i].allowed(&beam.state, &mut allowed).map_err(SearchError::Constraint)? {
-                    Allowed::Listed => {
-                        for &(t, prior) in &allowed {
-                            if t as usize >= vocab {
-                                return Err(SearchError::TokenOutOfRange { token: t, vocab });
-                            }
-                            push(t, prior);
-                        }
-                    }
+                match listed {
+                    Allowed::Listed => allowed.iter().for_each(|&(t, prior)| push(t, prior)),
                     Allowed::Everything => (0..vocab as u32).for_each(|t| push(t, 0.0)),
                 }
             }
@@ -493,12 +542,36 @@ mod tests {
     }
 
     fn cfg(beams: usize, max_new_tokens: usize, alpha: Option<f64>) -> SearchConfig {
-        SearchConfig { beams, return_sequences: beams, length_penalty: 0.0, max_new_tokens, early_stopping: false, alpha, start_token: 0, eos_token: 1 }
+        SearchConfig {
+            beams,
+            return_sequences: beams,
+            length_penalty: 0.0,
+            max_new_tokens,
+            early_stopping: false,
+            alpha,
+            model_norm: ModelNorm::Vocabulary,
+            start_token: 0,
+            eos_token: 1,
+        }
     }
 
     /// Every sequence of at most `max` tokens that ends in EOS or has `max` tokens, with its
     /// summed score, computed straight from the logits function.
     fn brute_force(seed: u64, input: usize, vocab: usize, max: usize, alpha: Option<f64>, set: Option<&SetConstraint>) -> Vec<(Vec<u32>, f64)> {
+        brute_force_normed(seed, input, vocab, max, alpha, set, ModelNorm::Vocabulary)
+    }
+
+    /// The same, with the model's log-softmax over the allowed tokens when `norm` says so
+    /// (computed here as a softmax of the allowed logits, in f64).
+    fn brute_force_normed(
+        seed: u64,
+        input: usize,
+        vocab: usize,
+        max: usize,
+        alpha: Option<f64>,
+        set: Option<&SetConstraint>,
+        norm: ModelNorm,
+    ) -> Vec<(Vec<u32>, f64)> {
         let mut out = Vec::new();
         let mut stack = vec![(Vec::<u32>::new(), 0.0f64)];
         while let Some((seq, sum)) = stack.pop() {
@@ -513,6 +586,18 @@ mod tests {
                     c.allowed(&seq, &mut buf).unwrap();
                     buf
                 }
+            };
+            let lp = match (norm, set) {
+                (ModelNorm::Allowed, Some(_)) => {
+                    let logits = toy_logits(seed, &fed, vocab);
+                    let z: f64 = options.iter().map(|&(t, _)| (logits[t as usize] as f64).exp()).sum();
+                    let mut lp = vec![f64::NEG_INFINITY; vocab];
+                    for &(t, _) in &options {
+                        lp[t as usize] = logits[t as usize] as f64 - z.ln();
+                    }
+                    lp
+                }
+                _ => lp,
             };
             for (t, prior) in options {
                 let s = sum + alpha.map_or(lp[t as usize], |a| a * lp[t as usize] + (1.0 - a) * prior);
@@ -570,6 +655,50 @@ mod tests {
         }
     }
 
+    #[test]
+    fn allowed_normalization_matches_the_brute_force_and_a_forced_token_scores_zero() {
+        let set = SetConstraint { strings: vec![vec![2, 3, 1], vec![2, 4, 1], vec![2, 4, 5, 1], vec![5, 1], vec![3, 3, 3, 1]] };
+        for seed in 0..20 {
+            for alpha in [None, Some(0.7)] {
+                let mut model = ToyModel::new(1, 6, seed);
+                let mut c = cfg(16, 6, alpha);
+                c.model_norm = ModelNorm::Allowed;
+                let out = beam_search(&mut model, &mut [set.clone()], &c).unwrap();
+                let want = brute_force_normed(seed, 0, 6, 6, alpha, Some(&set), ModelNorm::Allowed);
+                let got: Vec<&Vec<u32>> = out[0].iter().map(|h| &h.tokens).collect();
+                assert_eq!(got, want.iter().map(|w| &w.0).collect::<Vec<_>>(), "seed {seed} alpha {alpha:?}");
+                for (h, w) in out[0].iter().zip(&want) {
+                    assert!((h.sum - w.1).abs() < 1e-9, "seed {seed}: {} vs {}", h.sum, w.1);
+                }
+                // The per-step model probabilities of the allowed tokens sum to 1, so a token
+                // with no alternative (3 after 3, the EOS ending [5, 1]) costs nothing.
+                let h = out[0].iter().find(|h| h.tokens == [3, 3, 3, 1]).unwrap();
+                assert_eq!(h.token_scores[1].0, 0.0);
+                assert_eq!(h.token_scores[2].0, 0.0);
+            }
+        }
+    }
+
+    #[test]
+    fn allowed_normalization_reports_a_nan_among_the_allowed_logits_only() {
+        // vocab 4: token 3 is NaN but never allowed, so the search goes on; token 2 NaN and
+        // allowed is an error naming it.
+        let set = SetConstraint { strings: vec![vec![2, 1], vec![0, 1]] };
+        for (nan_at, ok) in [(3usize, true), (2, false)] {
+            let mut row = vec![0.5f32, -0.1, 1.0, 0.3];
+            row[nan_at] = f32::NAN;
+            let mut model = Scripted { steps: vec![vec![row.clone()], vec![row.clone(); 2]], at: 0, out: Vec::new(), reorders: Vec::new() };
+            let mut c = cfg(2, 2, None);
+            c.model_norm = ModelNorm::Allowed;
+            let r = beam_search(&mut model, &mut [set.clone()], &c);
+            match (ok, r) {
+                (true, Ok(_)) => {}
+                (false, Err(SearchError::NaN { token, .. })) => assert_eq!(token, 2),
+                (_, other) => panic!("NaN at {nan_at}: {:?}", other.map(|_| ()).map_err(|e| e.to_string())),
+            }
+        }
+    }
+
     /// A model whose logits are given per step and row: for hand-worked cases.
     struct Scripted {
         steps: Vec<Vec<Vec<f32>>>,
@@ -619,6 +748,7 @@ mod tests {
             max_new_tokens: 10,
             early_stopping: true,
             alpha: None,
+            model_norm: ModelNorm::Vocabulary,
             start_token: 0,
             eos_token: 1,
         };
@@ -687,7 +817,7 @@ mod tests {
         /// finished inputs leave the batch without disturbing the others.
         #[test]
         fn batching_inputs_does_not_change_results(seed in 0u64..1000, beams in 1usize..5, inputs in 1usize..4, early: bool, lp in 0.0f64..2.0) {
-            let c = SearchConfig { beams, return_sequences: beams, length_penalty: lp, max_new_tokens: 5, early_stopping: early, alpha: None, start_token: 0, eos_token: 1 };
+            let c = SearchConfig { beams, return_sequences: beams, length_penalty: lp, max_new_tokens: 5, early_stopping: early, alpha: None, model_norm: ModelNorm::Vocabulary, start_token: 0, eos_token: 1 };
             let mut model = ToyModel::new(inputs, 5, seed);
             let mut cs = vec![Unconstrained; inputs];
             let together = beam_search(&mut model, &mut cs, &c).unwrap();

@@ -455,6 +455,7 @@ impl Generator {
             max_new_tokens: settings.max_new_tokens,
             early_stopping: b.early_stopping,
             alpha: None,
+            model_norm: crate::decode::beam::ModelNorm::Vocabulary,
             start_token: cfg.decoder_start_token_id,
             eos_token: cfg.eos_token_id,
         };

@@ -112,6 +112,7 @@ pub struct T5Config {
 }
 
 // The prior's settings are the decoder's own types (one definition).
+pub use crate::decode::beam::ModelNorm;
 pub use crate::decode::prior::{PriorMode, PriorNorm};
 
 /// `trellis.json` `input`: how the encoder text is made (schema/gsr-decoding.md §2).
@@ -168,6 +169,8 @@ pub struct DecodingConfig {
     pub prior: PriorMode,
     pub prior_norm: PriorNorm,
     pub prior_epsilon: f64,
+    /// The model's log-softmax over the vocabulary or over the allowed tokens.
+    pub model_norm: ModelNorm,
     pub length_penalty: f64,
     pub max_new_tokens: usize,
     pub early_stopping: bool,
@@ -182,6 +185,7 @@ impl Default for DecodingConfig {
             prior: PriorMode::Katz,
             prior_norm: PriorNorm::Proportional,
             prior_epsilon: 0.001,
+            model_norm: ModelNorm::Vocabulary,
             length_penalty: 1.0,
             max_new_tokens: 64,
             early_stopping: true,
@@ -676,6 +680,12 @@ mod tests {
         assert_eq!((c.decoding.beams, c.decoding.return_sequences, c.decoding.prior, c.decoding.prior_norm), (8, 5, PriorMode::Hard, PriorNorm::Softmax));
         let full = serde_json::to_value(Linearization::trellis()).unwrap();
         assert_eq!(TrellisConfig::from_value(p, json!({ "linearization": full })).unwrap().linearization, Linearization::trellis());
+
+        assert_eq!(c.decoding.model_norm, ModelNorm::Vocabulary);
+        let c = TrellisConfig::from_value(p, json!({"decoding": {"model_norm": "allowed"}})).unwrap();
+        assert_eq!(c.decoding.model_norm, ModelNorm::Allowed);
+        let e = TrellisConfig::from_value(p, json!({"decoding": {"model_norm": "allowed_tokens"}})).unwrap_err();
+        assert!(e.to_string().contains("unknown variant `allowed_tokens`"), "{e}");
 
         let e = TrellisConfig::from_value(p, json!({"decoding": {"beam": 3}})).unwrap_err();
         assert!(matches!(e, ModelDirError::Json { .. }) && e.to_string().contains("unknown field `beam`"), "{e}");

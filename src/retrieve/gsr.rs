@@ -8,7 +8,7 @@
 //! yet retrieved; the last step keeps all its new paths.
 
 use crate::decode::automaton::{Boundaries, CandidateMode, DecodeError, DecodedPath, PathGraph, State};
-use crate::decode::beam::{beam_search, Allowed, Constraint, Hypothesis, SearchConfig, SearchError, Unconstrained};
+use crate::decode::beam::{beam_search, Allowed, Constraint, Hypothesis, ModelNorm, SearchConfig, SearchError, Unconstrained};
 use crate::decode::prior::{PriorConfig, PriorMode, PriorNorm};
 use crate::error::ReadError;
 use crate::graph::candidates::Hop;
@@ -33,6 +33,7 @@ pub struct GsrOverrides {
     pub prior_norm: Option<PriorNorm>,
     pub alpha: Option<f64>,
     pub prior_epsilon: Option<f64>,
+    pub model_norm: Option<ModelNorm>,
     pub beams: Option<usize>,
     pub return_sequences: Option<usize>,
     pub length_penalty: Option<f64>,
@@ -223,6 +224,7 @@ impl GsrRetriever {
                 early_stopping: d.early_stopping,
                 // `hard` and `none` score with the model alone.
                 alpha: matches!(prior, PriorMode::Connection | PriorMode::Katz).then_some(alpha),
+                model_norm: o.model_norm.unwrap_or(d.model_norm),
                 start_token: cfg.decoder_start_token_id,
                 eos_token: cfg.eos_token_id,
             },

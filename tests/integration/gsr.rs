@@ -8,6 +8,7 @@ use crate::common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use trellis::decode::beam::ModelNorm;
 use trellis::decode::prior::{PriorMode, PriorNorm};
 use trellis::link::Message;
 use trellis::retrieve::gsr::GsrOptions;
@@ -44,7 +45,12 @@ fn history_of(d: &Value) -> Vec<Message> {
         .collect()
 }
 
+/// A golden mode: `prior[/prior_norm][@model_norm]`.
 fn retriever(store: &Arc<Store>, layout: &str, mode: &str) -> Retriever {
+    let (mode, model_norm) = match mode.split_once('@') {
+        Some((m, n)) => (m, Some(n.parse::<ModelNorm>().unwrap())),
+        None => (mode, None),
+    };
     let (prior, norm) = match mode.split_once('/') {
         Some((p, n)) => (p, Some(n)),
         None => (mode, None),
@@ -52,6 +58,7 @@ fn retriever(store: &Arc<Store>, layout: &str, mode: &str) -> Retriever {
     let mut o = GsrOptions::new(fixture(&format!("gsr/{layout}")));
     o.overrides.prior = Some(prior.parse::<PriorMode>().unwrap());
     o.overrides.prior_norm = norm.map(|n| n.parse::<PriorNorm>().unwrap());
+    o.overrides.model_norm = model_norm;
     o.runtime.threads = 1;
     let mut cfg = RetrieverConfig::new(RetrieverKind::Gsr);
     cfg.gsr = Some(o);
@@ -64,7 +71,8 @@ fn gsr_matches_the_python_reference_for_every_prior_and_layout() {
     let store = Arc::new(Store::open_read_only(sample_store(dir.path())).unwrap());
     let g = goldens();
     let modes: Vec<&str> = g["modes"].as_array().unwrap().iter().map(|m| m.as_str().unwrap()).collect();
-    assert_eq!(modes.len(), 5);
+    assert_eq!(modes.len(), 7);
+    assert!(modes.contains(&"hard@allowed") && modes.contains(&"katz/proportional@allowed"));
     let dialogs = g["dialogs"].as_array().unwrap();
     let mut compared = 0;
     for layout in ["tiny-split", "tiny-merged"] {

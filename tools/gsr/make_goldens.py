@@ -80,7 +80,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_fixture as mf  # noqa: E402
 
 DEV_DIALOGS = Path("/work/shared/data/opendialkg/dialogs_dev.csv")
-MODES = [("hard", None), ("connection", "proportional"), ("connection", "softmax"), ("katz", "proportional"), ("katz", "softmax")]
+# (prior, prior_norm, model_norm): the model's log-softmax over the vocabulary, or over the
+# allowed tokens (schema/gsr-decoding.md §4, `model_norm`; the mode's name ends in "@allowed").
+MODES = [
+    ("hard", None, "vocabulary"),
+    ("connection", "proportional", "vocabulary"),
+    ("connection", "softmax", "vocabulary"),
+    ("katz", "proportional", "vocabulary"),
+    ("katz", "softmax", "vocabulary"),
+    ("hard", None, "allowed"),
+    ("katz", "proportional", "allowed"),
+]
+
+
+def mode_name(prior, norm, model_norm):
+    name = prior if norm is None else f"{prior}/{norm}"
+    return name if model_norm == "vocabulary" else f"{name}@{model_norm}"
+
 SETTINGS = {
     "linearization": "dialoggsr",
     "input": {"turns": 3, "speaker_prefix": False, "separator": " ", "max_tokens": 256},
@@ -277,8 +293,10 @@ def log_prior(mass, norm):
 class Scorer:
     """score(w) per schema/gsr-decoding.md §4 for one dialog and one mode."""
 
-    def __init__(self, paths, graph, mentioned, prior, norm, alpha, eps):
+    def __init__(self, paths, graph, mentioned, prior, norm, alpha, eps, model_norm="vocabulary"):
         self.paths, self.prior, self.norm, self.alpha = paths, prior, norm, alpha
+        assert model_norm in ("vocabulary", "allowed"), model_norm
+        self.model_norm = model_norm
         if prior == "hard":
             self.s_of = None
         else:
@@ -301,8 +319,15 @@ class Scorer:
             self._cache[key] = (allowed, logp)
         allowed, logp = self._cache[key]
         out = np.full(lp_row.shape[0], -np.inf, dtype=np.float64)
+        # model_norm "allowed": the log-softmax renormalized over the allowed set (shifting
+        # log-probabilities by a constant is shifting the logits: the same distribution).
+        shift = 0.0
+        if self.model_norm == "allowed" and allowed:
+            vals = np.array([float(lp_row[w]) for w in allowed], dtype=np.float64)
+            top = vals.max()
+            shift = float(top + np.log(np.exp(vals - top).sum()))
         for w in allowed:
-            lp = float(lp_row[w])
+            lp = float(lp_row[w]) - shift
             out[w] = lp if logp is None else self.alpha * lp + (1 - self.alpha) * logp[w]
         return out
 
@@ -445,10 +470,9 @@ def main():
             "input_ids": ids,
             "results": {},
         }
-        for prior, norm in MODES:
-            name = prior if norm is None else f"{prior}/{norm}"
-            scorer = Scorer(paths, graph, ans["mentioned"], prior, norm, SETTINGS["alpha"], SETTINGS["prior_epsilon"])
-            raw = generate(model, ids, scorer)
+        for prior, norm, model_norm in MODES:
+            name = mode_name(prior, norm, model_norm)
+            scorer = Scorer(paths, graph, ans["mentioned"], prior, norm, SETTINGS["alpha"], SETTINGS["prior_epsilon"], model_norm)
             seqs, ghosts, unfinished = described(paths, generate(model, ids, scorer))
             spec, _, spec_unfinished = described(paths, spec_beam_search(model, ids, scorer))
             agree = [s["tokens"] for s in seqs] == [s["tokens"] for s in spec] and all(abs(a["score"] - b["score"]) < 1e-4 for a, b in zip(seqs, spec))
@@ -467,7 +491,8 @@ def main():
         "tests/fixtures/gsr/tiny-split with the constraint and graph prior of schema/gsr-decoding.md §4 as a LogitsProcessor. Candidates: "
         "`trellis retrieve --retriever all` on a store of tests/fixtures/opendialkg-sample.tsv with each history (entities: when "
         "not null, the request's `entities` keys instead of linking; gold: the dev set's annotated path, for information). "
-        "input_ids: the encoder input of schema/gsr-decoding.md §2. results[mode]: "
+        "input_ids: the encoder input of schema/gsr-decoding.md §2. results[mode] (mode: prior[/prior_norm][@allowed], @allowed: "
+        "model_norm allowed, the log-softmax renormalized over the allowed tokens; otherwise over the vocabulary): "
         "the returned sequences best first; tokens = generated ids without the start token, with EOS; score = sequences_scores "
         "(float32, sum / generated_len); path = triples [head, relation, tail, reversed] as stored facts (reversed: walked tail "
         "to head), the first candidate with that token string; homonyms = candidates with it. Sequences transformers returns with "
@@ -476,7 +501,7 @@ def main():
         "(make_goldens.py spec_beam_search) returned the same tokens and scores (1e-4); when not, spec5_sequences holds its "
         "answer (transformers' ghost beams ended the search early: see the script's docstring, point 2).",
         "settings": SETTINGS,
-        "modes": [p if n is None else f"{p}/{n}" for p, n in MODES],
+        "modes": [mode_name(*m) for m in MODES],
         "versions": mf.versions(),
         "score_ties": TIES[0],
         "dialogs": out_dialogs,

@@ -11,7 +11,9 @@ the same top path and the same top-5 list, and dialogs/s of each, measured in th
         --store STORE --trellis BIN --dialogs 200
 
 Both decode the same encoder input: Trellis's (`--explain` prints it), so the comparison is
-of the decoding, not of the entity linking. Two Python searches run: transformers `generate`
+of the decoding, not of the entity linking. The decoding settings are the model's
+`trellis.json` ones (with `model_norm: allowed`, the reference renormalizes the model's
+log-probabilities over the allowed tokens as Trellis does). Two Python searches run: transformers `generate`
 (the speed figure) and make_goldens.py's `spec_beam_search` (schema/gsr-decoding.md §5
 written out, without the placeholder beams of `generate`; the agreement figure). Candidates
 come from `trellis retrieve --retriever all` (capped scope, untimed).
@@ -93,7 +95,7 @@ def main():
     for h, cand, mine in zip(histories, cands, ours):
         paths = mg.PathSet(tok, lin, cand)
         prior = dec["prior"]
-        scorer = mg.Scorer(paths, graph, cand["mentioned"], prior, dec["prior_norm"] if prior != "hard" else None, dec["alpha"], dec["prior_epsilon"])
+        scorer = mg.Scorer(paths, graph, cand["mentioned"], prior, dec["prior_norm"] if prior != "hard" else None, dec["alpha"], dec["prior_epsilon"], dec.get("model_norm", "vocabulary"))
         ids = mine["input_ids"]
         by_tokens = {p[0]: path_key(p[2]) for p in paths.paths}
         t = time.perf_counter()
