@@ -2,7 +2,9 @@
 # The README's table of the trained retriever (the paper's Table 5 shape) on the OpenDialKG
 # dev dialogs, beside the baselines, on the store every baseline is measured on (kg.tsv):
 # GSR without the constraint, with the hard constraint, with the connection and the Katz
-# prior, alpha in {0.6, 0.8, 1.0}, both candidate scopes and two-step retrieval.
+# prior, alpha in {0.6, 0.8, 1.0}, both candidate scopes, two-step retrieval, and the model's
+# log-softmax over the whole vocabulary (the paper's decoding) instead of over the allowed
+# tokens. Rows take the model's trellis.json defaults for what they do not name.
 #
 #   BENCH_DIR=/tmp/bench MODEL=models/gsr-opendialkg bash tools/eval_gsr.sh [EXTRA ROWS...]
 #
@@ -23,11 +25,14 @@ rows=(
     "gsr, no constraint (w/o Const.)|--retriever gsr --model $model --prior none"
     "gsr, hard constraint|--retriever gsr --model $model --prior hard"
     "gsr, connection prior|--retriever gsr --model $model --prior connection"
-    "gsr, katz prior (alpha 0.8)|--retriever gsr --model $model --prior katz --alpha 0.8"
+    "gsr, katz prior (the model's defaults)|--retriever gsr --model $model --prior katz"
     "gsr, katz prior, alpha 0.6|--retriever gsr --model $model --prior katz --alpha 0.6"
+    "gsr, katz prior, alpha 0.8|--retriever gsr --model $model --prior katz --alpha 0.8"
     "gsr, katz prior, alpha 1.0|--retriever gsr --model $model --prior katz --alpha 1.0"
     "gsr, katz, uncapped scope|--retriever gsr --model $model --prior katz --scope uncapped"
     "gsr, katz, 2 steps|--retriever gsr --model $model --prior katz --steps 2"
+    "gsr, katz, log-softmax over the vocabulary|--retriever gsr --model $model --prior katz --model-norm vocabulary"
+    "gsr, katz, the paper's decoding (vocabulary, alpha 0.8, length penalty 1)|--retriever gsr --model $model --prior katz --model-norm vocabulary --alpha 0.8 --length-penalty 1"
     "$@"
 )
 echo "| retriever | path@1 | path@3 | path@5 | triple recall@1 | triple recall@5 | MRR | candidate recall | top path: gold start | top path: gold start + relation | turns/s |"

@@ -268,6 +268,10 @@ def retrieval(args):
                 rate = done_here / (time.time() - started)
                 eta = (steps - state["step"]) / max(rate, 1e-9)
                 log(f"epoch {epoch + 1} step {state['step']}/{steps} loss {state['loss']:.3f} {rate * args.batch:.0f} examples/s eta {eta / 60:.1f} min")
+            if args.stop_after and done_here >= args.stop_after:
+                ck.save(model, opt, sched, state)
+                log(f"retrieval: stopped after {done_here} steps (--stop-after), checkpoint {ck.path}")
+                return
             # Not at an epoch's last step: resuming from there would skip the epoch's scoring.
             if k < per_epoch - 1 and time.time() - last_ck > args.checkpoint_minutes * 60:
                 ck.save(model, opt, sched, state)
@@ -471,6 +475,7 @@ def main():
     p.add_argument("--dev-store", type=Path)
     p.add_argument("--dev-dialogs", type=Path)
     p.add_argument("--dev-turns", type=int, default=600)
+    p.add_argument("--stop-after", type=int, help="checkpoint and stop after this many steps of this run (checks)")
     p = sub.choices["generator"]
     p.add_argument("--targets", type=Path, required=True, help="`trellis targets --model GEN_SPEC` on the training dialogs")
     p.add_argument("--dev-targets", type=Path, required=True, help="the same on the dev dialogs, for the dev loss")

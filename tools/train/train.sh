@@ -24,8 +24,9 @@
 # base-gpu), RECON_STEPS, EPOCHS, BATCH, LR, CONSTRAINED_WEIGHT, SCOPE (uncapped | capped: the
 # allowed sets trained on), DEV_TURNS (dev turns scored between epochs; 0 = all), GEN_EPOCHS,
 # GEN_LR, GEN_BATCH, GEN_MAX_TARGET (reply ids trained on), GEN_MINUTES (the generator stage
-# stops cleanly after this many minutes; a rerun goes on), THREADS, SEED, OUT, OUT_GEN. CUDA is
-# used when torch sees a GPU.
+# stops cleanly after this many minutes; a rerun goes on), THREADS, SEED, OUT, OUT_GEN,
+# STOP_AFTER (checks: the retrieval stage stops after this many steps and nothing is exported;
+# tools/train/repro_check.sh). CUDA is used when torch sees a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -33,7 +34,7 @@ run=${1:-$HOME/.cache/trellis/train/run}
 data=${TRELLIS_SHARED_DATA:-$root/../shared/data}/opendialkg
 SHAPE=${SHAPE:-small-cpu}
 RECON_STEPS=${RECON_STEPS:-400}
-EPOCHS=${EPOCHS:-2}
+EPOCHS=${EPOCHS:-5}
 BATCH=${BATCH:-32}
 LR=${LR:-1e-3}
 CONSTRAINED_WEIGHT=${CONSTRAINED_WEIGHT:-1.0}
@@ -50,6 +51,7 @@ GEN_BATCH=${GEN_BATCH:-32}
 GEN_MAX_TARGET=${GEN_MAX_TARGET:-64}
 GEN_MINUTES=${GEN_MINUTES:-}
 OUT_GEN=${OUT_GEN:-$root/models/generator-opendialkg}
+STOP_AFTER=${STOP_AFTER:-}
 case "$ONLY" in
     "" | retriever | generator) ;;
     *) echo "train.sh: ONLY must be retriever or generator (or unset for both), not '$ONLY'" >&2; exit 2 ;;
@@ -116,7 +118,8 @@ if [ "$ONLY" != generator ]; then
     "$PY" tools/train/train.py retrieval "${common[@]}" --init "$run/recon/final" --targets "$run/train-targets.jsonl" \
         --epochs "$EPOCHS" --batch "$BATCH" --constrained-weight "$CONSTRAINED_WEIGHT" \
         --trellis "$bin" --trellis-json tools/train/trellis.json --dev-store "$run/store-dev" \
-        --dev-dialogs "$data/dialogs_dev.csv" --dev-turns "$DEV_TURNS"
+        --dev-dialogs "$data/dialogs_dev.csv" --dev-turns "$DEV_TURNS" ${STOP_AFTER:+--stop-after "$STOP_AFTER"}
+    [ -n "$STOP_AFTER" ] && { say "stopped after $STOP_AFTER retrieval steps (STOP_AFTER): nothing exported"; exit 0; }
     "$PY" tools/train/export.py --hf "$run/retrieval/best/hf" --tokenizer "$run/tokenizer.json" \
         --trellis-json tools/train/trellis.json --out "$OUT" "${q[@]}"
     say "retriever done: $OUT (dev history in $run/retrieval/history.json)"
