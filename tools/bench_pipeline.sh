@@ -11,6 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/kg_gsr_store.sh
 generator="${GENERATOR:-models/generator-opendialkg}"
+n="${N:-200}"
 retriever=("$@")
 [ ${#retriever[@]} -eq 0 ] && retriever=(--retriever gsr --model "$model")
 echo "| workers | replies/s | link ms | retrieve ms | generate ms |"

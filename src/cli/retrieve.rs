@@ -64,8 +64,8 @@ pub struct GsrArgs {
     /// gsr: weight of the model against the prior.
     #[arg(long)]
     pub alpha: Option<f64>,
-    /// gsr: the model's log-softmax over the whole vocabulary (transformers, the paper) or
-    /// over the tokens the constraint allows at each step.
+    /// gsr: vocabulary (the model's log-softmax over the whole vocabulary: transformers, the
+    /// paper) or allowed (over the tokens the constraint allows at each step).
     #[arg(long)]
     pub model_norm: Option<ModelNorm>,
     #[arg(long)]

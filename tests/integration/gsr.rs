@@ -260,6 +260,30 @@ fn retrieve_cli_writes_explained_paths_and_is_deterministic() {
         }
     }
     assert_ne!(a, out("e.jsonl", &["--prior", "hard"]), "the prior changes scores");
+    // --model-norm allowed: a token that was the only one allowed scores exactly 0 (the
+    // forced rest of a name); over the vocabulary no token does.
+    let forced = |text: &str| -> (usize, usize) {
+        let mut zero_and_all = (0, 0);
+        for line in text.lines() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            for p in v["paths"].as_array().unwrap() {
+                for t in p["tokens"].as_array().unwrap() {
+                    let m = t["model"].as_f64().unwrap();
+                    assert!(m <= 0.0, "{t}");
+                    zero_and_all.0 += usize::from(m == 0.0);
+                    zero_and_all.1 += 1;
+                }
+            }
+        }
+        zero_and_all
+    };
+    let (zero, all) = forced(&out("h.jsonl", &["--explain", "--model-norm", "allowed"]));
+    assert!(zero > 0 && zero < all, "{zero} of {all}");
+    assert_eq!(forced(&out("i.jsonl", &["--explain", "--model-norm", "vocabulary"])).0, 0);
+    let bad = retrieve_gsr(&store, &input, &dir.path().join("j.jsonl"), &["--model-norm", "allowed-tokens"]);
+    let err = String::from_utf8_lossy(&bad.get_output().stderr).to_string();
+    assert_eq!(bad.get_output().status.code(), Some(2), "{err}");
+    assert!(err.contains("unknown model normalization \"allowed-tokens\" (vocabulary, allowed)"), "{err}");
     // A negative length penalty is a number, not a flag: the score is the sum times length.
     let shorter = out("g.jsonl", &["--explain", "--length-penalty", "-1"]);
     for line in shorter.lines() {
