@@ -3,8 +3,10 @@
 # requests and machine, in one run: dialogs/s of `trellis retrieve --retriever gsr` and of
 # tools/gsr/bench_reference.py (transformers generate + the constraint/prior logits
 # processor), and the share of Trellis's beam-search time spent outside ONNX Runtime.
-# Usage: BENCH_DIR=/tmp/bench [DIALOGS=50] [BATCH=8] [MODELS="tests/fixtures/gsr/tiny-split ~/.cache/trellis/models/t5-small-random"]
-#        bash tools/bench_gsr.sh
+# Usage: BENCH_DIR=/tmp/bench [DIALOGS=50] [BATCH=8] [MODEL_NORM=vocabulary|allowed]
+#        [MODELS="tests/fixtures/gsr/tiny-split ~/.cache/trellis/models/t5-small-random"] bash tools/bench_gsr.sh
+# MODEL_NORM (default vocabulary, the paper's): both sides normalize the model's log-softmax
+# over the vocabulary or over the allowed tokens (decoding.model_norm).
 # The t5-small-shaped model comes from `$(tools/gsr/venv.sh) tools/gsr/make_fixture.py --shape t5-small
 # --out ~/.cache/trellis/models/t5-small-random`. Both sides: katz prior, proportional, 5 beams,
 # candidates from the whole OpenDialKG graph. Python's time leaves out its candidate
@@ -19,6 +21,7 @@ data="${TRELLIS_SHARED_DATA:-../shared/data}"
 work="${BENCH_DIR:-/tmp/trellis-bench}"
 dialogs="${DIALOGS:-50}"
 batch="${BATCH:-8}"
+model_norm="${MODEL_NORM:-vocabulary}"
 models="${MODELS:-tests/fixtures/gsr/tiny-split $HOME/.cache/trellis/models/t5-small-random}"
 mkdir -p "$work"
 py=$(tools/gsr/venv.sh)
@@ -33,9 +36,9 @@ for model in $models; do
     "$bin" index-tokens --store "$work/kg" --tokenizer "$model/tokenizer.json" --linearization dialoggsr >&2
     req="$work/gsr-$name-requests.jsonl"
     OMP_WAIT_POLICY=PASSIVE "$py" tools/gsr/bench_reference.py --model "$model" --dialogs "$dialogs" --batch "$batch" --threads 2 \
-        --kg "$data/opendialkg/kg.tsv" --store "$work/kg" --trellis "$bin" --requests-out "$req" >"$work/gsr-$name-python.json"
+        --kg "$data/opendialkg/kg.tsv" --store "$work/kg" --trellis "$bin" --requests-out "$req" --model-norm "$model_norm" >"$work/gsr-$name-python.json"
     "$bin" retrieve --store "$work/kg" --retriever gsr --model "$model" --batch "$batch" --threads 1 --model-threads 2 \
-        --input "$req" --output "$work/gsr-$name-out.jsonl" --json >"$work/gsr-$name-trellis.json"
+        --model-norm "$model_norm" --input "$req" --output "$work/gsr-$name-out.jsonl" --json >"$work/gsr-$name-trellis.json"
     python3 - "$work/gsr-$name-python.json" "$work/gsr-$name-trellis.json" "$name" "$batch" <<'PY'
 import json, os, sys
 p = json.load(open(sys.argv[1]))

@@ -125,6 +125,7 @@ def main():
     ap.add_argument("--batch", type=int, default=1, help="dialogs per generate call")
     ap.add_argument("--prior", choices=["hard", "connection", "katz"], default="katz")
     ap.add_argument("--norm", choices=["proportional", "softmax"], default="proportional")
+    ap.add_argument("--model-norm", choices=["vocabulary", "allowed"], default="vocabulary", help="the model's log-softmax over the vocabulary or the allowed tokens")
     ap.add_argument("--kg", type=Path, default=mf.SAMPLE_KG, help="triples (TSV) of the store and of S(e, M)")
     ap.add_argument("--store", type=Path, help="an existing store of --kg (default: ingest --kg into a temporary one)")
     ap.add_argument("--trellis", default=str(Path.home() / ".cache/trellis/target-pytools/release/trellis"))
@@ -168,7 +169,7 @@ def main():
         scorers, inputs = [], []
         for h, a in chunk:
             paths = mg.PathSet(tok, lin, a)
-            scorers.append(mg.Scorer(paths, graph, a["mentioned"], args.prior, args.norm, mg.SETTINGS["alpha"], mg.SETTINGS["prior_epsilon"]))
+            scorers.append(mg.Scorer(paths, graph, a["mentioned"], args.prior, args.norm, mg.SETTINGS["alpha"], mg.SETTINGS["prior_epsilon"], args.model_norm))
             inputs.append(mg.encoder_ids(tok, h))
         longest = max(len(i) for i in inputs)
         ids = torch.tensor([i + [0] * (longest - len(i)) for i in inputs])
