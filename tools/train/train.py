@@ -268,7 +268,8 @@ def retrieval(args):
                 rate = done_here / (time.time() - started)
                 eta = (steps - state["step"]) / max(rate, 1e-9)
                 log(f"epoch {epoch + 1} step {state['step']}/{steps} loss {state['loss']:.3f} {rate * args.batch:.0f} examples/s eta {eta / 60:.1f} min")
-            if args.stop_after and done_here >= args.stop_after:
+            # Never at an epoch's last step: the epoch's end below scores it first.
+            if args.stop_after and done_here >= args.stop_after and k < per_epoch - 1:
                 ck.save(model, opt, sched, state)
                 log(f"retrieval: stopped after {done_here} steps (--stop-after), checkpoint {ck.path}")
                 return
@@ -293,6 +294,9 @@ def retrieval(args):
         ck.save(model, opt, sched, state)
         (out / "history.json").write_text(json.dumps(state["history"], indent=1) + "\n")
         last_ck = time.time()
+        if args.stop_after and done_here >= args.stop_after:
+            log(f"retrieval: stopped after {done_here} steps (--stop-after), at the end of epoch {epoch + 1}")
+            return
     log(f"retrieval: done; best epoch {state['best']['epoch']} ({out / 'best'})")
 
 
