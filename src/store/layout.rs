@@ -266,13 +266,35 @@ pub struct WriterLock {
 }
 
 pub fn lock_writer(dir: &Path) -> Result<WriterLock, OpenError> {
+    lock_writer_within(dir, WRITER_LOCK_GRACE)
+}
+
+/// How long a writer waits for a held lock before it reports `Locked`.
+///
+/// Why wait at all: the flock belongs to the open file, and a process that forks while a
+/// writer holds it (any thread of this process starting a child) gives the child a copy
+/// of the descriptor until the child's `exec` closes it (close-on-exec). A writer that has
+/// finished and closed its lock can thus leave it held for the moments between that fork
+/// and exec, and the next writer of the same process would be refused for nothing. A real
+/// writer holds the lock for its whole load, far longer than this.
+pub const WRITER_LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(0);
+
+fn lock_writer_within(dir: &Path, grace: std::time::Duration) -> Result<WriterLock, OpenError> {
     fs::create_dir_all(dir).map_err(|e| OpenError::io(dir, e))?;
     let path = dir.join(LOCK_FILE);
     let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| OpenError::io(&path, e))?;
-    match file.try_lock() {
-        Ok(()) => Ok(WriterLock { _file: file }),
-        Err(fs::TryLockError::WouldBlock) => Err(OpenError::Locked { path: dir.to_path_buf(), lock: path }),
-        Err(fs::TryLockError::Error(e)) => Err(OpenError::io(path, e)),
+    let deadline = std::time::Instant::now() + grace;
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(WriterLock { _file: file }),
+            Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(50));
+            }
+            Err(fs::TryLockError::WouldBlock) => return Err(OpenError::Locked { path: dir.to_path_buf(), lock: path }),
+            Err(fs::TryLockError::Error(e)) => return Err(OpenError::io(path, e)),
+        }
     }
 }
 
@@ -377,5 +399,61 @@ mod tests {
         let (number, _, pin) = register_reader(dir.path()).unwrap();
         assert_eq!(number, 3);
         assert!(matches!(pin, ReaderPin::Unregistered { .. }), "{pin:?}");
+    }
+
+    #[test]
+    fn a_writer_waits_out_a_lock_released_within_the_grace() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = OpenOptions::new().create(true).truncate(false).write(true).open(dir.path().join(LOCK_FILE)).unwrap();
+        other.lock().unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            drop(other);
+        });
+        let start = std::time::Instant::now();
+        lock_writer_within(dir.path(), std::time::Duration::from_secs(30)).expect("the lock came free");
+        assert!(start.elapsed() >= std::time::Duration::from_millis(90), "it did wait for the release");
+        release.join().unwrap();
+    }
+
+    #[test]
+    fn a_lock_held_past_the_grace_is_reported_as_locked() {
+        let dir = tempfile::tempdir().unwrap();
+        let _held = lock_writer(dir.path()).unwrap();
+        let err = lock_writer_within(dir.path(), std::time::Duration::from_millis(20)).expect_err("held");
+        assert!(matches!(&err, OpenError::Locked { path, .. } if path == dir.path()), "{err:?}");
+    }
+
+    /// The failure the grace is for: a child forked while a writer holds the lock keeps it
+    /// held after the writer closes it, until the child's `exec`. The child here announces
+    /// its fork through a pipe, then waits 400 ms before its exec.
+    #[cfg(unix)]
+    #[test]
+    fn a_child_forked_while_the_lock_was_held_does_not_lock_out_the_next_writer() {
+        use std::io::Read;
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::tempdir().unwrap();
+        let lock = lock_writer(dir.path()).unwrap();
+        let (mut forked, announce) = std::io::pipe().unwrap();
+        let mut command = std::process::Command::new("true");
+        // SAFETY: the closure runs in the forked child before exec and only calls write(2)
+        // and nanosleep(2), which are async-signal-safe; it allocates nothing.
+        unsafe {
+            command.pre_exec(move || {
+                (&announce).write_all(&[1])?;
+                std::thread::sleep(std::time::Duration::from_millis(400));
+                Ok(())
+            });
+        }
+        let child = std::thread::spawn(move || command.status());
+        let mut byte = [0u8];
+        forked.read_exact(&mut byte).unwrap();
+        drop(lock);
+        // Closed here, yet still held through the child's copy of the descriptor.
+        let refused = lock_writer_within(dir.path(), std::time::Duration::ZERO);
+        assert!(matches!(refused, Err(OpenError::Locked { .. })), "{refused:?}");
+        // The grace outlasts the child's way to its exec.
+        drop(lock_writer(dir.path()).expect("the lock came free within the grace"));
+        assert!(child.join().unwrap().unwrap().success());
     }
 }
