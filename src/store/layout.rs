@@ -276,8 +276,9 @@ pub fn lock_writer(dir: &Path) -> Result<WriterLock, OpenError> {
 /// of the descriptor until the child's `exec` closes it (close-on-exec). A writer that has
 /// finished and closed its lock can thus leave it held for the moments between that fork
 /// and exec, and the next writer of the same process would be refused for nothing. A real
-/// writer holds the lock for its whole load, far longer than this.
-pub const WRITER_LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(0);
+/// writer holds the lock for its whole load, far longer than this; the few seconds allow
+/// for a loaded machine, where a child can wait that long to be scheduled.
+pub const WRITER_LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn lock_writer_within(dir: &Path, grace: std::time::Duration) -> Result<WriterLock, OpenError> {
     fs::create_dir_all(dir).map_err(|e| OpenError::io(dir, e))?;
@@ -426,22 +427,24 @@ mod tests {
 
     /// The failure the grace is for: a child forked while a writer holds the lock keeps it
     /// held after the writer closes it, until the child's `exec`. The child here announces
-    /// its fork through a pipe, then waits 400 ms before its exec.
+    /// its fork through a pipe and waits for a byte on another before its exec.
     #[cfg(unix)]
     #[test]
-    fn a_child_forked_while_the_lock_was_held_does_not_lock_out_the_next_writer() {
+    fn a_child_forked_while_the_lock_was_held_holds_it_until_its_exec() {
         use std::io::Read;
         use std::os::unix::process::CommandExt;
         let dir = tempfile::tempdir().unwrap();
         let lock = lock_writer(dir.path()).unwrap();
         let (mut forked, announce) = std::io::pipe().unwrap();
+        let (go, mut go_on) = std::io::pipe().unwrap();
         let mut command = std::process::Command::new("true");
         // SAFETY: the closure runs in the forked child before exec and only calls write(2)
-        // and nanosleep(2), which are async-signal-safe; it allocates nothing.
+        // and read(2), which are async-signal-safe; it allocates nothing.
         unsafe {
             command.pre_exec(move || {
                 (&announce).write_all(&[1])?;
-                std::thread::sleep(std::time::Duration::from_millis(400));
+                let mut byte = [0u8];
+                std::io::Read::read_exact(&mut &go, &mut byte)?;
                 Ok(())
             });
         }
@@ -452,8 +455,9 @@ mod tests {
         // Closed here, yet still held through the child's copy of the descriptor.
         let refused = lock_writer_within(dir.path(), std::time::Duration::ZERO);
         assert!(matches!(refused, Err(OpenError::Locked { .. })), "{refused:?}");
-        // The grace outlasts the child's way to its exec.
-        drop(lock_writer(dir.path()).expect("the lock came free within the grace"));
+        // Its exec closes that copy; a writer that waits gets the lock then.
+        go_on.write_all(&[1]).unwrap();
+        drop(lock_writer_within(dir.path(), std::time::Duration::from_secs(60)).expect("the lock came free at the child's exec"));
         assert!(child.join().unwrap().unwrap().success());
     }
 }
