@@ -280,6 +280,36 @@ fn exp_nonpositive(x: f32) -> f32 {
     p * scale
 }
 
+/// Places a block's next beams (in rank order; `parents[k]` is the running beam beam `k`
+/// continues, whose slot is `slots[parents[k]]`) in its `beams` slots: each beam takes its
+/// parent's slot unless a better-ranked sibling has it, the others take the free slots in
+/// order. Returns the old row each row of the block's next layout continues (a slot without
+/// a beam continues its own row, or the block's one row while it is one row wide) and the
+/// beams' slots.
+fn place(parents: &[usize], slots: &[usize], first_row: usize, width: usize, beams: usize) -> (Vec<usize>, Vec<usize>) {
+    let mut next_slots = vec![usize::MAX; parents.len()];
+    let mut taken = vec![false; beams];
+    if width == beams {
+        for (k, &p) in parents.iter().enumerate() {
+            let s = slots[p];
+            if !taken[s] {
+                taken[s] = true;
+                next_slots[k] = s;
+            }
+        }
+    }
+    let mut free = (0..beams).filter(|&s| !taken[s]).collect::<Vec<_>>().into_iter();
+    for slot in next_slots.iter_mut().filter(|s| **s == usize::MAX) {
+        // There are as many slots as beams, and no more next beams than that.
+        *slot = free.next().unwrap_or(0);
+    }
+    let mut row_parents: Vec<usize> = (0..beams).map(|s| first_row + s % width).collect();
+    for (k, &s) in next_slots.iter().enumerate() {
+        row_parents[s] = first_row + slots[parents[k]];
+    }
+    (row_parents, next_slots)
+}
+
 /// Per input its hypotheses, or why the search failed.
 pub type SearchResult<M, C> = Result<Vec<Vec<Hypothesis<<C as Constraint>::State>>>, SearchError<<M as StepModel>::Error, <C as Constraint>::Error>>;
 
@@ -302,8 +332,12 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
     // logits ignored). The input of every row then stays put from step to step, so the model
     // never has to move what depends on the input alone (the cross-attention keys and
     // values, the biggest tensors); a finished input's block is dropped only once such
-    // blocks are half the batch.
+    // blocks are half the batch. Inside a block a beam's row is its slot, not its rank: a
+    // beam takes its parent's slot when no better-ranked sibling took it, so most rows
+    // continue themselves and the model moves only the rows of beams that branched.
     let mut blocks: Vec<usize> = (0..n).collect();
+    // Per input, the slot of each running beam (in rank order).
+    let mut slots: Vec<Vec<usize>> = vec![vec![0]; n];
     let mut width = 1;
     let mut allowed = Vec::new();
     let mut cands: Vec<Candidate> = Vec::new();
@@ -324,7 +358,7 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
             }
             cands.clear();
             for (b, beam) in running[i].iter().enumerate() {
-                let row = first_row + b;
+                let row = first_row + slots[i][b];
                 let r = &logits[row * vocab..(row + 1) * vocab];
                 let listed = constraints[i].allowed(&beam.state, &mut allowed).map_err(SearchError::Constraint)?;
                 if listed == Allowed::Listed {
@@ -360,6 +394,7 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
             }
             cands.sort_unstable_by(better);
             let mut next: Vec<Beam<C::State>> = Vec::with_capacity(beams);
+            // The running beam each of `next` continues.
             let mut parents = Vec::with_capacity(beams);
             for (rank, c) in cands.iter().enumerate() {
                 if c.token == cfg.eos_token && rank >= beams {
@@ -376,7 +411,7 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
                     finished[i].add(Hypothesis { tokens, score, sum: c.score, token_scores, state });
                 } else {
                     next.push(Beam { tokens, sum: c.score, token_scores, state });
-                    parents.push(first_row + c.beam);
+                    parents.push(c.beam);
                 }
                 if next.len() == beams {
                     break;
@@ -405,9 +440,9 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
                     parents.clear();
                 }
             }
-            // Placeholder rows continue a row of their own block.
-            parents.extend((parents.len()..beams).map(|k| first_row + k % width));
-            block_parents.push(parents);
+            let (row_parents, next_slots) = place(&parents, &slots[i], first_row, width, beams);
+            block_parents.push(row_parents);
+            slots[i] = next_slots;
             running[i] = next;
         }
         if done.iter().all(|&d| d) || step + 1 == cfg.max_new_tokens {
@@ -415,16 +450,28 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
         }
         let finished_blocks = blocks.iter().filter(|&&i| done[i]).count();
         let compact = 2 * finished_blocks >= blocks.len();
-        let mut parents = Vec::with_capacity(blocks.len() * beams);
-        let mut kept = Vec::with_capacity(blocks.len());
+        // Block positions of the next layout. A compaction keeps the live blocks that are
+        // already inside the new, shorter layout where they are and moves the ones past its
+        // end into the finished blocks' places: the fewest blocks move.
+        let order: Vec<usize> = if compact {
+            let len = blocks.len() - finished_blocks;
+            let mut movers = (len..blocks.len()).filter(|&pos| !done[blocks[pos]]);
+            (0..len).map(|pos| if done[blocks[pos]] { movers.next().unwrap_or(pos) } else { pos }).collect()
+        } else {
+            (0..blocks.len()).collect()
+        };
+        let mut parents = Vec::with_capacity(order.len() * beams);
+        let mut kept = Vec::with_capacity(order.len());
         feed.clear();
-        for (&i, bp) in blocks.iter().zip(&block_parents) {
-            if compact && done[i] {
-                continue;
-            }
+        for &pos in &order {
+            let i = blocks[pos];
             kept.push(i);
-            parents.extend_from_slice(bp);
-            feed.extend((0..beams).map(|k| running[i].get(k).and_then(|b| b.tokens.last().copied()).unwrap_or(cfg.start_token)));
+            parents.extend_from_slice(&block_parents[pos]);
+            let at = feed.len();
+            feed.resize(at + beams, cfg.start_token);
+            for (beam, &slot) in running[i].iter().zip(&slots[i]) {
+                feed[at + slot] = beam.tokens.last().copied().unwrap_or(cfg.start_token);
+            }
         }
         blocks = kept;
         width = beams;
@@ -760,6 +807,24 @@ mod tests {
         assert_eq!(h.iter().map(|x| x.tokens.clone()).collect::<Vec<_>>(), vec![vec![2, 1], vec![2, 2, 1]]);
         assert!((h[0].score - 0.30f64.ln() / 2.0).abs() < 1e-6, "{}", h[0].score);
         assert!((h[1].score - 0.063f64.ln() / 3.0).abs() < 1e-6, "{}", h[1].score);
+    }
+
+    #[test]
+    fn beams_keep_their_parents_slots() {
+        // Beams 0, 1, 2 sit in slots 2, 0, 1 of a block starting at row 6. The next beams
+        // continue beams 0, 0, 1: the first keeps slot 2, its sibling takes the free slot 1,
+        // the third takes beam 1's slot 0. Only row 7 changes (to a copy of row 8).
+        let (rows, slots) = place(&[0, 0, 1], &[2, 0, 1], 6, 3, 3);
+        assert_eq!(slots, vec![2, 1, 0]);
+        assert_eq!(rows, vec![6, 8, 8]);
+        // Opening the beams from a one-row block: slots in rank order, every row a copy of it.
+        let (rows, slots) = place(&[0, 0], &[0], 4, 1, 3);
+        assert_eq!(slots, vec![0, 1]);
+        assert_eq!(rows, vec![4, 4, 4]);
+        // Fewer beams than slots: an empty slot continues its own row.
+        let (rows, slots) = place(&[1], &[0, 1, 2], 0, 3, 3);
+        assert_eq!(slots, vec![1]);
+        assert_eq!(rows, vec![0, 1, 2]);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! - [`session`]: [`Seq2Seq`], the encoder-decoder with a KV cache and a session pool.
 //! - [`doctor`]: what `trellis doctor` checks.
 
+pub(crate) mod cache;
 pub mod dir;
 pub mod doctor;
 pub mod runtime;

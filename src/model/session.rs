@@ -5,11 +5,12 @@
 //!
 //! The KV cache stays in ONNX Runtime values from one step to the next: a step's
 //! `present.*` outputs become the next step's `past_key_values.*` inputs without a copy.
-//! Between steps only a reorder copies, and only what moved: the self-attention cache rows
-//! (nothing when every row keeps its own parent; into buffers the state reuses, fed to the
-//! next step as views), the cross-attention K/V (computed once, at
-//! the first decoder step) only when the row -> input mapping changes (beams expanding,
-//! inputs finishing).
+//! Between steps only a reorder copies, and only what moved (`model::cache`): rows of the
+//! self-attention cache are rewritten in place, in the step's own output, when a beam
+//! branched (the beam search keeps a beam in its parent's row where it can); the
+//! cross-attention K/V (computed once, at the first decoder step) move only when the
+//! row -> input mapping changes: copied once into a reused buffer when the beams open,
+//! compacted in place when finished inputs leave. Views of the kept rows are fed back.
 //!
 //! CUDA (`Device::Cuda`): the provider is registered with error-on-failure (never a silent
 //! CPU fallback), decoder steps go through an `IoBinding` whose `present.*` outputs stay in
@@ -21,6 +22,7 @@
 //! gets them copied from the host at each step; the split layout's with-past graph does
 //! not take them.
 
+use crate::model::cache::{Kv, NotHostF32};
 use crate::model::dir::{DecoderFiles, Layout, ModelDir, ModelDirError, T5Config};
 use crate::model::runtime::{Runtime, RuntimeError};
 use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
@@ -231,6 +233,8 @@ struct Slot {
     /// `decoder_with_past_model.onnx`; `None` with the merged layout (`first` serves both).
     with_past: Option<Session>,
     binding: Option<Bindings>,
+    /// Host cache buffers of finished decoder states, for the next state of this slot.
+    pool: Vec<Vec<f32>>,
 }
 
 /// The binding path's extra state (CUDA, or CPU when asked).
@@ -249,6 +253,12 @@ pub struct SessionSteps<'g, 'm> {
     pub guard: &'g mut SessionGuard<'m>,
     pub state: DecoderState,
     pub vocab: usize,
+}
+
+impl Drop for SessionSteps<'_, '_> {
+    fn drop(&mut self) {
+        self.guard.recycle(&mut self.state);
+    }
 }
 
 impl crate::decode::beam::StepModel for SessionSteps<'_, '_> {
@@ -563,7 +573,7 @@ impl Seq2Seq {
                 ios = Some((first_io, past_io));
             }
             let binding = if io_binding { Some(Self::bindings(rt, opts, &first, with_past.as_ref(), 2 * names.layers)?) } else { None };
-            slots.push(Slot { encoder, first, with_past, binding });
+            slots.push(Slot { encoder, first, with_past, binding, pool: Vec::new() });
         }
         let (first_io, with_past_io) = ios.expect("at least one slot");
         Ok(Seq2Seq {
@@ -691,13 +701,6 @@ impl Encoded {
     }
 }
 
-/// One self-attention cache tensor: ONNX Runtime's output of the last step, or rows
-/// gathered by a reorder into a buffer of the state (fed back as a view, no copy).
-enum Kv {
-    Ort(DynValue),
-    Host { shape: Vec<i64>, data: Vec<f32> },
-}
-
 /// A decoder input: a value, or a host buffer with its shape.
 enum Input<'a> {
     Value(&'a DynValue),
@@ -705,12 +708,17 @@ enum Input<'a> {
 }
 
 impl<'a> Input<'a> {
-    fn of(kv: &'a Kv) -> Input<'a> {
-        match kv {
-            Kv::Ort(v) => Input::Value(v),
-            Kv::Host { shape, data } => Input::Host(shape, data),
+    /// A cache tensor: the value itself when it is fed whole, else a view of its rows.
+    fn of(kv: &'a Kv) -> Result<Input<'a>> {
+        match kv.whole_value() {
+            Some(v) => Ok(Input::Value(v)),
+            None => Ok(Input::Host(&kv.shape, kv.data().map_err(cache_error)?)),
         }
     }
+}
+
+fn cache_error(e: NotHostF32) -> Seq2SeqError {
+    Seq2SeqError::Output { path: PathBuf::from("<cache reorder>"), name: "kv cache".into(), problem: OutputProblem::Extract(e.0) }
 }
 
 /// A decoder's state: one row per hypothesis, each tied to an input of the batch.
@@ -726,11 +734,14 @@ pub struct DecoderState {
     /// Self-attention K/V per layer (key, value), `[rows x heads x past x d_kv]`; empty
     /// before the first step.
     self_kv: Vec<Kv>,
-    /// Buffers of earlier reorders, reused by the next: a fresh allocation of the cache's
-    /// size per step cost more than the copy itself (page faults).
-    spare: Vec<Vec<f32>>,
+    /// Host buffers for reorders that add rows, reused: a fresh allocation of the cache's
+    /// size cost more than the copy itself (page faults). Taken from the session's slot at
+    /// `start` and given back by `recycle`.
+    pool: Vec<Vec<f32>>,
+    /// The row an in-place reorder saves to turn a cycle of rows.
+    scratch: Vec<f32>,
     /// Cross-attention K/V, `[rows x heads x seq x d_kv]`, from the first step.
-    cross_kv: Vec<DynValue>,
+    cross_kv: Vec<Kv>,
     logits: Option<DynValue>,
     last_t: usize,
 }
@@ -862,7 +873,8 @@ impl SessionGuard<'_> {
             hidden,
             past_len: 0,
             self_kv: Vec::new(),
-            spare: Vec::new(),
+            pool: std::mem::take(&mut self.slot().pool),
+            scratch: Vec::new(),
             cross_kv: Vec::new(),
             logits: None,
             last_t: 0,
@@ -922,8 +934,9 @@ impl SessionGuard<'_> {
                 inputs.extend(names.past_self.iter().map(String::as_str).zip(selfs.iter().map(Input::Value)));
                 inputs.extend(names.past_cross.iter().map(String::as_str).zip(crosses.iter().map(Input::Value)));
             } else {
-                inputs.extend(names.past_self.iter().map(String::as_str).zip(state.self_kv.iter().map(Input::of)));
-                inputs.extend(names.past_cross.iter().map(String::as_str).zip(state.cross_kv.iter().map(Input::Value)));
+                for (name, kv) in names.past_self.iter().zip(&state.self_kv).chain(names.past_cross.iter().zip(&state.cross_kv)) {
+                    inputs.push((name.as_str(), Input::of(kv)?));
+                }
             }
         }
         let want_cross = stage == Stage::First;
@@ -1001,14 +1014,12 @@ impl SessionGuard<'_> {
             for (k, name) in model.names.present_cross.iter().enumerate() {
                 let val = taken[1 + n_self + k].take().ok_or_else(|| missing(name))?;
                 check_shape(&path, name, &val, &[r, h, state.seq as i64, dkv])?;
-                cross.push(val);
+                cross.push(Kv::from_ort(val));
             }
             state.cross_kv = cross;
         }
-        for old in std::mem::replace(&mut state.self_kv, new_self.into_iter().map(Kv::Ort).collect()) {
-            if let Kv::Host { data, .. } = old {
-                state.spare.push(data);
-            }
+        for old in std::mem::replace(&mut state.self_kv, new_self.into_iter().map(Kv::from_ort).collect()) {
+            old.recycle(&mut state.pool);
         }
         state.past_len += per_row;
         state.last_t = per_row;
@@ -1048,9 +1059,22 @@ impl SessionGuard<'_> {
         }
         let new_rows: Vec<usize> = parents.iter().map(|&p| state.rows[p]).collect();
         let inputs_changed = new_rows != state.rows;
-        self.gather_self_kv(state, parents)?;
+        let on_device = self.slot.as_ref().is_some_and(|s| s.binding.is_some());
+        if on_device {
+            state.self_kv = self.gather_kv(std::mem::take(&mut state.self_kv), parents)?;
+        } else {
+            for kv in &mut state.self_kv {
+                kv.reorder(parents, &mut state.pool, &mut state.scratch).map_err(cache_error)?;
+            }
+        }
         if inputs_changed {
-            state.cross_kv = self.gather_kv(std::mem::take(&mut state.cross_kv), parents)?;
+            if on_device {
+                state.cross_kv = self.gather_kv(std::mem::take(&mut state.cross_kv), parents)?;
+            } else {
+                for kv in &mut state.cross_kv {
+                    kv.reorder(parents, &mut state.pool, &mut state.scratch).map_err(cache_error)?;
+                }
+            }
             state.mask = gather_host::<i64>(&state.mask, parents, "encoder_attention_mask")?;
             // After the first step the encoder states are read again only by a with-past
             // graph that takes them (the cross-attention K/V stand for them otherwise).
@@ -1064,65 +1088,41 @@ impl SessionGuard<'_> {
         Ok(())
     }
 
-    /// Gathers the self-attention cache: on the host into the state's spare buffers, on
-    /// the binding path with the Gather graph.
-    fn gather_self_kv(&mut self, state: &mut DecoderState, parents: &[usize]) -> Result<()> {
-        let old = std::mem::take(&mut state.self_kv);
-        if old.is_empty() {
-            return Ok(());
+    /// Gives a finished state's host cache buffers to this session's slot, for its next
+    /// state (the state is left without a cache).
+    pub fn recycle(&mut self, state: &mut DecoderState) {
+        let mut pool = std::mem::take(&mut state.pool);
+        for kv in state.self_kv.drain(..).chain(state.cross_kv.drain(..)) {
+            kv.recycle(&mut pool);
         }
-        if self.slot.as_ref().is_some_and(|s| s.binding.is_some()) {
-            let values = old
-                .into_iter()
-                .map(|kv| match kv {
-                    Kv::Ort(v) => Ok(v),
-                    Kv::Host { shape, data } => host_tensor(shape, data),
-                })
-                .collect::<Result<Vec<_>>>()?;
-            state.self_kv = self.gather_kv(values, parents)?.into_iter().map(Kv::Ort).collect();
-            return Ok(());
+        // The biggest, enough for one state's self- and cross-attention tensors and their
+        // growth.
+        pool.sort_by_key(|b| std::cmp::Reverse(b.capacity()));
+        pool.truncate(8 * self.model.names.layers);
+        let slot = self.slot();
+        if slot.pool.len() < pool.len() {
+            slot.pool = pool;
         }
-        let rows = state.rows.len();
-        let mut new = Vec::with_capacity(old.len());
-        for kv in &old {
-            let (shape, src): (&[i64], &[f32]) = match kv {
-                Kv::Ort(v) => {
-                    let (shape, data) = v.try_extract_tensor::<f32>().map_err(|e| Seq2SeqError::Output {
-                        path: PathBuf::from("<cache reorder>"),
-                        name: "kv cache".into(),
-                        problem: OutputProblem::Extract(e),
-                    })?;
-                    (&shape[..], data)
-                }
-                Kv::Host { shape, data } => (&shape[..], &data[..]),
-            };
-            let row = src.len().checked_div(rows).unwrap_or(0);
-            let mut buf = state.spare.pop().unwrap_or_default();
-            buf.clear();
-            buf.reserve(parents.len() * row);
-            for &p in parents {
-                buf.extend_from_slice(&src[p * row..(p + 1) * row]);
-            }
-            let mut shape = shape.to_vec();
-            shape[0] = parents.len() as i64;
-            new.push(Kv::Host { shape, data: buf });
-        }
-        for kv in old {
-            if let Kv::Host { data, .. } = kv {
-                state.spare.push(data);
-            }
-        }
-        state.self_kv = new;
-        Ok(())
     }
 
-    fn gather_kv(&mut self, kv: Vec<DynValue>, parents: &[usize]) -> Result<Vec<DynValue>> {
+    /// Reorders cache tensors on the device (the binding path) with the Gather graph.
+    fn gather_kv(&mut self, kv: Vec<Kv>, parents: &[usize]) -> Result<Vec<Kv>> {
         if kv.is_empty() {
             return Ok(kv);
         }
+        let kv = kv
+            .into_iter()
+            .map(|t| match t.into_whole_value() {
+                Ok(v) => Ok(v),
+                Err(t) => host_tensor(t.shape.clone(), t.data().map_err(cache_error)?.to_vec()),
+            })
+            .collect::<Result<Vec<DynValue>>>()?;
         let slot = self.slot.as_mut().expect("a guard holds its slot until dropped");
         let Some(b) = slot.binding.as_mut() else {
-            return kv.iter().map(|v| gather_host::<f32>(v, parents, "kv cache")).collect();
+            return Err(Seq2SeqError::Internal {
+                what: "cache reorder (no I/O binding)",
+                source: ort::Error::new("the device path was taken without a binding"),
+            });
         };
         // On the device: one Gather graph call for all layers' tensors.
         let internal = |source: ort::Error| Seq2SeqError::Internal { what: "cache reorder", source };
@@ -1137,7 +1137,7 @@ impl SessionGuard<'_> {
         let mut outputs = b.gather.run_binding(binding).map_err(internal)?;
         (0..kv.len())
             .map(|k| {
-                outputs.remove(format!("y{k}")).ok_or_else(|| Seq2SeqError::Output {
+                outputs.remove(format!("y{k}")).map(Kv::from_ort).ok_or_else(|| Seq2SeqError::Output {
                     path: PathBuf::from("<cache reorder>"),
                     name: format!("y{k}"),
                     problem: OutputProblem::NotReturned,
