@@ -25,6 +25,8 @@
 //! continues ([`StepModel::reorder`]). Everything here is sequential and ordered, so the
 //! output depends only on the logits.
 
+use crate::decode::softmax::log_sum_exp;
+
 /// Over which tokens the model's log-softmax is taken (`decoding.model_norm`,
 /// `--model-norm`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -200,51 +202,6 @@ fn length_normalized(sum: f64, len: usize, penalty: f64) -> f64 {
     sum / (len.max(1) as f64).powf(penalty)
 }
 
-/// log(sum(exp(row))), or the index of a NaN. This runs over the whole vocabulary for every
-/// row of every step (the only per-vocabulary work outside the model), so it is written to
-/// vectorize: a branch-free max over 8 lanes, then `exp` by range reduction and a polynomial
-/// (relative error below 4e-7, a few f32 roundings) summed in f32 lanes over blocks of 512 values and the blocks
-/// in f64. Against an f64 reference the result differs by less than 1e-6 (tested).
-fn log_sum_exp(row: &[f32]) -> Result<f64, usize> {
-    let mut m = [f32::NEG_INFINITY; 8];
-    let mut nan = false;
-    let chunks = row.chunks_exact(8);
-    let tail = chunks.remainder();
-    for c in chunks {
-        for i in 0..8 {
-            nan |= c[i].is_nan();
-            m[i] = m[i].max(c[i]);
-        }
-    }
-    for &x in tail {
-        nan |= x.is_nan();
-        m[0] = m[0].max(x);
-    }
-    if nan {
-        return Err(row.iter().position(|x| x.is_nan()).unwrap_or(0));
-    }
-    let max = m.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    if max.is_infinite() {
-        return Ok(max as f64);
-    }
-    let mut total = 0f64;
-    for block in row.chunks(512) {
-        let mut acc = [0f32; 8];
-        let chunks = block.chunks_exact(8);
-        let tail = chunks.remainder();
-        for c in chunks {
-            for i in 0..8 {
-                acc[i] += exp_nonpositive(c[i] - max);
-            }
-        }
-        for &x in tail {
-            acc[0] += exp_nonpositive(x - max);
-        }
-        total += acc.iter().map(|&a| a as f64).sum::<f64>();
-    }
-    Ok(max as f64 + total.ln())
-}
-
 /// log(sum(exp(row[t]))) over the listed tokens only (in range), or the first listed token
 /// whose logit is NaN. Allowed sets are small: plain f64.
 fn log_sum_exp_of(row: &[f32], tokens: &[(u32, f64)]) -> Result<f64, usize> {
@@ -260,24 +217,6 @@ fn log_sum_exp_of(row: &[f32], tokens: &[(u32, f64)]) -> Result<f64, usize> {
         return Ok(max);
     }
     Ok(max + tokens.iter().map(|&(t, _)| (row[t as usize] as f64 - max).exp()).sum::<f64>().ln())
-}
-
-/// e^x for x <= 0 (x - max of a row), without branches: x = n ln2 + r, |r| <= ln2 / 2,
-/// e^r by a degree-6 polynomial (Taylor: truncation error below 3e-8 on that interval),
-/// 2^n built in the exponent bits. Below -87 it returns a denormal-free tiny value, which
-/// adds nothing a f32 sum can see.
-#[inline(always)]
-fn exp_nonpositive(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_145_75;
-    const LN2_LO: f32 = 1.428_606_8e-6;
-    let x = x.max(-87.0);
-    // Round to nearest without a rounding instruction: 1.5 * 2^23 pushes the fraction out.
-    let n = (x * LOG2E + 12_582_912.0) - 12_582_912.0;
-    let r = x - n * LN2_HI - n * LN2_LO;
-    let p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
-    let scale = f32::from_bits(((n as i32 + 127) << 23) as u32);
-    p * scale
 }
 
 /// Places a block's next beams (in rank order; `parents[k]` is the running beam beam `k`
@@ -846,34 +785,6 @@ mod tests {
             }
         }
         assert!(matches!(beam_search(&mut Short, &mut [Unconstrained], &c), Err(SearchError::LogitsShape { got: 3, rows: 1, vocab: 5 })));
-    }
-
-    /// The vectorized log-sum-exp against f64 arithmetic, on logit-like rows.
-    fn exact_lse(row: &[f32]) -> f64 {
-        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-        max + row.iter().map(|&x| (x as f64 - max).exp()).sum::<f64>().ln()
-    }
-
-    #[test]
-    fn fast_exp_is_accurate_over_its_range() {
-        let mut x = 0.0f32;
-        while x > -87.0 {
-            let (got, want) = (exp_nonpositive(x) as f64, (x as f64).exp());
-            assert!(((got - want) / want).abs() < 4e-7, "{x}: {got} vs {want}");
-            x -= 0.0137;
-        }
-        assert!(exp_nonpositive(-1000.0) < 1e-37);
-        assert_eq!(log_sum_exp(&[1.0, f32::NAN, 2.0]), Err(1));
-        assert_eq!(log_sum_exp(&[f32::NEG_INFINITY; 3]), Ok(f64::NEG_INFINITY));
-    }
-
-    proptest! {
-        #[test]
-        fn log_sum_exp_matches_f64(row in proptest::collection::vec(-30.0f32..30.0, 1..40_000), scale in 0.01f32..10.0) {
-            let row: Vec<f32> = row.iter().map(|x| x * scale).collect();
-            let got = log_sum_exp(&row).unwrap();
-            prop_assert!((got - exact_lse(&row)).abs() < 1e-6, "{} vs {}", got, exact_lse(&row));
-        }
     }
 
     proptest! {

@@ -5,6 +5,7 @@
 pub mod automaton;
 pub mod beam;
 pub mod prior;
+mod softmax;
 
 #[cfg(test)]
 mod tests;
