@@ -83,11 +83,17 @@ pub struct RuntimeOptions {
     /// Run decoder steps through an `IoBinding` and reorder the cache with a `Gather`
     /// graph, as on CUDA. Always on for CUDA; on CPU only to test that path.
     pub io_binding: bool,
+    /// Let ONNX Runtime's intra-op threads spin-wait for work after a parallel section (its
+    /// own default). Off by default: between decoder calls this process has its own work
+    /// (automaton, prior, search) for the same cores, and threads spinning there take them
+    /// (on the 2-core benchmark machine the tiny model's decoding took 1.7x as long with
+    /// spinning; the t5-small shape's was no faster with it).
+    pub spinning: bool,
 }
 
 impl Default for RuntimeOptions {
     fn default() -> Self {
-        RuntimeOptions { device: Device::Cpu, threads: 0, sessions: 1, layout: None, deterministic: true, io_binding: false }
+        RuntimeOptions { device: Device::Cpu, threads: 0, sessions: 1, layout: None, deterministic: true, io_binding: false, spinning: false }
     }
 }
 
@@ -472,6 +478,7 @@ fn builder(rt: &Runtime, opts: &RuntimeOptions, prepacked: Option<&PrepackedWeig
         b = b.with_intra_threads(opts.threads).map_err(|e| internal(e.into()))?;
     }
     b = b.with_inter_threads(1).map_err(|e| internal(e.into()))?;
+    b = b.with_intra_op_spinning(opts.spinning).map_err(|e| internal(e.into()))?;
     if opts.deterministic {
         b = b.with_deterministic_compute(true).map_err(|e| internal(e.into()))?;
     }

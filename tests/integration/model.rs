@@ -211,8 +211,10 @@ fn outputs_are_bit_identical_across_thread_counts_and_runs() {
     let one = reorder_scenario(RuntimeOptions { threads: 1, ..Default::default() }, "split");
     let two = reorder_scenario(RuntimeOptions { threads: 2, ..Default::default() }, "split");
     let again = reorder_scenario(RuntimeOptions { threads: 2, ..Default::default() }, "split");
+    let spinning = reorder_scenario(RuntimeOptions { threads: 2, spinning: true, ..Default::default() }, "split");
     assert!(one.iter().zip(&two).all(|(a, b)| a.to_bits() == b.to_bits()), "1 vs 2 threads: max diff {}", max_diff(&one, &two));
     assert!(two.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()));
+    assert!(two.iter().zip(&spinning).all(|(a, b)| a.to_bits() == b.to_bits()), "threads spinning or not: max diff {}", max_diff(&two, &spinning));
 }
 
 #[test]
