@@ -10,6 +10,7 @@
 pub(crate) mod cache;
 pub mod dir;
 pub mod doctor;
+mod interface;
 pub mod runtime;
 pub mod session;
 pub mod tokenizer;

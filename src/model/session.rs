@@ -24,6 +24,8 @@
 
 use crate::model::cache::{Kv, NotHostF32};
 use crate::model::dir::{DecoderFiles, Layout, ModelDir, ModelDirError, T5Config};
+use crate::model::interface::{check_decoder, check_encoder, type_name, DecoderIo, Names, Stage};
+pub use crate::model::interface::{InterfaceIssue, InterfaceProblem};
 use crate::model::runtime::{Runtime, RuntimeError};
 use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::builder::{GraphOptimizationLevel, PrepackedWeights, SessionBuilder};
@@ -97,34 +99,6 @@ impl Default for RuntimeOptions {
     }
 }
 
-/// A model input or output that is not what the decoder needs. `name` and `found` are
-/// the model's (data).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InterfaceIssue {
-    #[error("has no input {name:?}, which the decoder needs")]
-    MissingInput { name: String },
-    #[error("has an input {name:?} the decoder does not know how to fill")]
-    UnknownInput { name: String },
-    #[error("has no output {name:?}, which the decoder needs")]
-    MissingOutput { name: String },
-    #[error("has {name:?}, a layer beyond config.json's {layers} decoder layers")]
-    ExtraLayer { name: String, layers: usize },
-    #[error("{name:?} is {found}, not {expected}")]
-    WrongType { name: String, expected: &'static str, found: String },
-    #[error("{name:?} has {found} dimensions, not {expected}")]
-    WrongRank { name: String, expected: usize, found: usize },
-    #[error("{name:?} has {found} at axis {axis}, but config.json says {expected}")]
-    WrongDim { name: String, axis: usize, expected: i64, found: i64 },
-}
-
-/// One problem of one model file.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}: {issue}", file.display())]
-pub struct InterfaceProblem {
-    pub file: PathBuf,
-    pub issue: InterfaceIssue,
-}
-
 /// A call of the step API that does not fit the state (a bug of the caller, reported, never
 /// a panic).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -191,45 +165,6 @@ pub enum OutputProblem {
 }
 
 type Result<T, E = Seq2SeqError> = std::result::Result<T, E>;
-
-/// The I/O names of every layer, made once.
-struct Names {
-    layers: usize,
-    /// `past_key_values.{i}.decoder.{key,value}`, key then value per layer.
-    past_self: Vec<String>,
-    past_cross: Vec<String>,
-    present_self: Vec<String>,
-    present_cross: Vec<String>,
-}
-
-impl Names {
-    fn new(layers: usize) -> Names {
-        let make = |prefix: &str, kind: &str| (0..layers).flat_map(|i| ["key", "value"].map(|kv| format!("{prefix}.{i}.{kind}.{kv}"))).collect();
-        Names {
-            layers,
-            past_self: make("past_key_values", "decoder"),
-            past_cross: make("past_key_values", "encoder"),
-            present_self: make("present", "decoder"),
-            present_cross: make("present", "encoder"),
-        }
-    }
-}
-
-/// Which decoder graph a step runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Stage {
-    First,
-    WithPast,
-}
-
-/// What a decoder graph takes, found at open.
-#[derive(Clone, Debug)]
-struct DecoderIo {
-    path: PathBuf,
-    takes_mask: bool,
-    takes_hidden: bool,
-    merged: bool,
-}
 
 /// The sessions of one pool slot.
 struct Slot {
@@ -321,153 +256,6 @@ impl std::fmt::Debug for Seq2Seq {
 
 fn ort_msg(e: impl std::fmt::Display) -> String {
     e.to_string()
-}
-
-fn tensor_type(t: &ValueType) -> Option<(TensorElementType, usize, Vec<i64>)> {
-    match t {
-        ValueType::Tensor { ty, shape, .. } => Some((*ty, shape.len(), shape.to_vec())),
-        _ => None,
-    }
-}
-
-fn type_name(t: &ValueType) -> String {
-    match t {
-        ValueType::Tensor { ty, .. } => format!("a {ty} tensor"),
-        other => format!("{other}"),
-    }
-}
-
-/// Checks one outlet: element type, rank, and every static dimension against `dims`
-/// (`None`: any). Problems are pushed.
-fn check_outlet(file: &Path, o: &Outlet, ty: TensorElementType, expected: &'static str, dims: &[Option<i64>], out: &mut Vec<InterfaceProblem>) {
-    let push = |out: &mut Vec<InterfaceProblem>, issue| out.push(InterfaceProblem { file: file.into(), issue });
-    let Some((found_ty, rank, shape)) = tensor_type(o.dtype()) else {
-        return push(out, InterfaceIssue::WrongType { name: o.name().into(), expected, found: type_name(o.dtype()) });
-    };
-    if found_ty != ty {
-        return push(out, InterfaceIssue::WrongType { name: o.name().into(), expected, found: type_name(o.dtype()) });
-    }
-    if rank != dims.len() {
-        return push(out, InterfaceIssue::WrongRank { name: o.name().into(), expected: dims.len(), found: rank });
-    }
-    for (axis, (want, got)) in dims.iter().zip(&shape).enumerate() {
-        if let Some(w) = want {
-            if *got >= 0 && got != w {
-                push(out, InterfaceIssue::WrongDim { name: o.name().into(), axis, expected: *w, found: *got });
-            }
-        }
-    }
-}
-
-/// Checks the encoder's interface.
-pub(crate) fn check_encoder(file: &Path, session: &Session, cfg: &T5Config) -> Vec<InterfaceProblem> {
-    let mut out = Vec::new();
-    let ins = session.inputs();
-    for name in ["input_ids", "attention_mask"] {
-        match ins.iter().find(|o| o.name() == name) {
-            Some(o) => check_outlet(file, o, TensorElementType::Int64, "an int64 tensor", &[None, None], &mut out),
-            None => out.push(InterfaceProblem { file: file.into(), issue: InterfaceIssue::MissingInput { name: name.into() } }),
-        }
-    }
-    for o in ins.iter().filter(|o| o.name() != "input_ids" && o.name() != "attention_mask") {
-        out.push(InterfaceProblem { file: file.into(), issue: InterfaceIssue::UnknownInput { name: o.name().into() } });
-    }
-    match session.outputs().iter().find(|o| o.name() == "last_hidden_state") {
-        Some(o) => check_outlet(file, o, TensorElementType::Float32, "a float32 tensor", &[None, None, Some(cfg.d_model as i64)], &mut out),
-        None => out.push(InterfaceProblem { file: file.into(), issue: InterfaceIssue::MissingOutput { name: "last_hidden_state".into() } }),
-    }
-    out
-}
-
-/// Checks a decoder graph's interface for a stage (`merged` graphs serve both) and says
-/// what it takes.
-fn check_decoder(file: &Path, session: &Session, cfg: &T5Config, names: &Names, stage: Stage, merged: bool) -> (DecoderIo, Vec<InterfaceProblem>) {
-    let mut out = Vec::new();
-    let push = |out: &mut Vec<InterfaceProblem>, issue| out.push(InterfaceProblem { file: file.into(), issue });
-    let ins = session.inputs();
-    let outs = session.outputs();
-    let (h, dkv, d, v) = (cfg.num_heads as i64, cfg.d_kv as i64, cfg.d_model as i64, i64::from(cfg.vocab_size));
-    let kv_dims = [None, Some(h), None, Some(dkv)];
-    let find = |list: &[Outlet], name: &str| list.iter().position(|o| o.name() == name);
-    let takes_past = merged || stage == Stage::WithPast;
-    let mut known: Vec<&str> = vec!["input_ids", "encoder_attention_mask", "encoder_hidden_states"];
-    if takes_past {
-        known.extend(names.past_self.iter().map(String::as_str));
-        known.extend(names.past_cross.iter().map(String::as_str));
-    }
-    if merged {
-        known.push("use_cache_branch");
-    }
-    // Inputs the decoder must give.
-    let mut required = vec!["input_ids", "encoder_attention_mask"];
-    if stage == Stage::First || merged {
-        required.push("encoder_hidden_states");
-    }
-    if takes_past {
-        required.extend(names.past_self.iter().map(String::as_str));
-        required.extend(names.past_cross.iter().map(String::as_str));
-    }
-    if merged {
-        required.push("use_cache_branch");
-    }
-    for name in &required {
-        if find(ins, name).is_none() {
-            push(&mut out, InterfaceIssue::MissingInput { name: (*name).into() });
-        }
-    }
-    for o in ins {
-        let name = o.name();
-        if !known.contains(&name) {
-            let beyond = name
-                .strip_prefix("past_key_values.")
-                .and_then(|r| r.split('.').next())
-                .and_then(|n| n.parse::<usize>().ok())
-                .is_some_and(|n| n >= names.layers);
-            push(
-                &mut out,
-                if beyond {
-                    InterfaceIssue::ExtraLayer { name: name.into(), layers: names.layers }
-                } else {
-                    InterfaceIssue::UnknownInput { name: name.into() }
-                },
-            );
-            continue;
-        }
-        match name {
-            "input_ids" | "encoder_attention_mask" => check_outlet(file, o, TensorElementType::Int64, "an int64 tensor", &[None, None], &mut out),
-            "encoder_hidden_states" => check_outlet(file, o, TensorElementType::Float32, "a float32 tensor", &[None, None, Some(d)], &mut out),
-            "use_cache_branch" => check_outlet(file, o, TensorElementType::Bool, "a bool tensor", &[Some(1)], &mut out),
-            _ => check_outlet(file, o, TensorElementType::Float32, "a float32 tensor", &kv_dims, &mut out),
-        }
-    }
-    match find(outs, "logits") {
-        Some(i) => check_outlet(file, &outs[i], TensorElementType::Float32, "a float32 tensor", &[None, None, Some(v)], &mut out),
-        None => push(&mut out, InterfaceIssue::MissingOutput { name: "logits".into() }),
-    }
-    let mut needed: Vec<&String> = names.present_self.iter().collect();
-    if stage == Stage::First {
-        needed.extend(&names.present_cross);
-    }
-    for n in needed {
-        match find(outs, n) {
-            Some(i) => check_outlet(file, &outs[i], TensorElementType::Float32, "a float32 tensor", &kv_dims, &mut out),
-            None => push(&mut out, InterfaceIssue::MissingOutput { name: n.clone() }),
-        }
-    }
-    for o in outs {
-        let beyond =
-            o.name().strip_prefix("present.").and_then(|r| r.split('.').next()).and_then(|n| n.parse::<usize>().ok()).is_some_and(|n| n >= names.layers);
-        if beyond {
-            push(&mut out, InterfaceIssue::ExtraLayer { name: o.name().into(), layers: names.layers });
-        }
-    }
-    let io = DecoderIo {
-        path: file.into(),
-        takes_mask: find(ins, "encoder_attention_mask").is_some(),
-        takes_hidden: find(ins, "encoder_hidden_states").is_some(),
-        merged,
-    };
-    (io, out)
 }
 
 fn builder(rt: &Runtime, opts: &RuntimeOptions, prepacked: Option<&PrepackedWeights>) -> Result<SessionBuilder> {

@@ -1,0 +1,223 @@
+//! What the decoder needs of a model's graphs, checked once when they load: every
+//! input filled, every output it reads present, types, ranks and the dimensions
+//! `config.json` fixes. Each problem is one sentence naming the file (`trellis doctor`
+//! prints them); a model that fails here is refused before any step runs.
+
+use crate::model::dir::T5Config;
+use ort::session::Session;
+use ort::value::{Outlet, TensorElementType, ValueType};
+use std::path::{Path, PathBuf};
+
+/// A model input or output that is not what the decoder needs. `name` and `found` are
+/// the model's (data).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InterfaceIssue {
+    #[error("has no input {name:?}, which the decoder needs")]
+    MissingInput { name: String },
+    #[error("has an input {name:?} the decoder does not know how to fill")]
+    UnknownInput { name: String },
+    #[error("has no output {name:?}, which the decoder needs")]
+    MissingOutput { name: String },
+    #[error("has {name:?}, a layer beyond config.json's {layers} decoder layers")]
+    ExtraLayer { name: String, layers: usize },
+    #[error("{name:?} is {found}, not {expected}")]
+    WrongType { name: String, expected: &'static str, found: String },
+    #[error("{name:?} has {found} dimensions, not {expected}")]
+    WrongRank { name: String, expected: usize, found: usize },
+    #[error("{name:?} has {found} at axis {axis}, but config.json says {expected}")]
+    WrongDim { name: String, axis: usize, expected: i64, found: i64 },
+}
+
+/// One problem of one model file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {issue}", file.display())]
+pub struct InterfaceProblem {
+    pub file: PathBuf,
+    pub issue: InterfaceIssue,
+}
+
+/// The I/O names of every layer, made once.
+pub(crate) struct Names {
+    pub(crate) layers: usize,
+    /// `past_key_values.{i}.decoder.{key,value}`, key then value per layer.
+    pub(crate) past_self: Vec<String>,
+    pub(crate) past_cross: Vec<String>,
+    pub(crate) present_self: Vec<String>,
+    pub(crate) present_cross: Vec<String>,
+}
+
+impl Names {
+    pub(crate) fn new(layers: usize) -> Names {
+        let make = |prefix: &str, kind: &str| (0..layers).flat_map(|i| ["key", "value"].map(|kv| format!("{prefix}.{i}.{kind}.{kv}"))).collect();
+        Names {
+            layers,
+            past_self: make("past_key_values", "decoder"),
+            past_cross: make("past_key_values", "encoder"),
+            present_self: make("present", "decoder"),
+            present_cross: make("present", "encoder"),
+        }
+    }
+}
+
+/// Which decoder graph a step runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stage {
+    First,
+    WithPast,
+}
+
+/// What a decoder graph takes, found at open.
+#[derive(Clone, Debug)]
+pub(crate) struct DecoderIo {
+    pub(crate) path: PathBuf,
+    pub(crate) takes_mask: bool,
+    pub(crate) takes_hidden: bool,
+    pub(crate) merged: bool,
+}
+
+fn tensor_type(t: &ValueType) -> Option<(TensorElementType, usize, Vec<i64>)> {
+    match t {
+        ValueType::Tensor { ty, shape, .. } => Some((*ty, shape.len(), shape.to_vec())),
+        _ => None,
+    }
+}
+
+pub(crate) fn type_name(t: &ValueType) -> String {
+    match t {
+        ValueType::Tensor { ty, .. } => format!("a {ty} tensor"),
+        other => format!("{other}"),
+    }
+}
+
+/// Checks one outlet: element type, rank, and every static dimension against `dims`
+/// (`None`: any). Problems are pushed.
+fn check_outlet(file: &Path, o: &Outlet, ty: TensorElementType, expected: &'static str, dims: &[Option<i64>], out: &mut Vec<InterfaceProblem>) {
+    let push = |out: &mut Vec<InterfaceProblem>, issue| out.push(InterfaceProblem { file: file.into(), issue });
+    let Some((found_ty, rank, shape)) = tensor_type(o.dtype()) else {
+        return push(out, InterfaceIssue::WrongType { name: o.name().into(), expected, found: type_name(o.dtype()) });
+    };
+    if found_ty != ty {
+        return push(out, InterfaceIssue::WrongType { name: o.name().into(), expected, found: type_name(o.dtype()) });
+    }
+    if rank != dims.len() {
+        return push(out, InterfaceIssue::WrongRank { name: o.name().into(), expected: dims.len(), found: rank });
+    }
+    for (axis, (want, got)) in dims.iter().zip(&shape).enumerate() {
+        if let Some(w) = want {
+            if *got >= 0 && got != w {
+                push(out, InterfaceIssue::WrongDim { name: o.name().into(), axis, expected: *w, found: *got });
+            }
+        }
+    }
+}
+
+/// Checks the encoder's interface.
+pub(crate) fn check_encoder(file: &Path, session: &Session, cfg: &T5Config) -> Vec<InterfaceProblem> {
+    let mut out = Vec::new();
+    let ins = session.inputs();
+    for name in ["input_ids", "attention_mask"] {
+        match ins.iter().find(|o| o.name() == name) {
+            Some(o) => check_outlet(file, o, TensorElementType::Int64, "an int64 tensor", &[None, None], &mut out),
+            None => out.push(InterfaceProblem { file: file.into(), issue: InterfaceIssue::MissingInput { name: name.into() } }),
+        }
+    }
+    for o in ins.iter().filter(|o| o.name() != "input_ids" && o.name() != "attention_mask") {
+        out.push(InterfaceProblem { file: file.into(), issue: InterfaceIssue::UnknownInput { name: o.name().into() } });
+    }
+    match session.outputs().iter().find(|o| o.name() == "last_hidden_state") {
+        Some(o) => check_outlet(file, o, TensorElementType::Float32, "a float32 tensor", &[None, None, Some(cfg.d_model as i64)], &mut out),
+        None => out.push(InterfaceProblem { file: file.into(), issue: InterfaceIssue::MissingOutput { name: "last_hidden_state".into() } }),
+    }
+    out
+}
+
+/// Checks a decoder graph's interface for a stage (`merged` graphs serve both) and says
+/// what it takes.
+pub(crate) fn check_decoder(file: &Path, session: &Session, cfg: &T5Config, names: &Names, stage: Stage, merged: bool) -> (DecoderIo, Vec<InterfaceProblem>) {
+    let mut out = Vec::new();
+    let push = |out: &mut Vec<InterfaceProblem>, issue| out.push(InterfaceProblem { file: file.into(), issue });
+    let ins = session.inputs();
+    let outs = session.outputs();
+    let (h, dkv, d, v) = (cfg.num_heads as i64, cfg.d_kv as i64, cfg.d_model as i64, i64::from(cfg.vocab_size));
+    let kv_dims = [None, Some(h), None, Some(dkv)];
+    let find = |list: &[Outlet], name: &str| list.iter().position(|o| o.name() == name);
+    let takes_past = merged || stage == Stage::WithPast;
+    let mut known: Vec<&str> = vec!["input_ids", "encoder_attention_mask", "encoder_hidden_states"];
+    if takes_past {
+        known.extend(names.past_self.iter().map(String::as_str));
+        known.extend(names.past_cross.iter().map(String::as_str));
+    }
+    if merged {
+        known.push("use_cache_branch");
+    }
+    // Inputs the decoder must give.
+    let mut required = vec!["input_ids", "encoder_attention_mask"];
+    if stage == Stage::First || merged {
+        required.push("encoder_hidden_states");
+    }
+    if takes_past {
+        required.extend(names.past_self.iter().map(String::as_str));
+        required.extend(names.past_cross.iter().map(String::as_str));
+    }
+    if merged {
+        required.push("use_cache_branch");
+    }
+    for name in &required {
+        if find(ins, name).is_none() {
+            push(&mut out, InterfaceIssue::MissingInput { name: (*name).into() });
+        }
+    }
+    for o in ins {
+        let name = o.name();
+        if !known.contains(&name) {
+            let beyond = name
+                .strip_prefix("past_key_values.")
+                .and_then(|r| r.split('.').next())
+                .and_then(|n| n.parse::<usize>().ok())
+                .is_some_and(|n| n >= names.layers);
+            push(
+                &mut out,
+                if beyond {
+                    InterfaceIssue::ExtraLayer { name: name.into(), layers: names.layers }
+                } else {
+                    InterfaceIssue::UnknownInput { name: name.into() }
+                },
+            );
+            continue;
+        }
+        match name {
+            "input_ids" | "encoder_attention_mask" => check_outlet(file, o, TensorElementType::Int64, "an int64 tensor", &[None, None], &mut out),
+            "encoder_hidden_states" => check_outlet(file, o, TensorElementType::Float32, "a float32 tensor", &[None, None, Some(d)], &mut out),
+            "use_cache_branch" => check_outlet(file, o, TensorElementType::Bool, "a bool tensor", &[Some(1)], &mut out),
+            _ => check_outlet(file, o, TensorElementType::Float32, "a float32 tensor", &kv_dims, &mut out),
+        }
+    }
+    match find(outs, "logits") {
+        Some(i) => check_outlet(file, &outs[i], TensorElementType::Float32, "a float32 tensor", &[None, None, Some(v)], &mut out),
+        None => push(&mut out, InterfaceIssue::MissingOutput { name: "logits".into() }),
+    }
+    let mut needed: Vec<&String> = names.present_self.iter().collect();
+    if stage == Stage::First {
+        needed.extend(&names.present_cross);
+    }
+    for n in needed {
+        match find(outs, n) {
+            Some(i) => check_outlet(file, &outs[i], TensorElementType::Float32, "a float32 tensor", &kv_dims, &mut out),
+            None => push(&mut out, InterfaceIssue::MissingOutput { name: n.clone() }),
+        }
+    }
+    for o in outs {
+        let beyond =
+            o.name().strip_prefix("present.").and_then(|r| r.split('.').next()).and_then(|n| n.parse::<usize>().ok()).is_some_and(|n| n >= names.layers);
+        if beyond {
+            push(&mut out, InterfaceIssue::ExtraLayer { name: o.name().into(), layers: names.layers });
+        }
+    }
+    let io = DecoderIo {
+        path: file.into(),
+        takes_mask: find(ins, "encoder_attention_mask").is_some(),
+        takes_hidden: find(ins, "encoder_hidden_states").is_some(),
+        merged,
+    };
+    (io, out)
+}
