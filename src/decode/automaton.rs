@@ -40,11 +40,13 @@
 //! one another at a choice (`[Int1]`/`[Rev1]`; `[Tail]`/`[Int3]`/`[Rev3]`) must not be
 //! prefixes of each other.
 
+pub use super::boundaries::Boundaries;
+use super::boundaries::{BWD1, BWD2, FWD1, FWD2, INT2, INT4, NAMES, REV2, REV4, TAIL};
 use super::prior::{log_p_from_masses, log_uniform, EntityMass, PriorConfig, PriorMode};
 use crate::error::ReadError;
 use crate::graph::candidates::{candidate_subgraph, CandidateConfig, Hop};
 use crate::ids::{Direction, EntityId, RelationId};
-use crate::linearize::{Linearization, Position, Side};
+use crate::linearize::Side;
 use crate::store::tokens::TokenIndex;
 use crate::store::{Edge, Store};
 use std::collections::HashMap;
@@ -71,141 +73,6 @@ pub enum DecodeError {
     #[error("token {token} is not allowed after this decoding state")]
     NotAllowed { token: u32 },
 }
-
-/// The token ids of the boundaries of a linearization and the end-of-sequence id.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Boundaries {
-    head: Vec<u32>,
-    int: [Vec<u32>; 4],
-    rev: [Vec<u32>; 4],
-    tail: Vec<u32>,
-    eos: u32,
-    /// Every boundary id and EOS, sorted: names holding one are never offered.
-    reserved: Vec<u32>,
-}
-
-const NAMES: [&str; 9] = ["Tail", "Int1", "Rev1", "Int2", "Rev2", "Int3", "Rev3", "Int4", "Rev4"];
-
-impl Boundaries {
-    /// The ids of `lin`'s boundaries in `tokenizer` (`token_to_id`) and `eos`
-    /// (`config.eos_token_id`).
-    pub fn new(lin: &Linearization, tokenizer: &tokenizers::Tokenizer, eos: u32) -> Result<Boundaries, DecodeError> {
-        let ids = |p: Position, what: &str| -> Result<Vec<u32>, DecodeError> {
-            lin.boundary(p)
-                .iter()
-                .map(|t| {
-                    tokenizer.token_to_id(t).ok_or_else(|| DecodeError::MissingBoundary {
-                        token: t.clone(),
-                        boundary: what.to_owned(),
-                        linearization: lin.name.clone(),
-                    })
-                })
-                .collect()
-        };
-        let int = [ids(Position::Int(1), "Int1")?, ids(Position::Int(2), "Int2")?, ids(Position::Int(3), "Int3")?, ids(Position::Int(4), "Int4")?];
-        let rev = [ids(Position::Rev(1), "Rev1")?, ids(Position::Rev(2), "Rev2")?, ids(Position::Rev(3), "Rev3")?, ids(Position::Rev(4), "Rev4")?];
-        Boundaries::from_ids(ids(Position::Head, "Head")?, int, rev, ids(Position::Tail, "Tail")?, eos)
-    }
-
-    /// From ids directly; checks what [`Boundaries::new`] checks.
-    pub fn from_ids(head: Vec<u32>, int: [Vec<u32>; 4], rev: [Vec<u32>; 4], tail: Vec<u32>, eos: u32) -> Result<Boundaries, DecodeError> {
-        let mut b = Boundaries { head, int, rev, tail, eos, reserved: Vec::new() };
-        if b.head.is_empty() {
-            return Err(DecodeError::EmptyBoundary { boundary: "Head" });
-        }
-        for c in 0..NAMES.len() as u8 {
-            if b.seq(c).is_empty() {
-                return Err(DecodeError::EmptyBoundary { boundary: NAMES[c as usize] });
-            }
-        }
-        for set in [&[FWD1, BWD1][..], &[TAIL, FWD2, BWD2][..]] {
-            for &x in set {
-                for &y in set {
-                    if x != y && b.seq(y).starts_with(b.seq(x)) {
-                        return Err(DecodeError::AmbiguousBoundaries { first: NAMES[x as usize], second: NAMES[y as usize] });
-                    }
-                }
-            }
-        }
-        if b.head.contains(&eos) {
-            return Err(DecodeError::EosInBoundary { eos, boundary: "Head" });
-        }
-        for c in 0..NAMES.len() as u8 {
-            if b.seq(c).contains(&eos) {
-                return Err(DecodeError::EosInBoundary { eos, boundary: NAMES[c as usize] });
-            }
-        }
-        let mut reserved: Vec<u32> = b.head.clone();
-        for c in 0..NAMES.len() as u8 {
-            reserved.extend_from_slice(b.seq(c));
-        }
-        reserved.push(eos);
-        reserved.sort_unstable();
-        reserved.dedup();
-        b.reserved = reserved;
-        Ok(b)
-    }
-
-    pub fn eos(&self) -> u32 {
-        self.eos
-    }
-
-    pub fn head(&self) -> &[u32] {
-        &self.head
-    }
-
-    /// The tokens a decoder writes for a path (schema/gsr-decoding.md §3), EOS included:
-    /// `names` are the token lists of e1, r1, e2 (and r2, e3 for two hops), `reversed`
-    /// says per hop whether it walks its fact backwards. `None` unless there are 3 names
-    /// and 1 direction, or 5 and 2.
-    pub fn path_tokens(&self, names: &[&[u32]], reversed: &[bool]) -> Option<Vec<u32>> {
-        if !((names.len() == 3 && reversed.len() == 1) || (names.len() == 5 && reversed.len() == 2)) {
-            return None;
-        }
-        let mut out = self.head.clone();
-        out.extend_from_slice(names[0]);
-        for (hop, &rev) in reversed.iter().enumerate() {
-            let pair = if rev { &self.rev } else { &self.int };
-            out.extend_from_slice(&pair[2 * hop]);
-            out.extend_from_slice(names[1 + 2 * hop]);
-            out.extend_from_slice(&pair[2 * hop + 1]);
-            out.extend_from_slice(names[2 + 2 * hop]);
-        }
-        out.extend_from_slice(&self.tail);
-        out.push(self.eos);
-        Some(out)
-    }
-
-    /// The ids of a boundary choice (`TAIL`, `FWD1`, ...).
-    fn seq(&self, c: u8) -> &[u32] {
-        match c {
-            TAIL => &self.tail,
-            FWD1 => &self.int[0],
-            BWD1 => &self.rev[0],
-            INT2 => &self.int[1],
-            REV2 => &self.rev[1],
-            FWD2 => &self.int[2],
-            BWD2 => &self.rev[2],
-            INT4 => &self.int[3],
-            _ => &self.rev[3],
-        }
-    }
-
-    fn is_reserved(&self, tokens: &[u32]) -> bool {
-        tokens.iter().any(|t| self.reserved.binary_search(t).is_ok())
-    }
-}
-
-// Boundary choices, as bits of a mask.
-const TAIL: u8 = 0;
-const FWD1: u8 = 1;
-const BWD1: u8 = 2;
-const INT2: u8 = 3;
-const REV2: u8 = 4;
-const FWD2: u8 = 5;
-const BWD2: u8 = 6;
-const INT4: u8 = 7;
-const REV4: u8 = 8;
 
 /// Where the paths come from.
 #[derive(Clone, Debug)]

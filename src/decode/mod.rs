@@ -4,6 +4,7 @@
 
 pub mod automaton;
 pub mod beam;
+mod boundaries;
 pub mod prior;
 mod softmax;
 
