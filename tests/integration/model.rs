@@ -164,7 +164,11 @@ fn reorder_scenario(opts: RuntimeOptions, layout: &str) -> Vec<f32> {
     // Row histories as (input, tokens after the start token).
     let mut hist: Vec<(usize, Vec<u32>)> = (0..3).map(|i| (i, vec![])).collect();
     let mut all = Vec::new();
-    let plan: [(&[usize], &[u32]); 3] = [(&[0, 0, 1, 2, 2], &[962, 17, 1514, 242, 1300]), (&[4, 0, 1, 3], &[5, 6, 7, 8]), (&[0, 0, 3], &[1511, 255, 1])];
+    // Beams opening (rows added: a gather), a chain of rows moving as rows drop (in place,
+    // each row written after the row that reads it), rows dropping, and a cycle of rows
+    // trading places across inputs (in place, one row saved).
+    let plan: [(&[usize], &[u32]); 4] =
+        [(&[0, 0, 1, 2, 2], &[962, 17, 1514, 242, 1300]), (&[4, 0, 1, 3], &[5, 6, 7, 8]), (&[0, 0, 3], &[1511, 255, 1]), (&[1, 2, 0], &[20, 21, 22])];
     for (parents, tokens) in plan {
         s.reorder(&mut st, parents).unwrap();
         hist = parents.iter().map(|&p| hist[p].clone()).collect();
