@@ -3,10 +3,11 @@
 //! A reorder between decoder steps says: new row `i` continues old row `parents[i]`. In a
 //! beam search most rows continue themselves (on the t5-small benchmark about 72% of them),
 //! and rows drop out when inputs finish, so a reorder that never adds rows is done in place:
-//! only the rows whose parent is another row are written, and only the sources that would be
-//! overwritten before being read are saved first. A reorder that adds rows (the beams opening
-//! after the first step) gathers into a buffer taken from a pool, so no step pays the page
-//! faults of a fresh allocation of the cache's size.
+//! only the rows whose parent is another row are written, each once every row that reads its
+//! old contents has read them; only a cycle of rows (beams trading places) saves one row. A
+//! reorder that adds rows (the beams opening after the first step) gathers into a buffer
+//! taken from a pool, so no step pays the page faults of a fresh allocation of the cache's
+//! size. The shapes were checked against the model's config when the step returned them.
 
 use ort::value::DynValue;
 
@@ -82,8 +83,8 @@ impl Kv {
 
     /// Applies a reorder (new row `i` = old row `parents[i]`, every parent below the current
     /// row count): in place when it adds no rows, else into a buffer from `pool` (this
-    /// tensor's old host buffer goes back to it). `scratch` holds the rows an in-place
-    /// reorder must save.
+    /// tensor's old host buffer goes back to it). `scratch` holds the row an in-place
+    /// reorder saves to turn a cycle.
     pub fn reorder(&mut self, parents: &[usize], pool: &mut Vec<Vec<f32>>, scratch: &mut Vec<f32>) -> Result<(), NotHostF32> {
         let rows = self.shape.first().map_or(0, |&r| r.max(0) as usize);
         let row = self.len().checked_div(rows).unwrap_or(0);
