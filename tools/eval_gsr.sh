@@ -2,9 +2,10 @@
 # The README's table of the trained retriever (the paper's Table 5 shape) on the OpenDialKG
 # dev dialogs, beside the baselines, on the store every baseline is measured on (kg.tsv):
 # GSR without the constraint, with the hard constraint, with the connection and the Katz
-# prior, alpha in {0.6, 0.8, 1.0}, both candidate scopes, two-step retrieval, and the model's
-# log-softmax over the whole vocabulary (the paper's decoding) instead of over the allowed
-# tokens. Rows take the model's trellis.json defaults for what they do not name.
+# prior, the prior's start recency off and at 16 and 32, alpha in {0.6, 0.8, 1.0}, both
+# candidate scopes, two-step retrieval, and the model's log-softmax over the whole vocabulary
+# (the paper's decoding) instead of over the allowed tokens. Rows take the model's trellis.json
+# defaults for what they do not name.
 #
 #   BENCH_DIR=/tmp/bench MODEL=models/gsr-opendialkg bash tools/eval_gsr.sh [EXTRA ROWS...]
 #
@@ -26,6 +27,9 @@ rows=(
     "gsr, hard constraint|--retriever gsr --model $model --prior hard"
     "gsr, connection prior|--retriever gsr --model $model --prior connection"
     "gsr, katz prior (the model's defaults)|--retriever gsr --model $model --prior katz"
+    "gsr, katz, no start recency (the paper's prior)|--retriever gsr --model $model --prior katz --start-recency 0"
+    "gsr, katz, start recency 16|--retriever gsr --model $model --prior katz --start-recency 16"
+    "gsr, katz, start recency 32|--retriever gsr --model $model --prior katz --start-recency 32"
     "gsr, katz prior, alpha 0.6|--retriever gsr --model $model --prior katz --alpha 0.6"
     "gsr, katz prior, alpha 0.8|--retriever gsr --model $model --prior katz --alpha 0.8"
     "gsr, katz prior, alpha 1.0|--retriever gsr --model $model --prior katz --alpha 1.0"

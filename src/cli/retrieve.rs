@@ -64,6 +64,10 @@ pub struct GsrArgs {
     /// gsr: weight of the model against the prior.
     #[arg(long)]
     pub alpha: Option<f64>,
+    /// gsr: the prior's start recency: at the path's first entity, an entity mentioned k
+    /// messages ago has its prior mass scaled by exp(-X * k) (0: off, the paper's prior).
+    #[arg(long)]
+    pub start_recency: Option<f64>,
     /// gsr: vocabulary (the model's log-softmax over the whole vocabulary: transformers, the
     /// paper) or allowed (over the tokens the constraint allows at each step).
     #[arg(long)]
@@ -113,6 +117,7 @@ impl RetrieverOptions {
                 prior_norm: g.prior_norm,
                 alpha: g.alpha,
                 prior_epsilon: None,
+                start_recency: g.start_recency,
                 model_norm: g.model_norm,
                 beams: g.beams,
                 return_sequences: g.return_sequences,

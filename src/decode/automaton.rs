@@ -42,7 +42,7 @@
 
 pub use super::boundaries::Boundaries;
 use super::boundaries::{BWD1, BWD2, FWD1, FWD2, INT2, INT4, NAMES, REV2, REV4, TAIL};
-use super::prior::{log_p_from_masses, log_uniform, EntityMass, PriorConfig, PriorMode};
+use super::prior::{log_p_from_masses, log_uniform, start_recency, EntityMass, PriorConfig, PriorMode};
 use crate::error::ReadError;
 use crate::graph::candidates::{candidate_subgraph, CandidateConfig, Hop};
 use crate::ids::{Direction, EntityId, RelationId};
@@ -72,6 +72,8 @@ pub enum DecodeError {
     /// A search advanced by a token `allowed` did not offer (a bug of the caller, reported).
     #[error("token {token} is not allowed after this decoding state")]
     NotAllowed { token: u32 },
+    #[error("the mentioned entities' ages were set after decoding started")]
+    AgesAfterStart,
 }
 
 /// Where the paths come from.
@@ -212,6 +214,8 @@ pub struct PathGraph<'a> {
     index: &'a TokenIndex,
     b: &'a Boundaries,
     mentioned: Vec<EntityId>,
+    /// Per mentioned entity, messages since it was last mentioned (`set_ages`; 0 if unknown).
+    ages: Vec<u32>,
     source: Source,
     prior: PriorConfig,
     mass: EntityMass,
@@ -258,6 +262,7 @@ impl<'a> PathGraph<'a> {
             store,
             index,
             b: boundaries,
+            ages: vec![0; m.len()],
             mentioned: m,
             source,
             prior,
@@ -273,6 +278,20 @@ impl<'a> PathGraph<'a> {
             scratch: Vec::new(),
             scratch2: Vec::new(),
         })
+    }
+
+    /// The age of each entity given to `new` (messages since it was last mentioned, in the
+    /// same order; `RetrievalInput::ages`), for the prior's start recency. Before the first
+    /// step only: the first entity's group is built then.
+    pub fn set_ages(&mut self, mentioned: &[EntityId], ages: &[u32]) -> Result<(), DecodeError> {
+        if !self.groups.is_empty() {
+            return Err(DecodeError::AgesAfterStart);
+        }
+        for (i, e) in self.mentioned.iter().enumerate() {
+            // A repeated entity keeps its first position's age, as `new` keeps its first place.
+            self.ages[i] = mentioned.iter().position(|x| x == e).and_then(|k| ages.get(k)).copied().unwrap_or(0);
+        }
+        Ok(())
     }
 
     pub fn boundaries(&self) -> &Boundaries {
@@ -582,7 +601,7 @@ impl<'a> PathGraph<'a> {
                 let mut firsts: Vec<u32> = (0..NAMES.len() as u8).filter(|c| bits & (1 << c) != 0).map(|c| self.b.seq(c)[0]).collect();
                 firsts.sort_unstable();
                 firsts.dedup();
-                let m = if scored { self.mass.mass(e)? } else { 0.0 };
+                let m = if scored { self.slot_mass(slot, e)? } else { 0.0 };
                 for t in &firsts {
                     let share = m / firsts.len() as f64;
                     match shares.iter_mut().find(|(x, _)| x == t) {
@@ -711,13 +730,24 @@ impl<'a> PathGraph<'a> {
                 es.dedup();
                 let mut sum = 0.0;
                 for e in es {
-                    sum += self.mass.mass(EntityId(e))?;
+                    sum += self.slot_mass(slot, EntityId(e))?;
                 }
                 prefix[i + 1] = prefix[i] + sum;
             }
         }
         self.groups.push(Group { slot, tokens, members, prefix });
         Ok(self.groups.len() as u32 - 1)
+    }
+
+    /// An entity's prior mass at a name position: its mass, and at the path's first entity
+    /// the start recency's factor for its age.
+    fn slot_mass(&mut self, slot: Slot, e: EntityId) -> Result<f64, DecodeError> {
+        let m = self.mass.mass(e)?;
+        if slot != Slot::E1 || self.prior.start_recency == 0.0 {
+            return Ok(m);
+        }
+        let age = self.mentioned.iter().position(|&x| x == e).map_or(0, |i| self.ages[i]);
+        Ok(start_recency(self.prior.norm, self.prior.start_recency, age, m))
     }
 
     // ---- store reads (cached) ----

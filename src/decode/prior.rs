@@ -18,6 +18,13 @@
 //! S(e, M) is [`Informativeness`] with K = 1 (`connection`) or K = 2 (`katz`), beta and the
 //! hub guard of [`KatzConfig`], M the mentioned entities; it is computed once per entity per
 //! request.
+//!
+//! Start recency (`decoding.start_recency`, gamma; 0, the paper's prior, by default): at the
+//! path's first entity, a mentioned entity mentioned `age` messages ago has its mass scaled
+//! by exp(-gamma * age) (`proportional`; under `softmax`, gamma * age is subtracted from it,
+//! the same factor on exp(mass)). The exponent is capped at [`MAX_RECENCY_PENALTY`], so an
+//! old entity is made unlikely, never banned. Only the first entity: later ones are
+//! neighbours, which have no age.
 
 use crate::error::ReadError;
 use crate::graph::informativeness::{Depth, Informativeness, KatzConfig};
@@ -86,11 +93,27 @@ pub struct PriorConfig {
     pub epsilon: f64,
     /// beta and the hub guard of S(e, M); its `k` is ignored (the mode decides it).
     pub katz: KatzConfig,
+    /// gamma of the start recency (trellis.json `start_recency`, 0: off).
+    pub start_recency: f64,
 }
 
 impl Default for PriorConfig {
     fn default() -> Self {
-        PriorConfig { mode: PriorMode::Katz, norm: PriorNorm::Proportional, epsilon: 0.001, katz: KatzConfig::default() }
+        PriorConfig { mode: PriorMode::Katz, norm: PriorNorm::Proportional, epsilon: 0.001, katz: KatzConfig::default(), start_recency: 0.0 }
+    }
+}
+
+/// The largest exponent of the start recency's factor: e^-600 is still a positive f64 (and
+/// far below any mass that matters), so no entity's mass becomes 0.
+pub const MAX_RECENCY_PENALTY: f64 = 600.0;
+
+/// A first entity's mass `m` under the start recency `gamma` for an entity mentioned `age`
+/// messages ago (see the module documentation).
+pub fn start_recency(norm: PriorNorm, gamma: f64, age: u32, m: f64) -> f64 {
+    let penalty = (gamma * f64::from(age)).min(MAX_RECENCY_PENALTY);
+    match norm {
+        PriorNorm::Proportional => m * (-penalty).exp(),
+        PriorNorm::Softmax => m - penalty,
     }
 }
 

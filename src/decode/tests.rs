@@ -2,7 +2,7 @@
 //! against an independent brute-force enumeration of the candidate paths (written from
 //! `for_each_neighbor` and `candidate_subgraph`, never from the automaton's own reads).
 
-use super::automaton::{Boundaries, CandidateMode, DecodedPath, PathGraph, State};
+use super::automaton::{Boundaries, CandidateMode, DecodeError, DecodedPath, PathGraph, State};
 use super::prior::{PriorConfig, PriorMode, PriorNorm};
 use crate::graph::candidates::{candidate_subgraph, CandidateConfig, Hop};
 use crate::ids::{Direction, EntityId};
@@ -467,6 +467,53 @@ fn prior_values_worked_by_hand() {
     // Hard: 0 everywhere.
     let mut g = f.graph(&["a"], uncapped(), hard());
     assert!(allowed_text(&mut g, &f, "[Head] a [Int1] r [Int2]").iter().all(|x| x.1 == 0.0));
+}
+
+#[test]
+fn start_recency_scales_the_first_entitys_mass_by_its_age() {
+    // M = {big cat, small cat}: each is the other's neighbour and both are a's, so their
+    // masses are equal (connection: S = 0.5, + 0.001) and p_graph at the first entity is
+    // decided by the recency factor alone. big cat was mentioned 2 messages ago, small cat
+    // in the last message.
+    let f = Fixture::new(PRIOR);
+    let m = [f.e("big cat"), f.e("small cat")];
+    let ages = [2, 0];
+    let prior = |norm, gamma| {
+        let mut p = PriorConfig::new(PriorMode::Connection, norm, 0.001);
+        p.start_recency = gamma;
+        p
+    };
+    // Off (gamma 0): even.
+    let mut g = f.graph(&["big cat", "small cat"], uncapped(), prior(PriorNorm::Proportional, 0.0));
+    g.set_ages(&m, &ages).unwrap();
+    let a = allowed_text(&mut g, &f, "[Head]");
+    close(lp(&a, "big"), -(2f64.ln()));
+    // gamma 1.5, proportional: 0.501 e^-3 against 0.501.
+    let mut g = f.graph(&["big cat", "small cat"], uncapped(), prior(PriorNorm::Proportional, 1.5));
+    g.set_ages(&m, &ages).unwrap();
+    let a = allowed_text(&mut g, &f, "[Head]");
+    let z = (-3f64).exp() + 1.0;
+    close(lp(&a, "big"), -3.0 - z.ln());
+    close(lp(&a, "small"), -z.ln());
+    // The factor holds only at the first entity: after "[Head] big cat [Int1]" relations
+    // are uniform, and the second entity's masses carry no age.
+    let b = allowed_text(&mut g, &f, "[Head] big cat [Int1]");
+    assert!(b.iter().all(|x| (x.1 + (b.len() as f64).ln()).abs() < 1e-12), "{b:?}");
+    // Softmax: masses S = 0.5 - 3 and 0.5.
+    let mut g = f.graph(&["big cat", "small cat"], uncapped(), prior(PriorNorm::Softmax, 1.5));
+    g.set_ages(&m, &ages).unwrap();
+    let a = allowed_text(&mut g, &f, "[Head]");
+    let z = (-2.5f64).exp() + 0.5f64.exp();
+    close(lp(&a, "big"), -2.5 - z.ln());
+    // A huge gamma makes an old entity unlikely, never impossible: the factor stops at e^-600.
+    let mut g = f.graph(&["big cat", "small cat"], uncapped(), prior(PriorNorm::Proportional, 1e6));
+    g.set_ages(&m, &ages).unwrap();
+    let a = allowed_text(&mut g, &f, "[Head]");
+    close(lp(&a, "big"), -600.0 - (1.0 + (-600f64).exp()).ln());
+    // Ages arrive before the first step or not at all.
+    let mut g = f.graph(&["big cat", "small cat"], uncapped(), prior(PriorNorm::Proportional, 1.5));
+    allowed_text(&mut g, &f, "[Head]");
+    assert!(matches!(g.set_ages(&m, &ages), Err(DecodeError::AgesAfterStart)));
 }
 
 #[test]

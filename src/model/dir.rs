@@ -169,6 +169,8 @@ pub struct DecodingConfig {
     pub prior: PriorMode,
     pub prior_norm: PriorNorm,
     pub prior_epsilon: f64,
+    /// gamma of the prior's start recency (0: off; src/decode/prior.rs).
+    pub start_recency: f64,
     /// The model's log-softmax over the vocabulary or over the allowed tokens.
     pub model_norm: ModelNorm,
     pub length_penalty: f64,
@@ -185,6 +187,7 @@ impl Default for DecodingConfig {
             prior: PriorMode::Katz,
             prior_norm: PriorNorm::Proportional,
             prior_epsilon: 0.001,
+            start_recency: 0.0,
             model_norm: ModelNorm::Vocabulary,
             length_penalty: 1.0,
             max_new_tokens: 64,
@@ -451,6 +454,7 @@ impl TrellisConfig {
         range("decoding.return_sequences", d.return_sequences as f64, 1.0, d.beams as f64)?;
         range("decoding.alpha", d.alpha, 0.0, 1.0)?;
         range("decoding.prior_epsilon", d.prior_epsilon, 0.0, 1e6)?;
+        range("decoding.start_recency", d.start_recency, 0.0, 1e6)?;
         range("decoding.length_penalty", d.length_penalty, -1e6, 1e6)?;
         range("decoding.max_new_tokens", d.max_new_tokens as f64, 1.0, 1e6)?;
         let generation = if generator { Some(file.generation.clone().unwrap_or_default()) } else { None };
@@ -686,6 +690,11 @@ mod tests {
         assert_eq!(c.decoding.model_norm, ModelNorm::Allowed);
         let e = TrellisConfig::from_value(p, json!({"decoding": {"model_norm": "allowed_tokens"}})).unwrap_err();
         assert!(e.to_string().contains("unknown variant `allowed_tokens`"), "{e}");
+        assert_eq!(c.decoding.start_recency, 0.0, "off unless asked for");
+        let c = TrellisConfig::from_value(p, json!({"decoding": {"start_recency": 32.0}})).unwrap();
+        assert_eq!(c.decoding.start_recency, 32.0);
+        let e = TrellisConfig::from_value(p, json!({"decoding": {"start_recency": -1.0}})).unwrap_err();
+        assert_eq!(e.to_string(), "m/trellis.json: field `decoding.start_recency`: -1 is out of range (0..=1000000)");
 
         let e = TrellisConfig::from_value(p, json!({"decoding": {"beam": 3}})).unwrap_err();
         assert!(matches!(e, ModelDirError::Json { .. }) && e.to_string().contains("unknown field `beam`"), "{e}");

@@ -33,6 +33,7 @@ pub struct GsrOverrides {
     pub prior_norm: Option<PriorNorm>,
     pub alpha: Option<f64>,
     pub prior_epsilon: Option<f64>,
+    pub start_recency: Option<f64>,
     pub model_norm: Option<ModelNorm>,
     pub beams: Option<usize>,
     pub return_sequences: Option<usize>,
@@ -66,6 +67,7 @@ pub struct GsrSettings {
     pub prior_norm: PriorNorm,
     pub alpha: f64,
     pub prior_epsilon: f64,
+    pub start_recency: f64,
     pub search: SearchConfig,
     pub steps: usize,
     pub batch: usize,
@@ -207,6 +209,10 @@ impl GsrRetriever {
         if !(0.0..=1.0).contains(&alpha) {
             return Err(GsrError::Setting("alpha must be within [0, 1]"));
         }
+        let start_recency = o.start_recency.unwrap_or(d.start_recency);
+        if !(0.0..=1e6).contains(&start_recency) {
+            return Err(GsrError::Setting("start_recency must be within [0, 1e6]"));
+        }
         let beams = o.beams.unwrap_or(d.beams);
         if beams == 0 {
             return Err(GsrError::Setting("beams must be at least 1"));
@@ -216,6 +222,7 @@ impl GsrRetriever {
             prior_norm: o.prior_norm.unwrap_or(d.prior_norm),
             alpha,
             prior_epsilon: o.prior_epsilon.unwrap_or(d.prior_epsilon),
+            start_recency,
             search: SearchConfig {
                 beams,
                 return_sequences: o.return_sequences.unwrap_or(d.return_sequences).min(beams),
@@ -256,6 +263,7 @@ impl GsrRetriever {
     fn prior_config(&self) -> PriorConfig {
         let mut p = PriorConfig::new(self.settings.prior, self.settings.prior_norm, self.settings.prior_epsilon);
         p.katz = self.katz.clone();
+        p.start_recency = self.settings.start_recency;
         p
     }
 
@@ -293,7 +301,9 @@ impl GsrRetriever {
     fn retrieve_chunk(&self, inputs: &[RetrievalInput<'_>], mode: &CandidateMode) -> Result<Vec<Vec<GsrPath>>, GsrError> {
         let mut graphs = Vec::with_capacity(inputs.len());
         for input in inputs {
-            graphs.push(PathGraph::new(self.store.clone(), &self.index, &self.boundaries, &input.mentioned, mode.clone(), self.prior_config())?);
+            let mut graph = PathGraph::new(self.store.clone(), &self.index, &self.boundaries, &input.mentioned, mode.clone(), self.prior_config())?;
+            graph.set_ages(&input.mentioned, &input.ages)?;
+            graphs.push(graph);
         }
         let mut found: Vec<Vec<GsrPath>> = vec![Vec::new(); inputs.len()];
         let mut texts: Vec<Vec<String>> = vec![Vec::new(); inputs.len()];

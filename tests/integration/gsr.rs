@@ -284,6 +284,13 @@ fn retrieve_cli_writes_explained_paths_and_is_deterministic() {
     let err = String::from_utf8_lossy(&bad.get_output().stderr).to_string();
     assert_eq!(bad.get_output().status.code(), Some(2), "{err}");
     assert!(err.contains("unknown model normalization \"allowed-tokens\" (vocabulary, allowed)"), "{err}");
+    // --start-recency: the sample has requests whose mentioned entities differ in age, so a
+    // strong recency changes scores; out of range it is refused, naming the setting.
+    assert_ne!(a, out("k.jsonl", &["--start-recency", "50"]), "the start recency changes scores");
+    let bad = retrieve_gsr(&store, &input, &dir.path().join("l.jsonl"), &["--start-recency", "2000000"]);
+    let err = String::from_utf8_lossy(&bad.get_output().stderr).to_string();
+    assert_eq!(bad.get_output().status.code(), Some(1), "{err}");
+    assert!(err.contains("start_recency must be within [0, 1e6]"), "{err}");
     // A negative length penalty is a number, not a flag: the score is the sum times length.
     let shorter = out("g.jsonl", &["--explain", "--length-penalty", "-1"]);
     for line in shorter.lines() {

@@ -75,6 +75,11 @@ def main():
     tok = Tokenizer.from_file(str(args.model / "tokenizer.json"))
     spec = json.loads((args.model / "trellis.json").read_text())
     dec = spec["decoding"]
+    if dec.get("start_recency", 0) != 0:
+        sys.exit(
+            f"{args.model}/trellis.json asks for decoding.start_recency {dec['start_recency']}, which this reference "
+            "does not implement: compare on a copy of the model whose trellis.json sets it to 0"
+        )
     lin = mf.preset(spec["linearization"])
     mg.SETTINGS.update({k: dec[k] for k in ("beams", "return_sequences", "alpha", "prior_epsilon", "length_penalty", "max_new_tokens", "early_stopping")})
     model = T5ForConditionalGeneration.from_pretrained(str(args.hf)).eval()
