@@ -185,6 +185,10 @@ struct Group {
     members: Vec<Member>,
     /// prefix[i]: the summed mass of members 0..i (entity groups under a scoring prior).
     prefix: Vec<f64>,
+    /// Each member's own mass, where a difference of prefix sums could lose it: the first
+    /// entity's group under a start recency, whose factors make masses many orders of
+    /// magnitude apart (a tiny mass after a big one would come out as 0, a ban).
+    exact: Option<Vec<f64>>,
 }
 
 impl Group {
@@ -469,7 +473,10 @@ impl<'a> PathGraph<'a> {
                     let j = i + g.members[i..hi as usize].partition_point(|m| m.len > depth && g.tokens[(m.start + depth) as usize] <= w);
                     out.push((w, 0.0));
                     if scored {
-                        masses.push(g.prefix[j] - g.prefix[i]);
+                        masses.push(match &g.exact {
+                            Some(each) => each[i..j].iter().sum(),
+                            None => g.prefix[j] - g.prefix[i],
+                        });
                     }
                     i = j;
                 }
@@ -722,6 +729,7 @@ impl<'a> PathGraph<'a> {
             members.last_mut().expect("pushed").items.push(it);
         }
         let mut prefix = vec![0.0; members.len() + 1];
+        let mut exact = (slot == Slot::E1 && self.prior.start_recency > 0.0).then(|| vec![0.0; members.len()]);
         if self.prior.scores_entities() && side == Side::Entity {
             for (i, m) in members.iter().enumerate() {
                 // Once per distinct entity of the member (a homonym reached twice counts once).
@@ -733,9 +741,12 @@ impl<'a> PathGraph<'a> {
                     sum += self.slot_mass(slot, EntityId(e))?;
                 }
                 prefix[i + 1] = prefix[i] + sum;
+                if let Some(each) = exact.as_mut() {
+                    each[i] = sum;
+                }
             }
         }
-        self.groups.push(Group { slot, tokens, members, prefix });
+        self.groups.push(Group { slot, tokens, members, prefix, exact });
         Ok(self.groups.len() as u32 - 1)
     }
 

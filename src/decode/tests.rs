@@ -510,6 +510,12 @@ fn start_recency_scales_the_first_entitys_mass_by_its_age() {
     g.set_ages(&m, &ages).unwrap();
     let a = allowed_text(&mut g, &f, "[Head]");
     close(lp(&a, "big"), -600.0 - (1.0 + (-600f64).exp()).ln());
+    // ... also when the old entity's tokens sort after a young one's (its mass is not lost in
+    // a sum with the bigger one's).
+    let mut g = f.graph(&["big cat", "small cat"], uncapped(), prior(PriorNorm::Proportional, 1e6));
+    g.set_ages(&m, &[0, 2]).unwrap();
+    let a = allowed_text(&mut g, &f, "[Head]");
+    close(lp(&a, "small"), -600.0 - (1.0 + (-600f64).exp()).ln());
     // Ages arrive before the first step or not at all.
     let mut g = f.graph(&["big cat", "small cat"], uncapped(), prior(PriorNorm::Proportional, 1.5));
     allowed_text(&mut g, &f, "[Head]");
