@@ -313,8 +313,9 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
                     // Every allowed logit -inf (lse -inf): no candidate, never NaN.
                     let lp = if lse == f64::NEG_INFINITY { f64::NEG_INFINITY } else { r[token as usize] as f64 - lse };
                     let s = match cfg.alpha {
-                        Some(a) => a * lp + (1.0 - a) * prior,
-                        None => lp,
+                        // alpha 1 ignores the prior outright: 0 * a -inf prior would be NaN.
+                        Some(a) if a < 1.0 => a * lp + (1.0 - a) * prior,
+                        _ => lp,
                     };
                     let score = beam.sum + s;
                     if score > f64::NEG_INFINITY {
@@ -746,6 +747,60 @@ mod tests {
         assert_eq!(h.iter().map(|x| x.tokens.clone()).collect::<Vec<_>>(), vec![vec![2, 1], vec![2, 2, 1]]);
         assert!((h[0].score - 0.30f64.ln() / 2.0).abs() < 1e-6, "{}", h[0].score);
         assert!((h[1].score - 0.063f64.ln() / 3.0).abs() < 1e-6, "{}", h[1].score);
+    }
+
+    /// One step allows tokens 2 and 3, token 3 with a prior of 0 probability (log -inf).
+    struct BannedByPrior;
+
+    impl Constraint for BannedByPrior {
+        type State = usize;
+        type Error = std::convert::Infallible;
+        fn start(&mut self) -> Result<usize, Self::Error> {
+            Ok(0)
+        }
+        fn allowed(&mut self, state: &usize, out: &mut Vec<(u32, f64)>) -> Result<Allowed, Self::Error> {
+            out.clear();
+            if *state == 0 {
+                out.extend([(2, 0.0), (3, f64::NEG_INFINITY)]);
+            } else {
+                out.push((1, 0.0));
+            }
+            Ok(Allowed::Listed)
+        }
+        fn advance(&mut self, state: &usize, _: u32) -> Result<usize, Self::Error> {
+            Ok(state + 1)
+        }
+    }
+
+    #[test]
+    fn alpha_one_ignores_even_a_zero_prior() {
+        // Token 3 is the model's favourite (p .6 against .3 for 2) and the prior's impossible
+        // one. At alpha 1 the prior does not count: [3, EOS] first, scored ln(.6 / .9) (the
+        // model's softmax over the allowed 2 and 3; EOS is then forced: log 1). At alpha 0.5
+        // the prior rules 3 out.
+        let ln = |p: f64| p.ln() as f32;
+        let step0 = vec![vec![-60.0, ln(0.1), ln(0.3), ln(0.6)]];
+        let step1 = vec![vec![-60.0, 0.0, -60.0, -60.0]];
+        let run = |alpha| {
+            let mut m = Scripted { steps: vec![step0.clone(), step1.clone()], at: 0, out: Vec::new(), reorders: Vec::new() };
+            let c = SearchConfig {
+                beams: 2,
+                return_sequences: 2,
+                length_penalty: 0.0,
+                max_new_tokens: 5,
+                early_stopping: true,
+                alpha: Some(alpha),
+                model_norm: ModelNorm::Allowed,
+                start_token: 0,
+                eos_token: 1,
+            };
+            beam_search(&mut m, &mut [BannedByPrior], &c).unwrap().remove(0)
+        };
+        let h = run(1.0);
+        assert_eq!(h.iter().map(|x| x.tokens.clone()).collect::<Vec<_>>(), vec![vec![3, 1], vec![2, 1]]);
+        assert!((h[0].score - (0.6f64 / 0.9).ln()).abs() < 1e-6, "{}", h[0].score);
+        let h = run(0.5);
+        assert_eq!(h.iter().map(|x| x.tokens.clone()).collect::<Vec<_>>(), vec![vec![2, 1]]);
     }
 
     #[test]
