@@ -2,34 +2,64 @@
 //! search does outside the model (with the vocabulary-wide softmax, every row of every step:
 //! 32k values a row at the t5-small shape).
 //!
-//! One computation, three ways to run it: a max over 8 lanes, then `exp(x - max)` by range
-//! reduction and a polynomial ([`exp_nonpositive`]), summed in 8 f32 lanes (lane `i` takes
-//! the elements `i`, `i + 8`, ... of a block of 512 values; the block's tail goes to lane 0
-//! in order) and the blocks' lane sums in f64. The portable code is that arithmetic written
-//! out; on x86-64 the same lanes run as SSE2 (part of x86-64) or AVX2 (when the CPU has it)
-//! instructions, operation for operation (IEEE add, sub, mul, max; no fused multiply-add),
-//! so every path gives the same bits (tested). The compiler did not vectorize the portable
-//! loop well: its float-to-int conversion for 2^n went lane by lane.
+//! One computation, three ways to run it: a max, then `exp(x - max)` by range reduction and
+//! a polynomial with fused multiply-adds ([`exp_nonpositive`]), summed in 16 f32 lanes (lane
+//! `i` takes the elements `i`, `i + 16`, ... of a block of 512 values; the block's tail goes
+//! to lane 0 in order) and the blocks' lane sums in f64. The portable code is that arithmetic
+//! written out (`mul_add` is one rounding, as the instruction); on x86-64 the same lanes run
+//! as AVX-512 (one register of 16) or AVX2 with FMA (two of 8), operation for operation, so
+//! every path gives the same bits (tested). The fused multiply-adds make the exponential 16
+//! vector operations where separate multiplies and adds took 27; a CPU without FMA (x86-64
+//! before 2013) runs the portable code, whose `mul_add` is then a library call: right, slow.
 
 /// Values per block whose lane sums are added in f64.
 const BLOCK: usize = 512;
+/// Lanes of the sum.
+const LANES: usize = 16;
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_145_75;
 const LN2_LO: f32 = 1.428_606_8e-6;
 /// 1.5 * 2^23: adding it rounds to an integer held in the low mantissa bits.
 const ROUND: f32 = 12_582_912.0;
-/// The bits of `ROUND`: `bits(x + ROUND) - ROUND_BITS` is that integer.
-const ROUND_BITS: i32 = 0x4B40_0000;
+/// `bits(x + ROUND) + EXP_BIAS` is that integer plus the exponent bias, 127.
+const EXP_BIAS: i32 = 127 - 0x4B40_0000;
 const FLOOR: f32 = -87.0;
 const C2: f32 = 0.5;
 const C3: f32 = 1.0 / 6.0;
 const C4: f32 = 1.0 / 24.0;
 const C5: f32 = 1.0 / 120.0;
 const C6: f32 = 1.0 / 720.0;
+/// The polynomial's coefficients after the leading `C6`, for Horner's rule.
+const HORNER: [f32; 6] = [C5, C4, C3, C2, 1.0, 1.0];
 
 /// log(sum(exp(row))), or the index of a NaN. Against an f64 reference the result differs by
 /// less than 1e-6 (tested).
 pub(crate) fn log_sum_exp(row: &[f32]) -> Result<f64, usize> {
+    let max = max_of(row).ok_or_else(|| row.iter().position(|x| x.is_nan()).unwrap_or(0))?;
+    if max.is_infinite() {
+        return Ok(max as f64);
+    }
+    Ok(max as f64 + sum_exp(row, max).ln())
+}
+
+/// The row's maximum (-inf when empty), or `None` when a value is NaN. A max is exact in any
+/// order, so the paths agree without keeping one.
+fn max_of(row: &[f32]) -> Option<f32> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (checked just above).
+            return unsafe { x86::max_avx512(row) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            return unsafe { x86::max_avx2(row) };
+        }
+    }
+    max_portable(row)
+}
+
+fn max_portable(row: &[f32]) -> Option<f32> {
     let mut m = [f32::NEG_INFINITY; 8];
     let mut nan = false;
     let chunks = row.chunks_exact(8);
@@ -40,45 +70,45 @@ pub(crate) fn log_sum_exp(row: &[f32]) -> Result<f64, usize> {
             m[i] = m[i].max(c[i]);
         }
     }
+    finish_max(m.iter().copied().fold(f32::NEG_INFINITY, f32::max), nan, tail)
+}
+
+/// The tail into a vector path's max (shared by every path).
+#[inline(always)]
+fn finish_max(mut max: f32, mut nan: bool, tail: &[f32]) -> Option<f32> {
     for &x in tail {
         nan |= x.is_nan();
-        m[0] = m[0].max(x);
+        max = max.max(x);
     }
-    if nan {
-        return Err(row.iter().position(|x| x.is_nan()).unwrap_or(0));
-    }
-    let max = m.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    if max.is_infinite() {
-        return Ok(max as f64);
-    }
-    Ok(max as f64 + sum_exp(row, max).ln())
+    (!nan).then_some(max)
 }
 
 /// sum(exp(x - max)) over a row without NaN whose maximum is `max` (finite).
 fn sum_exp(row: &[f32], max: f32) -> f64 {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked just above).
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F (checked just above).
+            return unsafe { x86::sum_exp_avx512(row, max) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU has AVX2 and FMA (checked just above).
             return unsafe { x86::sum_exp_avx2(row, max) };
         }
-        x86::sum_exp_sse2(row, max)
     }
-    #[cfg(not(target_arch = "x86_64"))]
     sum_exp_portable(row, max)
 }
 
-/// The arithmetic itself, lane by lane (run where there is no x86-64, and the reference the
-/// vector paths are tested against).
-#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+/// The arithmetic itself, lane by lane (run where there is no vector path, and the
+/// reference the vector paths are tested against).
 fn sum_exp_portable(row: &[f32], max: f32) -> f64 {
     let mut total = 0f64;
     for block in row.chunks(BLOCK) {
-        let mut acc = [0f32; 8];
-        let chunks = block.chunks_exact(8);
+        let mut acc = [0f32; LANES];
+        let chunks = block.chunks_exact(LANES);
         let tail = chunks.remainder();
         for c in chunks {
-            for i in 0..8 {
+            for i in 0..LANES {
                 acc[i] += exp_nonpositive(c[i] - max);
             }
         }
@@ -89,7 +119,7 @@ fn sum_exp_portable(row: &[f32], max: f32) -> f64 {
 
 /// A block's tail into lane 0, then the lanes summed in f64 (shared by every path).
 #[inline(always)]
-fn finish_block(mut acc: [f32; 8], tail: &[f32], max: f32) -> f64 {
+fn finish_block(mut acc: [f32; LANES], tail: &[f32], max: f32) -> f64 {
     for &x in tail {
         acc[0] += exp_nonpositive(x - max);
     }
@@ -103,11 +133,15 @@ fn finish_block(mut acc: [f32; 8], tail: &[f32], max: f32) -> f64 {
 #[inline(always)]
 pub(crate) fn exp_nonpositive(x: f32) -> f32 {
     let x = x.max(FLOOR);
-    let t = x * LOG2E + ROUND;
+    let t = x.mul_add(LOG2E, ROUND);
     let n = t - ROUND;
-    let r = x - n * LN2_HI - n * LN2_LO;
-    let p = 1.0 + r * (1.0 + r * (C2 + r * (C3 + r * (C4 + r * (C5 + r * C6)))));
-    let scale = f32::from_bits(((t.to_bits() as i32 - ROUND_BITS + 127) << 23) as u32);
+    let r = (-n).mul_add(LN2_HI, x);
+    let r = (-n).mul_add(LN2_LO, r);
+    let mut p = C6;
+    for c in HORNER {
+        p = p.mul_add(r, c);
+    }
+    let scale = f32::from_bits(((t.to_bits() as i32).wrapping_add(EXP_BIAS) << 23) as u32);
     p * scale
 }
 
@@ -116,80 +150,121 @@ mod x86 {
     use super::*;
     use std::arch::x86_64::*;
 
-    /// [`exp_nonpositive`] on 4 lanes, operation for operation.
-    #[inline(always)]
-    fn exp4(x: __m128) -> __m128 {
-        // SAFETY (whole body): SSE2 is part of x86-64.
-        unsafe {
-            let x = _mm_max_ps(x, _mm_set1_ps(FLOOR));
-            let t = _mm_add_ps(_mm_mul_ps(x, _mm_set1_ps(LOG2E)), _mm_set1_ps(ROUND));
-            let n = _mm_sub_ps(t, _mm_set1_ps(ROUND));
-            let r = _mm_sub_ps(_mm_sub_ps(x, _mm_mul_ps(n, _mm_set1_ps(LN2_HI))), _mm_mul_ps(n, _mm_set1_ps(LN2_LO)));
-            let mut q = _mm_set1_ps(C6);
-            for c in [C5, C4, C3, C2, 1.0, 1.0] {
-                q = _mm_add_ps(_mm_set1_ps(c), _mm_mul_ps(r, q));
-            }
-            let e = _mm_add_epi32(_mm_sub_epi32(_mm_castps_si128(t), _mm_set1_epi32(ROUND_BITS)), _mm_set1_epi32(127));
-            _mm_mul_ps(q, _mm_castsi128_ps(_mm_slli_epi32::<23>(e)))
+    /// [`exp_nonpositive`] on 8 lanes, operation for operation.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn exp8(x: __m256) -> __m256 {
+        let x = _mm256_max_ps(x, _mm256_set1_ps(FLOOR));
+        let t = _mm256_fmadd_ps(x, _mm256_set1_ps(LOG2E), _mm256_set1_ps(ROUND));
+        let n = _mm256_sub_ps(t, _mm256_set1_ps(ROUND));
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), x);
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
+        let mut p = _mm256_set1_ps(C6);
+        for c in HORNER {
+            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
         }
+        let e = _mm256_add_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(EXP_BIAS));
+        _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32::<23>(e)))
     }
 
-    pub(super) fn sum_exp_sse2(row: &[f32], max: f32) -> f64 {
+    /// The 16 lanes as two registers: `lo` takes each chunk's first 8 values, `hi` the rest.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn sum_exp_avx2(row: &[f32], max: f32) -> f64 {
         let mut total = 0f64;
         for block in row.chunks(BLOCK) {
-            let chunks = block.chunks_exact(8);
+            let chunks = block.chunks_exact(LANES);
             let tail = chunks.remainder();
-            let mut acc = [0f32; 8];
-            // SAFETY: SSE2 is part of x86-64; every load reads 4 values inside a chunk of 8
-            // and the store writes the 8 lanes of `acc`.
+            let mut acc = [0f32; LANES];
+            let m = _mm256_set1_ps(max);
+            let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+            for c in chunks {
+                // SAFETY: the loads read the chunk's 16 values, 8 at a time.
+                let (a, b) = unsafe { (_mm256_loadu_ps(c.as_ptr()), _mm256_loadu_ps(c.as_ptr().add(8))) };
+                lo = _mm256_add_ps(lo, exp8(_mm256_sub_ps(a, m)));
+                hi = _mm256_add_ps(hi, exp8(_mm256_sub_ps(b, m)));
+            }
+            // SAFETY: the stores write the 16 lanes of `acc`, 8 at a time.
             unsafe {
-                let m = _mm_set1_ps(max);
-                let (mut lo, mut hi) = (_mm_setzero_ps(), _mm_setzero_ps());
-                for c in chunks {
-                    lo = _mm_add_ps(lo, exp4(_mm_sub_ps(_mm_loadu_ps(c.as_ptr()), m)));
-                    hi = _mm_add_ps(hi, exp4(_mm_sub_ps(_mm_loadu_ps(c.as_ptr().add(4)), m)));
-                }
-                _mm_storeu_ps(acc.as_mut_ptr(), lo);
-                _mm_storeu_ps(acc.as_mut_ptr().add(4), hi);
+                _mm256_storeu_ps(acc.as_mut_ptr(), lo);
+                _mm256_storeu_ps(acc.as_mut_ptr().add(8), hi);
             }
             total += finish_block(acc, tail, max);
         }
         total
     }
 
-    /// [`exp_nonpositive`] on 8 lanes, operation for operation.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    fn exp8(x: __m256) -> __m256 {
-        let x = _mm256_max_ps(x, _mm256_set1_ps(FLOOR));
-        let t = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(LOG2E)), _mm256_set1_ps(ROUND));
-        let n = _mm256_sub_ps(t, _mm256_set1_ps(ROUND));
-        let r = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(LN2_HI))), _mm256_mul_ps(n, _mm256_set1_ps(LN2_LO)));
-        let mut q = _mm256_set1_ps(C6);
-        for c in [C5, C4, C3, C2, 1.0, 1.0] {
-            q = _mm256_add_ps(_mm256_set1_ps(c), _mm256_mul_ps(r, q));
-        }
-        let e = _mm256_add_epi32(_mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(ROUND_BITS)), _mm256_set1_epi32(127));
-        _mm256_mul_ps(q, _mm256_castsi256_ps(_mm256_slli_epi32::<23>(e)))
-    }
-
     /// # Safety
     /// The CPU must have AVX2.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn sum_exp_avx2(row: &[f32], max: f32) -> f64 {
+    pub(super) unsafe fn max_avx2(row: &[f32]) -> Option<f32> {
+        let chunks = row.chunks_exact(8);
+        let tail = chunks.remainder();
+        let (mut m, mut nan) = (_mm256_set1_ps(f32::NEG_INFINITY), _mm256_setzero_ps());
+        for c in chunks {
+            // SAFETY: the load reads the chunk's 8 values.
+            let v = unsafe { _mm256_loadu_ps(c.as_ptr()) };
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
+            m = _mm256_max_ps(m, v);
+        }
+        let mut lanes = [0f32; 8];
+        // SAFETY: the store writes the 8 lanes of `lanes`.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), m) };
+        finish_max(lanes.iter().copied().fold(f32::NEG_INFINITY, f32::max), _mm256_movemask_ps(nan) != 0, tail)
+    }
+
+    /// # Safety
+    /// The CPU must have AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn max_avx512(row: &[f32]) -> Option<f32> {
+        let chunks = row.chunks_exact(LANES);
+        let tail = chunks.remainder();
+        let (mut m, mut nan) = (_mm512_set1_ps(f32::NEG_INFINITY), 0u16);
+        for c in chunks {
+            // SAFETY: the load reads the chunk's 16 values.
+            let v = unsafe { _mm512_loadu_ps(c.as_ptr()) };
+            nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
+            m = _mm512_max_ps(m, v);
+        }
+        finish_max(_mm512_reduce_max_ps(m), nan != 0, tail)
+    }
+
+    /// [`exp_nonpositive`] on 16 lanes, operation for operation.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn exp16(x: __m512) -> __m512 {
+        let x = _mm512_max_ps(x, _mm512_set1_ps(FLOOR));
+        let t = _mm512_fmadd_ps(x, _mm512_set1_ps(LOG2E), _mm512_set1_ps(ROUND));
+        let n = _mm512_sub_ps(t, _mm512_set1_ps(ROUND));
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), x);
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
+        let mut p = _mm512_set1_ps(C6);
+        for c in HORNER {
+            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(c));
+        }
+        let e = _mm512_add_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(EXP_BIAS));
+        _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32::<23>(e)))
+    }
+
+    /// # Safety
+    /// The CPU must have AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn sum_exp_avx512(row: &[f32], max: f32) -> f64 {
         let mut total = 0f64;
         for block in row.chunks(BLOCK) {
-            let chunks = block.chunks_exact(8);
+            let chunks = block.chunks_exact(LANES);
             let tail = chunks.remainder();
-            let mut acc = [0f32; 8];
-            let m = _mm256_set1_ps(max);
-            let mut lanes = _mm256_setzero_ps();
+            let mut acc = [0f32; LANES];
+            let m = _mm512_set1_ps(max);
+            let mut lanes = _mm512_setzero_ps();
             for c in chunks {
-                // SAFETY: the load reads the chunk's 8 values.
-                lanes = _mm256_add_ps(lanes, exp8(_mm256_sub_ps(unsafe { _mm256_loadu_ps(c.as_ptr()) }, m)));
+                // SAFETY: the load reads the chunk's 16 values.
+                lanes = _mm512_add_ps(lanes, exp16(_mm512_sub_ps(unsafe { _mm512_loadu_ps(c.as_ptr()) }, m)));
             }
-            // SAFETY: the store writes the 8 lanes of `acc`.
-            unsafe { _mm256_storeu_ps(acc.as_mut_ptr(), lanes) };
+            // SAFETY: the store writes the 16 lanes of `acc`.
+            unsafe { _mm512_storeu_ps(acc.as_mut_ptr(), lanes) };
             total += finish_block(acc, tail, max);
         }
         total
@@ -233,16 +308,55 @@ mod tests {
         let mut out = vec![("portable", sum_exp_portable(row, max))];
         #[cfg(target_arch = "x86_64")]
         {
-            out.push(("sse2", x86::sum_exp_sse2(row, max)));
+            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+                // SAFETY: the CPU has AVX2 and FMA (checked just above).
+                out.push(("avx2", unsafe { x86::sum_exp_avx2(row, max) }));
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU has AVX-512F (checked just above).
+                out.push(("avx512", unsafe { x86::sum_exp_avx512(row, max) }));
+            }
+        }
+        out
+    }
+
+    /// The max of every path this machine can run.
+    fn every_max(row: &[f32]) -> Vec<(&'static str, Option<f32>)> {
+        #[allow(unused_mut)]
+        let mut out = vec![("portable", max_portable(row))];
+        #[cfg(target_arch = "x86_64")]
+        {
             if std::arch::is_x86_feature_detected!("avx2") {
                 // SAFETY: the CPU has AVX2 (checked just above).
-                out.push(("avx2", unsafe { x86::sum_exp_avx2(row, max) }));
+                out.push(("avx2", unsafe { x86::max_avx2(row) }));
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU has AVX-512F (checked just above).
+                out.push(("avx512", unsafe { x86::max_avx512(row) }));
             }
         }
         out
     }
 
     proptest! {
+        /// Every path finds the same maximum, and a NaN anywhere (in a vector chunk or the
+        /// tail) is reported with its index.
+        #[test]
+        fn every_path_finds_the_max_and_the_nan(row in proptest::collection::vec(prop_oneof![8 => -40.0f32..40.0, 1 => Just(f32::NEG_INFINITY)], 0..200), nan_at in proptest::option::of(0usize..200)) {
+            let mut row = row;
+            let want = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let nan_at = nan_at.filter(|&i| i < row.len());
+            if let Some(i) = nan_at {
+                row[i] = f32::NAN;
+            }
+            for (name, got) in every_max(&row) {
+                prop_assert_eq!(got, nan_at.is_none().then_some(want), "{}", name);
+            }
+            if let Some(i) = nan_at {
+                prop_assert_eq!(log_sum_exp(&row), Err(i));
+            }
+        }
+
         #[test]
         fn log_sum_exp_matches_f64(row in proptest::collection::vec(-30.0f32..30.0, 1..40_000), scale in 0.01f32..10.0) {
             let row: Vec<f32> = row.iter().map(|x| x * scale).collect();
