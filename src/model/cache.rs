@@ -7,7 +7,9 @@
 //! old contents has read them; only a cycle of rows (beams trading places) saves one row. A
 //! reorder that adds rows (the beams opening after the first step) gathers into a buffer
 //! taken from a pool, so no step pays the page faults of a fresh allocation of the cache's
-//! size. The shapes were checked against the model's config when the step returned them.
+//! size. The tensors are independent of each other: the session reorders them on several
+//! threads ([`crate::model::host`]). The shapes were checked against the model's config when
+//! the step returned them.
 
 use ort::value::DynValue;
 
@@ -81,27 +83,43 @@ impl Kv {
         }
     }
 
-    /// Applies a reorder (new row `i` = old row `parents[i]`, every parent below the current
-    /// row count): in place when it adds no rows, else into a buffer from `pool` (this
-    /// tensor's old host buffer goes back to it). `scratch` holds the row an in-place
-    /// reorder saves to turn a cycle.
-    pub fn reorder(&mut self, parents: &[usize], pool: &mut Vec<Vec<f32>>, scratch: &mut Vec<f32>) -> Result<(), NotHostF32> {
+    /// Rows and elements per row.
+    fn rows_and_row(&self) -> (usize, usize) {
         let rows = self.shape.first().map_or(0, |&r| r.max(0) as usize);
-        let row = self.len().checked_div(rows).unwrap_or(0);
-        if parents.len() <= rows {
+        (rows, self.len().checked_div(rows).unwrap_or(0))
+    }
+
+    /// The elements a buffer must hold for a reorder to `parents` that adds rows, or `None`
+    /// when the reorder is done in place.
+    pub fn growth(&self, parents: &[usize]) -> Option<usize> {
+        let (rows, row) = self.rows_and_row();
+        (parents.len() > rows).then_some(parents.len() * row)
+    }
+
+    /// Applies a reorder (new row `i` = old row `parents[i]`, every parent below the current
+    /// row count): in place when it adds no rows, else into `fresh`, a buffer the caller
+    /// took from its pool for the [`growth`](Self::growth) (so that several tensors can be
+    /// reordered on several threads). `scratch` holds the row an in-place reorder saves to
+    /// turn a cycle. Returns the host buffer it gave up (the old one of a grown tensor, or
+    /// an unused `fresh`), for the pool.
+    pub fn reorder_with(&mut self, parents: &[usize], fresh: Option<Vec<f32>>, scratch: &mut Vec<f32>) -> Result<Option<Vec<f32>>, NotHostF32> {
+        let (rows, row) = self.rows_and_row();
+        let given_up = if parents.len() > rows {
+            let mut out = fresh.unwrap_or_default();
+            gather_rows(self.data()?, row, parents, &mut out);
+            match std::mem::replace(&mut self.buf, KvBuf::Host(out)) {
+                KvBuf::Host(old) => Some(old),
+                KvBuf::Ort(_) => None,
+            }
+        } else {
             let buffer = self.buffer_mut()?;
             permute_rows_in_place(&mut buffer[..rows * row], row, parents, scratch);
-        } else {
-            let mut out = take_buffer(pool, parents.len() * row);
-            gather_rows(self.data()?, row, parents, &mut out);
-            if let KvBuf::Host(old) = std::mem::replace(&mut self.buf, KvBuf::Host(out)) {
-                pool.push(old);
-            }
-        }
+            fresh
+        };
         if let Some(first) = self.shape.first_mut() {
             *first = parents.len() as i64;
         }
-        Ok(())
+        Ok(given_up)
     }
 
     /// Gives its host buffer back to `pool`.
@@ -267,10 +285,13 @@ mod tests {
             gather_rows(&data, row, &parents, &mut expected);
             let mut kv = Kv { buf: KvBuf::Host(data), shape: vec![rows as i64, 1, 1, row as i64] };
             let (mut pool, mut scratch) = (Vec::new(), Vec::new());
-            kv.reorder(&parents, &mut pool, &mut scratch).unwrap();
+            let growth = kv.growth(&parents);
+            prop_assert_eq!(growth, (parents.len() > rows).then_some(parents.len() * row));
+            let fresh = growth.map(|len| take_buffer(&mut pool, len));
+            let given_up = kv.reorder_with(&parents, fresh, &mut scratch).unwrap();
             prop_assert_eq!(&kv.shape, &vec![parents.len() as i64, 1, 1, row as i64]);
             prop_assert_eq!(kv.data().unwrap(), &expected[..]);
-            prop_assert_eq!(pool.len(), usize::from(parents.len() > rows), "a grown tensor's old buffer is pooled");
+            prop_assert_eq!(given_up.is_some(), parents.len() > rows, "a grown tensor gives up its old buffer");
         }
     }
 }

@@ -6,10 +6,12 @@
 //!   and the encoder input of a dialog.
 //! - [`session`]: [`Seq2Seq`], the encoder-decoder with a KV cache and a session pool.
 //! - [`doctor`]: what `trellis doctor` checks.
+//! - [`host`]: the bulk work between decoder calls, split over the model's cores.
 
 pub(crate) mod cache;
 pub mod dir;
 pub mod doctor;
+pub(crate) mod host;
 mod interface;
 pub mod runtime;
 pub mod session;

@@ -22,8 +22,9 @@
 //! gets them copied from the host at each step; the split layout's with-past graph does
 //! not take them.
 
-use crate::model::cache::{Kv, NotHostF32};
+use crate::model::cache::{take_buffer, Kv, NotHostF32};
 use crate::model::dir::{DecoderFiles, Layout, ModelDir, ModelDirError, T5Config};
+use crate::model::host::map_split;
 use crate::model::interface::{check_decoder, check_encoder, type_name, DecoderIo, Names, Stage};
 pub use crate::model::interface::{InterfaceIssue, InterfaceProblem};
 use crate::model::runtime::{Runtime, RuntimeError};
@@ -246,6 +247,9 @@ pub struct Seq2Seq {
     pool: Mutex<Vec<Slot>>,
     freed: Condvar,
     counters: Counters,
+    /// Threads for the bulk work between decoder calls ([`host`](crate::model::host)): as
+    /// many as the model's intra-op threads.
+    host_threads: usize,
 }
 
 impl std::fmt::Debug for Seq2Seq {
@@ -371,7 +375,9 @@ impl Seq2Seq {
             slots.push(Slot { encoder, first, with_past, binding, pool: Vec::new() });
         }
         let (first_io, with_past_io) = ios.expect("at least one slot");
+        let host_threads = if opts.threads > 0 { opts.threads } else { std::thread::available_parallelism().map_or(1, |n| n.get()) };
         Ok(Seq2Seq {
+            host_threads,
             encoder_path: dir.encoder_file().into(),
             dir,
             runtime: rt,
@@ -533,8 +539,8 @@ pub struct DecoderState {
     /// size cost more than the copy itself (page faults). Taken from the session's slot at
     /// `start` and given back by `recycle`.
     pool: Vec<Vec<f32>>,
-    /// The row an in-place reorder saves to turn a cycle of rows.
-    scratch: Vec<f32>,
+    /// Per cache tensor, the row an in-place reorder saves to turn a cycle of rows.
+    scratch: Vec<Vec<f32>>,
     /// Cross-attention K/V, `[rows x heads x seq x d_kv]`, from the first step.
     cross_kv: Vec<Kv>,
     logits: Option<DynValue>,
@@ -857,19 +863,27 @@ impl SessionGuard<'_> {
         let on_device = self.slot.as_ref().is_some_and(|s| s.binding.is_some());
         if on_device {
             state.self_kv = self.gather_kv(std::mem::take(&mut state.self_kv), parents)?;
+            if inputs_changed {
+                state.cross_kv = self.gather_kv(std::mem::take(&mut state.cross_kv), parents)?;
+            }
         } else {
-            for kv in &mut state.self_kv {
-                kv.reorder(parents, &mut state.pool, &mut state.scratch).map_err(cache_error)?;
+            // The cross-attention rows depend on the input alone: they move only when the
+            // inputs of the rows change.
+            let cross = if inputs_changed { state.cross_kv.len() } else { 0 };
+            let tensors: Vec<&mut Kv> = state.self_kv.iter_mut().chain(state.cross_kv.iter_mut().take(cross)).collect();
+            state.scratch.resize_with(tensors.len(), Vec::new);
+            // Buffers for the tensors that grow are taken from the pool here, so that the
+            // tensors (independent of each other) can be reordered on several threads.
+            let fresh: Vec<Option<Vec<f32>>> = tensors.iter().map(|kv| kv.growth(parents).map(|len| take_buffer(&mut state.pool, len))).collect();
+            let jobs: Vec<_> = tensors.into_iter().zip(fresh).zip(state.scratch.iter_mut()).collect();
+            let given_up = map_split(jobs, self.model.host_threads, |((kv, fresh), scratch)| kv.reorder_with(parents, fresh, scratch));
+            for old in given_up {
+                if let Some(old) = old.map_err(cache_error)? {
+                    state.pool.push(old);
+                }
             }
         }
         if inputs_changed {
-            if on_device {
-                state.cross_kv = self.gather_kv(std::mem::take(&mut state.cross_kv), parents)?;
-            } else {
-                for kv in &mut state.cross_kv {
-                    kv.reorder(parents, &mut state.pool, &mut state.scratch).map_err(cache_error)?;
-                }
-            }
             state.mask = gather_host::<i64>(&state.mask, parents, "encoder_attention_mask")?;
             // After the first step the encoder states are read again only by a with-past
             // graph that takes them (the cross-attention K/V stand for them otherwise).
