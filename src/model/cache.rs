@@ -11,6 +11,7 @@
 //! threads ([`crate::model::host`]). The shapes were checked against the model's config when
 //! the step returned them.
 
+use crate::model::host::map_split;
 use ort::value::DynValue;
 
 /// Where a cache tensor's rows live: ONNX Runtime's output of the last step (fed back as it
@@ -83,6 +84,11 @@ impl Kv {
         }
     }
 
+    /// Elements per row.
+    pub fn row_len(&self) -> usize {
+        self.rows_and_row().1
+    }
+
     /// Rows and elements per row.
     fn rows_and_row(&self) -> (usize, usize) {
         let rows = self.shape.first().map_or(0, |&r| r.max(0) as usize);
@@ -128,6 +134,47 @@ impl Kv {
             pool.push(d);
         }
     }
+}
+
+/// A reorder moving fewer cache elements than this runs on one thread (4 MB of f32):
+/// starting a thread costs about as much as copying 0.5 MB.
+const SPLIT_MIN_ELEMENTS: usize = 1 << 20;
+
+/// The threads worth using for reordering `tensors` to `parents`, up to `threads`: all of
+/// them for the big moves (the beams opening, a compaction of the cross-attention tensors),
+/// one for the small ones.
+pub(crate) fn split_threads(tensors: &[&mut Kv], parents: &[usize], threads: usize) -> usize {
+    let moved_rows = parents.iter().enumerate().filter(|&(i, &p)| i != p).count();
+    let moved = moved_rows * tensors.iter().map(|kv| kv.row_len()).sum::<usize>();
+    if moved >= SPLIT_MIN_ELEMENTS {
+        threads
+    } else {
+        1
+    }
+}
+
+/// Reorders `tensors` (independent of each other) to `parents`, dealt over `threads` threads
+/// ([`map_split`]). The buffers growing tensors gather into are taken from `pool` first and
+/// the buffers given up go back to it; `scratch` gets one saved row per tensor.
+pub(crate) fn reorder_all(
+    tensors: Vec<&mut Kv>,
+    parents: &[usize],
+    pool: &mut Vec<Vec<f32>>,
+    scratch: &mut Vec<Vec<f32>>,
+    threads: usize,
+) -> Result<(), NotHostF32> {
+    scratch.resize_with(tensors.len().max(scratch.len()), Vec::new);
+    let fresh: Vec<Option<Vec<f32>>> = tensors.iter().map(|kv| kv.growth(parents).map(|len| take_buffer(pool, len))).collect();
+    let jobs: Vec<_> = tensors.into_iter().zip(fresh).zip(scratch.iter_mut()).collect();
+    let mut failed = None;
+    for given_up in map_split(jobs, threads, |((kv, fresh), scratch)| kv.reorder_with(parents, fresh, scratch)) {
+        match given_up {
+            Ok(Some(old)) => pool.push(old),
+            Ok(None) => {}
+            Err(e) => failed = failed.or(Some(e)),
+        }
+    }
+    failed.map_or(Ok(()), Err)
 }
 
 /// A buffer for `len` elements from `pool`: the smallest that holds them without growing
@@ -273,6 +320,27 @@ mod tests {
             let mut scratch = Vec::new();
             permute_rows_in_place(&mut in_place, row, &parents, &mut scratch);
             prop_assert_eq!(rows_of(&in_place[..parents.len() * row], row), rows_of(&expected, row));
+        }
+
+        /// Several tensors reordered together, on one thread or several, each end as a
+        /// gather of its rows; the grown ones' old buffers go back to the pool.
+        #[test]
+        fn tensors_reordered_together(rows in 1usize..6, picks in proptest::collection::vec(0usize..1000, 1..15), threads in 1usize..4) {
+            let lens = [2usize, 7, 3, 5];
+            let parents: Vec<usize> = picks.iter().map(|&p| p % rows).collect();
+            let make = || lens.iter().enumerate().map(|(k, &row)| {
+                let data: Vec<f32> = (0..rows * row).map(|x| (x + 1000 * k) as f32).collect();
+                Kv { buf: KvBuf::Host(data), shape: vec![rows as i64, 1, 1, row as i64] }
+            }).collect::<Vec<_>>();
+            let mut tensors = make();
+            let (mut pool, mut scratch) = (Vec::new(), Vec::new());
+            reorder_all(tensors.iter_mut().collect(), &parents, &mut pool, &mut scratch, threads).unwrap();
+            for (kv, before) in tensors.iter().zip(make()) {
+                let mut expected = Vec::new();
+                gather_rows(before.data().unwrap(), before.row_len(), &parents, &mut expected);
+                prop_assert_eq!(kv.data().unwrap(), &expected[..]);
+            }
+            prop_assert_eq!(pool.len(), if parents.len() > rows { lens.len() } else { 0 });
         }
 
         /// A host tensor's reorder, growing or not, leaves the gathered rows and shape.

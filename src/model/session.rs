@@ -22,9 +22,8 @@
 //! gets them copied from the host at each step; the split layout's with-past graph does
 //! not take them.
 
-use crate::model::cache::{take_buffer, Kv, NotHostF32};
+use crate::model::cache::{reorder_all, split_threads, Kv, NotHostF32};
 use crate::model::dir::{DecoderFiles, Layout, ModelDir, ModelDirError, T5Config};
-use crate::model::host::map_split;
 use crate::model::interface::{check_decoder, check_encoder, type_name, DecoderIo, Names, Stage};
 pub use crate::model::interface::{InterfaceIssue, InterfaceProblem};
 use crate::model::runtime::{Runtime, RuntimeError};
@@ -871,17 +870,8 @@ impl SessionGuard<'_> {
             // inputs of the rows change.
             let cross = if inputs_changed { state.cross_kv.len() } else { 0 };
             let tensors: Vec<&mut Kv> = state.self_kv.iter_mut().chain(state.cross_kv.iter_mut().take(cross)).collect();
-            state.scratch.resize_with(tensors.len(), Vec::new);
-            // Buffers for the tensors that grow are taken from the pool here, so that the
-            // tensors (independent of each other) can be reordered on several threads.
-            let fresh: Vec<Option<Vec<f32>>> = tensors.iter().map(|kv| kv.growth(parents).map(|len| take_buffer(&mut state.pool, len))).collect();
-            let jobs: Vec<_> = tensors.into_iter().zip(fresh).zip(state.scratch.iter_mut()).collect();
-            let given_up = map_split(jobs, self.model.host_threads, |((kv, fresh), scratch)| kv.reorder_with(parents, fresh, scratch));
-            for old in given_up {
-                if let Some(old) = old.map_err(cache_error)? {
-                    state.pool.push(old);
-                }
-            }
+            let threads = split_threads(&tensors, parents, self.model.host_threads);
+            reorder_all(tensors, parents, &mut state.pool, &mut state.scratch, threads).map_err(cache_error)?;
         }
         if inputs_changed {
             state.mask = gather_host::<i64>(&state.mask, parents, "encoder_attention_mask")?;
