@@ -131,7 +131,7 @@ fn finish_block(mut acc: [f32; LANES], tail: &[f32], max: f32) -> f64 {
 /// 2^n built in the exponent bits. Below -87 it returns a denormal-free tiny value, which
 /// adds nothing a f32 sum can see.
 #[inline(always)]
-pub(crate) fn exp_nonpositive(x: f32) -> f32 {
+fn exp_nonpositive(x: f32) -> f32 {
     let x = x.max(FLOOR);
     let t = x.mul_add(LOG2E, ROUND);
     let n = t - ROUND;

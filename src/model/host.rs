@@ -1,10 +1,12 @@
-//! The bulk work between decoder calls (cache reorders, the search's log-sum-exps) split
-//! over the cores the model's intra-op threads use: while it runs those threads sleep (they
-//! do not spin), so the two take turns on the same cores.
+//! Bulk work between decoder calls (the big cache reorders) split over the cores the
+//! model's intra-op threads use: while it runs those threads sleep (they do not spin), so
+//! the two take turns on the same cores.
 //!
 //! Scoped threads, not a rayon pool: this work runs inside the batch pool's jobs, and a
 //! rayon worker that waits for another pool steals its own pool's jobs meanwhile, which
 //! here would be another batch waiting for the session this one holds.
+
+use std::sync::Mutex;
 
 /// Runs `f` on every item, the items dealt round-robin to up to `threads` threads (so a run
 /// of big items after small ones is still shared), the calling thread being one of them;
@@ -19,17 +21,23 @@ pub fn map_split<T: Send, R: Send>(items: Vec<T>, threads: usize, f: impl Fn(T) 
     for (i, item) in items.into_iter().enumerate() {
         hands[i % parts].push(item);
     }
-    let f = &f;
+    // Each hand in a slot its thread takes it from, so that a hand whose thread cannot be
+    // started (the system's limit) is still there to be played on this one.
+    let slots: Vec<Mutex<Option<Vec<T>>>> = hands.into_iter().map(|hand| Mutex::new(Some(hand))).collect();
+    let take = |slot: &Mutex<Option<Vec<T>>>| slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take().unwrap_or_default();
+    let (f, take) = (&f, &take);
     let mut done: Vec<std::vec::IntoIter<R>> = std::thread::scope(|scope| {
-        let mut hands = hands.into_iter();
-        let mine = hands.next().unwrap_or_default();
-        let others: Vec<_> = hands.map(|hand| scope.spawn(move || hand.into_iter().map(f).collect::<Vec<R>>())).collect();
-        let mut done = vec![mine.into_iter().map(f).collect::<Vec<R>>().into_iter()];
-        for h in others {
-            match h.join() {
-                Ok(part) => done.push(part.into_iter()),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
+        let started: Vec<_> = slots[1..]
+            .iter()
+            .map(|slot| std::thread::Builder::new().spawn_scoped(scope, move || take(slot).into_iter().map(f).collect::<Vec<R>>()).ok())
+            .collect();
+        let mut done = vec![take(&slots[0]).into_iter().map(f).collect::<Vec<R>>().into_iter()];
+        for (slot, thread) in slots[1..].iter().zip(started) {
+            let part = match thread {
+                Some(thread) => thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                None => take(slot).into_iter().map(f).collect(),
+            };
+            done.push(part.into_iter());
         }
         done
     });
