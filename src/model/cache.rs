@@ -308,6 +308,18 @@ mod tests {
         assert_eq!(take_buffer(&mut pool, 0).capacity(), 0, "an empty pool gives a new buffer");
     }
 
+    #[test]
+    fn only_big_moves_are_split() {
+        // Two tensors of 4 rows of 2^17 elements: a row moved is 2^18 elements of both.
+        let make = || Kv { buf: KvBuf::Host(vec![0.0; 4 << 17]), shape: vec![4, 1, 1, 1 << 17] };
+        let (mut a, mut b) = (make(), make());
+        let tensors = [&mut a, &mut b];
+        assert_eq!(split_threads(&tensors, &[0, 1, 2, 3], 4), 1, "nothing moves");
+        assert_eq!(split_threads(&tensors, &[0, 0, 2, 2], 4), 1, "2 rows: 2^19 elements, under 2^20");
+        assert_eq!(split_threads(&tensors, &[1, 0, 3, 2], 4), 4, "4 rows: 2^20 elements");
+        assert_eq!(split_threads(&tensors, &[0, 0, 0, 0, 0, 0], 2), 2, "growth: 5 new rows");
+    }
+
     proptest! {
         /// The in-place reorder equals a gather into a new buffer, for any parents (repeats,
         /// drops, cycles) that add no rows.
