@@ -71,15 +71,17 @@ fn parity(layout: &str) {
     assert_eq!(m.dir().layout(), if layout == "split" { Layout::Split } else { Layout::Merged });
     let mut s = m.session().unwrap();
     let enc = s.encode(&g.inputs).unwrap();
-    assert_eq!((enc.batch(), enc.seq_len()), (3, g.mask[0].len()));
+    // Padded to the model's input.max_tokens, whatever the batch's longest input.
+    let seq = g.mask[0].len().max(m.dir().trellis().input.max_tokens);
+    assert_eq!((enc.batch(), enc.seq_len()), (3, seq));
     let hidden = enc.hidden_states().unwrap();
     let d = g.d_model;
     let mut worst: f32 = 0.0;
-    for (row, m) in g.mask.iter().enumerate() {
-        for (pos, &on) in m.iter().enumerate() {
+    for (row, mask) in g.mask.iter().enumerate() {
+        for (pos, &on) in mask.iter().enumerate() {
             if on == 1 {
-                let at = (row * m.len() + pos) * d;
-                worst = worst.max(max_diff(&hidden[at..at + d], &g.hidden[at..at + d]));
+                let (at, gold) = ((row * seq + pos) * d, (row * mask.len() + pos) * d);
+                worst = worst.max(max_diff(&hidden[at..at + d], &g.hidden[gold..gold + d]));
             }
         }
     }

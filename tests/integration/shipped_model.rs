@@ -122,3 +122,111 @@ fn the_shipped_model_retrieves_real_paths_on_the_sample() {
     }
     assert!(paths >= dialogs.len());
 }
+
+/// Requests about the sample's films: a first message naming a film and, for every other
+/// request, a second one naming one of its actors, so inputs differ in length (padding in a
+/// batch) and in how many entities they mention.
+fn sample_requests(n: usize) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(fixture("opendialkg-sample.tsv")).unwrap();
+    let mut films: Vec<(String, String)> = Vec::new();
+    for l in text.lines() {
+        let c: Vec<&str> = l.split('\t').collect();
+        if c.len() == 3 && c[1] == "starred_actors" && !films.iter().any(|(f, _)| f == c[0]) {
+            films.push((c[0].to_string(), c[2].to_string()));
+        }
+    }
+    assert!(films.len() >= n, "the sample has {} films with actors", films.len());
+    films
+        .into_iter()
+        .take(n)
+        .enumerate()
+        .map(|(i, (film, actor))| {
+            let mut history = vec![format!("Have you seen {film}?")];
+            if i % 2 == 1 {
+                history.push(format!("Yes! {actor} was in it, and I liked the music too. Who else starred in {film}?"));
+            }
+            serde_json::json!({"id": format!("r{i}"), "history": history})
+        })
+        .collect()
+}
+
+/// Runs `args` over `requests` written in `order` and returns each output line by its id
+/// (`run`'s without its timings).
+fn answers_by_id(
+    dir: &Path,
+    name: &str,
+    requests: &[serde_json::Value],
+    order: &[usize],
+    args: &[&std::ffi::OsStr],
+) -> std::collections::BTreeMap<String, String> {
+    let input = dir.join(format!("{name}.jsonl"));
+    let output = dir.join(format!("{name}.out.jsonl"));
+    let lines: Vec<String> = order.iter().map(|&i| requests[i].to_string()).collect();
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    stdout_of(trellis().args(args).arg("--input").arg(&input).arg("--output").arg(&output));
+    let out = std::fs::read_to_string(&output).unwrap();
+    let mut by_id = std::collections::BTreeMap::new();
+    for line in out.lines() {
+        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let id = v["id"].as_str().unwrap().to_string();
+        // A reply's stage timings (and its batch's size) are about the run, not the answer.
+        let line = match v.as_object_mut().and_then(|o| o.remove("timings")) {
+            Some(_) => v.to_string(),
+            None => line.to_string(),
+        };
+        assert!(by_id.insert(id, line).is_none(), "one answer per request");
+    }
+    assert_eq!(by_id.len(), requests.len());
+    by_id
+}
+
+/// A request's answer is the same bytes whatever else is in its batch: the shipped models
+/// (weight-only int8: float arithmetic, no activation scale shared by a batch) over the same
+/// requests in three orders, batches of 1, 3, 5, 8 and all, one and two threads.
+#[test]
+fn the_shipped_models_answer_a_request_the_same_in_any_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("kg");
+    ingest(&store, &[], &[&fixture("opendialkg-sample.tsv")]);
+    stdout_of(trellis().args(["index-tokens", "--linearization", "trellis", "--store"]).arg(&store).arg("--tokenizer").arg(shipped().join("tokenizer.json")));
+    let requests = sample_requests(16);
+    let n = requests.len();
+    let forward: Vec<usize> = (0..n).collect();
+    let backward: Vec<usize> = (0..n).rev().collect();
+    // A fixed shuffle: i -> 7i mod 16 (7 is prime to 16).
+    let shuffled: Vec<usize> = (0..n).map(|i| (7 * i) % n).collect();
+    let model = shipped();
+    let generator = shipped_generator();
+    let common = |cmd: &str| -> Vec<std::ffi::OsString> {
+        let mut v: Vec<std::ffi::OsString> =
+            vec![cmd.into(), "--store".into(), store.clone().into(), "--retriever".into(), "gsr".into(), "--model".into(), model.clone().into()];
+        if cmd == "run" {
+            v.extend(["--generator".into(), generator.clone().into()]);
+        }
+        v
+    };
+    for cmd in ["retrieve", "run"] {
+        let runs: [(&str, &[usize], &str, &str); 5] =
+            [("a", &forward, "1", "1"), ("b", &forward, "8", "2"), ("c", &backward, "5", "2"), ("d", &shuffled, "3", "1"), ("e", &shuffled, "16", "2")];
+        let mut first: Option<std::collections::BTreeMap<String, String>> = None;
+        for (name, order, batch, threads) in runs {
+            let mut args = common(cmd);
+            args.extend(["--batch".into(), batch.into(), "--threads".into(), threads.into()]);
+            let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+            let got = answers_by_id(dir.path(), &format!("{cmd}-{name}"), &requests, order, &refs);
+            match &first {
+                None => first = Some(got),
+                Some(want) => {
+                    for (id, line) in want {
+                        assert_eq!(&got[id], line, "{cmd}: request {id} answered differently with --batch {batch} --threads {threads}");
+                    }
+                }
+            }
+        }
+        // The answers are real ones: every request gets paths (and, from run, a reply).
+        for line in first.unwrap().values() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert!(!v["paths"].as_array().unwrap().is_empty(), "{cmd}: {line}");
+        }
+    }
+}

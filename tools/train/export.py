@@ -14,8 +14,9 @@ greedy decoding with onnxruntime against transformers `generate`).
 
 `--layout merged` (default) writes one decoder file (`decoder_model_merged.onnx`), so the
 decoder's weights are stored once; `split` writes the two decoder files. `--quantize` stores
-the weights of the matrix products as int8 (onnxruntime's dynamic quantization), about a
-quarter of the size; its cost on dev is measured, not assumed (README).
+the weights of the matrix products as int8, about a quarter of the size, and quantizes their
+activations per row at run time (tools/train/row_quant.py), so a request's answer does not
+depend on the other requests of its batch; its cost on dev is measured, not assumed (README).
 """
 import argparse
 import json
@@ -31,6 +32,7 @@ if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
     os.execv(sys.executable, [sys.executable] + sys.argv)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gsr"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -51,8 +53,12 @@ def quantize(folder, merged):
     """int8 weights for every file; for the merged layout the two decoders are quantized
     apart and then merged: quantize_dynamic does not reach the matrix products inside the
     merged graph's `If` branches (their weights are the outer graph's), and merging after
-    keeps each quantized weight once (the two files' copies are identical)."""
+    keeps each quantized weight once (the two files' copies are identical). Last, every
+    file's per-tensor activation quantization becomes per-row (row_quant.py)."""
+    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    import row_quant
 
     for f in sorted(Path(folder).glob("*.onnx")):
         q = f.with_suffix(".q.onnx")
@@ -67,6 +73,11 @@ def quantize(folder, merged):
         merge_decoders(first, with_past, save_path=folder / "decoder_model_merged.onnx", strict=False)
         first.unlink()
         with_past.unlink()
+    for f in sorted(Path(folder).glob("*.onnx")):
+        model = onnx.load(str(f))
+        row_quant.convert(model)
+        onnx.checker.check_model(model)
+        onnx.save(model, str(f))
 
 
 def ort_greedy(onnx_dir, merged, cfg, input_ids, max_new_tokens):
