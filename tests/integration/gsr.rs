@@ -249,16 +249,11 @@ fn retrieve_cli_writes_explained_paths_and_is_deterministic() {
     let a = out("b.jsonl", &[]);
     assert_eq!(a, out("c.jsonl", &["--model-threads", "2", "--threads", "2"]));
     assert_eq!(a, out("d.jsonl", &["--model-threads", "1", "--threads", "1"]));
-    // Another batch size pads the encoder batch to another length, which changes the float
-    // summation order: the same paths, scores within 1e-6.
-    let other = out("f.jsonl", &["--batch", "3"]);
-    for (x, y) in a.lines().zip(other.lines()) {
-        let (x, y): (Value, Value) = (serde_json::from_str(x).unwrap(), serde_json::from_str(y).unwrap());
-        for (p, q) in x["paths"].as_array().unwrap().iter().zip(y["paths"].as_array().unwrap()) {
-            assert_eq!(p["triples"], q["triples"]);
-            assert!((p["score"].as_f64().unwrap() - q["score"].as_f64().unwrap()).abs() < 1e-6);
-        }
-    }
+    // And across batch sizes: every batch is padded to the model's input.max_tokens, so a
+    // request's numbers do not depend on its neighbours (this float model moved by up to
+    // 1.1e-7 when batches were padded to their longest input).
+    assert_eq!(a, out("f.jsonl", &["--batch", "3"]));
+    assert_eq!(a, out("f1.jsonl", &["--batch", "1"]));
     assert_ne!(a, out("e.jsonl", &["--prior", "hard"]), "the prior changes scores");
     // --model-norm allowed: a token that was the only one allowed scores exactly 0 (the
     // forced rest of a name); over the vocabulary no token does.
