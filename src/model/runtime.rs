@@ -134,6 +134,8 @@ pub fn probe(path: &Path, from: &'static str) -> Result<(libloading::Library, St
         // SAFETY: the symbol's type is the C API's `const OrtApiBase* OrtGetApiBase(void)`.
         let get: libloading::Symbol<unsafe extern "C" fn() -> *const ort::sys::OrtApiBase> =
             unsafe { lib.get(b"OrtGetApiBase\0") }.map_err(|_| RuntimeError::NotOnnxRuntime { path: path.into() })?;
+        // SAFETY: OrtGetApiBase takes no arguments and returns a pointer (checked for null
+        // below) to a static struct of the library, which `lib` keeps loaded.
         let base = unsafe { get() };
         if base.is_null() {
             return Err(RuntimeError::NotOnnxRuntime { path: path.into() });
@@ -143,6 +145,7 @@ pub fn probe(path: &Path, from: &'static str) -> Result<(libloading::Library, St
         if s.is_null() {
             return Err(RuntimeError::NotOnnxRuntime { path: path.into() });
         }
+        // SAFETY: `s` is non-null (checked above) and NUL-terminated, per the C API.
         unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned()
     };
     if !version_supported(&version) {
