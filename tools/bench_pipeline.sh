@@ -7,9 +7,11 @@
 #
 # Defaults: the shipped models (MODEL=models/gsr-opendialkg, GENERATOR=models/generator-opendialkg)
 # and `--retriever gsr --model $MODEL`; the store is kg.tsv with the model's token index.
+# BIN=path/to/trellis measures another build (an earlier version, side by side).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/kg_gsr_store.sh
+bin="${BIN:-$bin}"
 generator="${GENERATOR:-models/generator-opendialkg}"
 n="${N:-200}"
 retriever=("$@")

@@ -10,4 +10,6 @@ cargo fmt --check
 cargo clippy --release --locked --all-targets -- -D warnings
 # The library alone, without the command line's dependencies.
 cargo clippy --release --locked --lib --no-default-features -- -D warnings
+# The API documentation builds without a warning (broken or private intra-doc links).
+RUSTDOCFLAGS="-D warnings" cargo doc --release --locked --no-deps
 cargo test --release --locked "$@"

@@ -6,7 +6,7 @@
 //!   and the encoder input of a dialog.
 //! - [`session`]: [`Seq2Seq`], the encoder-decoder with a KV cache and a session pool.
 //! - [`doctor`]: what `trellis doctor` checks.
-//! - [`host`]: big cache reorders between decoder calls, split over the model's cores.
+//! - `host`: big cache reorders between decoder calls, split over the model's cores (crate-private).
 
 pub(crate) mod cache;
 pub mod dir;
