@@ -8,7 +8,8 @@
 # MODEL_NORM (default vocabulary, the paper's): both sides normalize the model's log-softmax
 # over the vocabulary or over the allowed tokens (decoding.model_norm).
 # The t5-small-shaped model comes from `$(tools/gsr/venv.sh) tools/gsr/make_fixture.py --shape t5-small
-# --out ~/.cache/trellis/models/t5-small-random`. Both sides: katz prior, proportional, 5 beams,
+# --out ~/.cache/trellis/models/t5-small-random`, after `cargo bench --bench decode_index` has
+# trained the 32k tokenizer it uses (make_fixture.py says so if it is missing). Both sides: katz prior, proportional, 5 beams,
 # candidates from the whole OpenDialKG graph. Python's time leaves out its candidate
 # retrieval (done by trellis beforehand); Trellis's includes linking and candidates but not
 # loading the model.

@@ -3,10 +3,14 @@
 # tests reopen (and later builds migrate). Run once per format version, never rewrite it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+out=tests/fixtures/stores/v1-sample
+# Frozen: a rerun would write the current format over the v1 store the migration tests need.
+if [ -e "$out" ]; then
+    echo "make_v1_fixture: $out exists and is frozen (format v1); it is never rewritten" >&2
+    exit 1
+fi
 source tools/setup.sh
 cargo build --release --locked --bin trellis
-out=tests/fixtures/stores/v1-sample
-rm -rf "$out"
 "$CARGO_TARGET_DIR/release/trellis" ingest --store "$out" tests/fixtures/opendialkg-sample.tsv
 # Runtime files RocksDB recreates: not part of the frozen format.
 rm -f "$out/LOCK" "$out"/gen-*/LOCK "$out"/gen-*/LOG*

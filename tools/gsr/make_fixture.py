@@ -427,6 +427,11 @@ def main():
     else:
         # The 32k Unigram the benches use, with both presets' boundaries and T5's </s>
         # post-processor added (the tokens it already has keep their ids).
+        if not BENCH_TOKENIZER.exists():
+            raise SystemExit(
+                f"make_fixture: {BENCH_TOKENIZER} is missing: the t5-small shape uses the 32k "
+                "tokenizer that `cargo bench --bench decode_index` trains and writes there; run it first"
+            )
         tok = Tokenizer.from_file(str(BENCH_TOKENIZER))
         tok = finish_tokenizer(tok)
     check_tokenizer(tok, facts)
