@@ -500,6 +500,54 @@ mod tests {
         release.join().unwrap();
     }
 
+    /// A failed first load removes the LOCK it holds, then releases it: a writer that was
+    /// waiting on that file must lock the one at the path, or a third writer creating a new
+    /// LOCK would run beside it.
+    #[test]
+    fn a_writer_waiting_on_a_removed_lock_takes_the_one_at_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCK_FILE);
+        let first = lock_writer(dir.path()).unwrap();
+        let remove = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            fs::remove_file(&path).unwrap();
+            drop(first);
+        });
+        let second = lock_writer_within(dir.path(), std::time::Duration::from_secs(30)).expect("the lock came free");
+        remove.join().unwrap();
+        assert!(same_file(&second._file, &dir.path().join(LOCK_FILE)), "holds the LOCK at the path");
+        let err = lock_writer_within(dir.path(), std::time::Duration::from_millis(20)).expect_err("held by the second");
+        assert!(matches!(err, OpenError::Locked { .. }), "{err:?}");
+    }
+
+    /// What a failed first load takes back: only what it added, and the directories it made.
+    #[test]
+    fn first_load_debris_is_what_the_load_added() {
+        let root = tempfile::tempdir().unwrap();
+        let new = root.path().join("a").join("b");
+        let before = BeforeFirstLoad::look(&new).unwrap();
+        let lock = lock_writer(&new).unwrap();
+        fs::create_dir_all(new.join("staging-000001-1").join("x")).unwrap();
+        fs::write(new.join("rejected-gen-000001.tsv"), b"").unwrap();
+        before.remove_debris(lock, &["rejected-gen-000001.tsv"]);
+        assert_eq!(names(root.path()), Vec::<String>::new());
+        // A directory that was there: its own names stay (even ones that look like ours),
+        // names it did not hold and that are not the store's stay too.
+        let old = root.path().join("old");
+        fs::create_dir(&old).unwrap();
+        fs::write(old.join("gen-notes"), b"").unwrap();
+        let before = BeforeFirstLoad::look(&old).unwrap();
+        let lock = lock_writer(&old).unwrap();
+        fs::create_dir(old.join(READERS_DIR)).unwrap();
+        fs::write(old.join("CURRENT.tmp"), b"").unwrap();
+        fs::write(old.join("someone-elses"), b"").unwrap();
+        before.remove_debris(lock, &[]);
+        assert_eq!(names(&old), vec!["gen-notes", "someone-elses"]);
+        // A store (CURRENT) is never looked at as a first load.
+        fs::write(old.join(CURRENT_FILE), b"gen-000001\n").unwrap();
+        assert!(BeforeFirstLoad::look(&old).is_none());
+    }
+
     #[test]
     fn a_lock_held_past_the_grace_is_reported_as_locked() {
         let dir = tempfile::tempdir().unwrap();
