@@ -295,11 +295,21 @@ pub fn entities_text(knowledge: &[KnowledgePath]) -> String {
     set.into_iter().collect::<Vec<_>>().join(" ")
 }
 
-fn joined(knowledge: String, history: &str) -> String {
+/// `K + " " + H`, or the one that is not empty; `marks` gets where `H` starts.
+fn joined(knowledge: String, history: &str, marks: &mut Vec<usize>) -> String {
     match (knowledge.is_empty(), history.is_empty()) {
-        (true, _) => history.to_owned(),
-        (false, true) => knowledge,
-        (false, false) => format!("{knowledge} {history}"),
+        (true, _) => {
+            marks.push(0);
+            history.to_owned()
+        }
+        (false, true) => {
+            marks.push(knowledge.len());
+            knowledge
+        }
+        (false, false) => {
+            marks.push(knowledge.len() + 1);
+            format!("{knowledge} {history}")
+        }
     }
 }
 
@@ -307,17 +317,34 @@ impl InputEncoding {
     /// The encoder text of a history text and its knowledge (each path checked first with
     /// [`check_path`] by the caller; here a path the linearization cannot write is an error).
     pub fn text(&self, lin: &Linearization, history: &str, knowledge: &[KnowledgePath]) -> Result<String, LinearizeError> {
-        Ok(match self {
-            InputEncoding::DialogGsr => format!("knowledge: {}</s>dialogue: {history}", paths_text(lin, knowledge)?),
-            InputEncoding::Surge => joined(triples_text(knowledge), history),
-            InputEncoding::Invariant => joined(invariant_text(knowledge), history),
-            InputEncoding::Efficient => joined(entities_text(knowledge), history),
+        Ok(self.text_marked(lin, history, knowledge)?.0)
+    }
+
+    /// [`text`](Self::text), and the byte offset of each place the history was written at,
+    /// ascending (none for a template without `{history}`, two for one that writes it twice):
+    /// a shorter history (a suffix of this one, not empty) gives the same text with the start
+    /// of each place cut: how the generator drops old messages without rewriting the text.
+    pub fn text_marked(&self, lin: &Linearization, history: &str, knowledge: &[KnowledgePath]) -> Result<(String, Vec<usize>), LinearizeError> {
+        let mut marks = Vec::new();
+        let text = match self {
+            InputEncoding::DialogGsr => {
+                let mut out = format!("knowledge: {}</s>dialogue: ", paths_text(lin, knowledge)?);
+                marks.push(out.len());
+                out.push_str(history);
+                out
+            }
+            InputEncoding::Surge => joined(triples_text(knowledge), history, &mut marks),
+            InputEncoding::Invariant => joined(invariant_text(knowledge), history, &mut marks),
+            InputEncoding::Efficient => joined(entities_text(knowledge), history, &mut marks),
             InputEncoding::Template(t) => {
                 let mut out = String::new();
                 for part in &t.parts {
                     match part {
                         Part::Text(s) => out.push_str(s),
-                        Part::Slot(Slot::History) => out.push_str(history),
+                        Part::Slot(Slot::History) => {
+                            marks.push(out.len());
+                            out.push_str(history);
+                        }
                         Part::Slot(Slot::Paths) => out.push_str(&paths_text(lin, knowledge)?),
                         Part::Slot(Slot::Triples) => out.push_str(&triples_text(knowledge)),
                         Part::Slot(Slot::Invariant) => out.push_str(&invariant_text(knowledge)),
@@ -326,7 +353,8 @@ impl InputEncoding {
                 }
                 out
             }
-        })
+        };
+        Ok((text, marks))
     }
 
     /// Whether the text depends on the history (a template may leave it out).
@@ -424,6 +452,36 @@ mod tests {
         assert!(e.to_string().contains("unknown slot {nope}"), "{e}");
         assert!(serde_json::from_str::<InputEncoding>(r#""naive""#).is_err());
         assert!("naive".parse::<InputEncoding>().is_err());
+    }
+
+    #[test]
+    fn marks_say_where_the_history_is() {
+        let lin = Linearization::trellis();
+        let two = InputEncoding::Template(Template::new("{history}|{entities}|{history}!").unwrap());
+        let none = InputEncoding::Template(Template::new("{entities}").unwrap());
+        for (enc, knowledge, want) in [
+            (InputEncoding::DialogGsr, z(), 1),
+            (InputEncoding::Surge, z(), 1),
+            (InputEncoding::Invariant, vec![], 1),
+            (InputEncoding::Efficient, z(), 1),
+            (two, z(), 2),
+            (none, z(), 0),
+        ] {
+            let (text, marks) = enc.text_marked(&lin, "x1 | x2", &knowledge).unwrap();
+            assert_eq!(text, enc.text(&lin, "x1 | x2", &knowledge).unwrap());
+            assert_eq!(marks.len(), want, "{enc}");
+            for &m in &marks {
+                assert_eq!(&text[m..m + 7], "x1 | x2", "{enc}");
+                // The history cut from the left: the same text with the cut bytes gone.
+                let (shorter, _) = enc.text_marked(&lin, "x2", &knowledge).unwrap();
+                let mut cut = text.clone();
+                for &m in marks.iter().rev() {
+                    cut.replace_range(m..m + 5, "");
+                }
+                assert_eq!(shorter, cut, "{enc}");
+            }
+        }
+        assert_eq!(InputEncoding::Surge.text_marked(&lin, "", &z()).unwrap(), ("a d b b e a a d c".to_owned(), vec![17]));
     }
 
     #[test]

@@ -40,10 +40,40 @@ pub(super) struct Loading<'a> {
     pub(super) load_number: usize,
 }
 
-pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport, IngestError> {
+/// A first load that fails leaves the directory as it found it (removed, when the load
+/// created it): a directory with a `LOCK` and nothing else is not a store, and would be
+/// taken for one. Its default rejects file goes too: it is named after a generation that
+/// was never committed. A rejects file the caller named stays (it lists the input's bad
+/// lines, which are still bad, at a place the caller chose).
+pub(super) fn run(loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport, IngestError> {
+    let dir = loader.dir.clone();
+    let before = layout::BeforeFirstLoad::look(&dir);
+    let lock = match layout::lock_writer(&dir) {
+        Ok(lock) => lock,
+        Err(e) => {
+            if let Some(before) = before {
+                before.remove_created_dirs();
+            }
+            return Err(e.into());
+        }
+    };
+    let result = run_locked(loader, inputs);
+    match (result, before) {
+        (Err(e), Some(before)) => {
+            before.remove_debris(lock, &[&default_rejects_name(1)]);
+            Err(e)
+        }
+        (result, _) => result,
+    }
+}
+
+fn default_rejects_name(generation: u64) -> String {
+    format!("rejected-{}.tsv", layout::generation_name(generation))
+}
+
+fn run_locked(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport, IngestError> {
     let started = Instant::now();
     let dir = loader.dir.clone();
-    let _lock = layout::lock_writer(&dir)?;
     let current = layout::current_generation(&dir)?;
     // Leftovers of a crashed load or migration.
     layout::remove_stale(&dir, current.as_ref().map(|(_, p)| p.as_path()))?;
@@ -76,7 +106,7 @@ pub(super) fn run(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadRe
     let next_gen = current.as_ref().map_or(1, |(n, _)| n + 1);
     let tmp = tempfile::Builder::new().prefix("tmp-").tempdir_in(&dir).map_err(|e| IngestError::io(&dir, e))?;
     let budget = loader.memory_mb << 20;
-    let rejects_path = loader.rejects.clone().unwrap_or_else(|| dir.join(format!("rejected-{}.tsv", layout::generation_name(next_gen))));
+    let rejects_path = loader.rejects.clone().unwrap_or_else(|| dir.join(default_rejects_name(next_gen)));
     let base_entities = old_meta.as_ref().map_or(0, |m| m.entities as u32);
     let base_relations = old_meta.as_ref().map_or(0, |m| m.relations as u32);
     let mut state = Loading {

@@ -8,6 +8,7 @@
 pub use crate::generate::{InputEncoding, StrategyKind};
 use crate::linearize::{Linearization, Position};
 use crate::link::Message;
+use crate::model::files::{self, FileProblem};
 use crate::model::tokenizer::{ModelError, NameTokenizer};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -83,6 +84,9 @@ pub enum ModelDirError {
     MissingFile { path: PathBuf },
     #[error("{}: cannot read: {source}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
+    /// In place of a model file: a directory, a FIFO or device, or a file over its limit.
+    #[error("{}: {problem}", path.display())]
+    File { path: PathBuf, problem: FileProblem },
     #[error("{}: not valid JSON for this file: {source}", path.display())]
     Json { path: PathBuf, source: serde_json::Error },
     #[error("{}: field `{field}`: {problem}", path.display())]
@@ -334,14 +338,29 @@ impl std::fmt::Debug for ModelDir {
     }
 }
 
-fn read_json(path: &Path) -> Result<serde_json::Value, ModelDirError> {
-    let bytes = std::fs::read(path).map_err(|source| {
-        if source.kind() == std::io::ErrorKind::NotFound {
-            ModelDirError::MissingFile { path: path.into() }
-        } else {
-            ModelDirError::Read { path: path.into(), source }
+impl ModelDirError {
+    /// A model file that cannot be read: missing, not a regular file, too large.
+    fn of_file(path: &Path, problem: FileProblem) -> ModelDirError {
+        match problem {
+            p if p.is_missing() => ModelDirError::MissingFile { path: path.into() },
+            FileProblem::Io(source) => ModelDirError::Read { path: path.into(), source },
+            problem => ModelDirError::File { path: path.into(), problem },
         }
-    })?;
+    }
+}
+
+/// Whether a model file is there: `Ok(false)` when nothing is at the path, an error for
+/// a directory or anything else that is not a regular file (checked without opening it).
+fn present(path: &Path) -> Result<bool, ModelDirError> {
+    match files::regular_file(path) {
+        Ok(_) => Ok(true),
+        Err(p) if p.is_missing() => Ok(false),
+        Err(p) => Err(ModelDirError::of_file(path, p)),
+    }
+}
+
+fn read_json(path: &Path) -> Result<serde_json::Value, ModelDirError> {
+    let bytes = files::read_limited(path, files::JSON_CONFIG_LIMIT).map_err(|p| ModelDirError::of_file(path, p))?;
     serde_json::from_slice(&bytes).map_err(|source| ModelDirError::Json { path: path.into(), source })
 }
 
@@ -481,7 +500,14 @@ impl ModelDir {
             return Err(ModelDirError::NotADirectory { path: path.into() });
         }
         let file = |name: &str| path.join(name);
-        let has = |name: &str| file(name).is_file();
+        // Each file's kind once (a directory in place of a decoder is an error, not a
+        // reason to pick the other layout).
+        let (first, with_past, merged) = (present(&file(DECODER_FILE))?, present(&file(DECODER_WITH_PAST_FILE))?, present(&file(MERGED_FILE))?);
+        let has = |name: &str| match name {
+            DECODER_FILE => first,
+            DECODER_WITH_PAST_FILE => with_past,
+            _ => merged,
+        };
         let split_ok = has(DECODER_FILE) && has(DECODER_WITH_PAST_FILE);
         let layout = match layout {
             Some(Layout::Split) if !split_ok => {
@@ -497,7 +523,7 @@ impl ModelDir {
             None => return Err(ModelDirError::NoDecoder { dir: path.into() }),
         };
         let encoder = file(ENCODER_FILE);
-        if !encoder.is_file() {
+        if !present(&encoder)? {
             return Err(ModelDirError::MissingFile { path: encoder });
         }
         let decoder = match layout {
@@ -522,10 +548,10 @@ impl ModelDir {
         let file = |name: &str| path.join(name);
         let config = T5Config::read(&file(CONFIG_FILE))?;
         let trellis_path = file(TRELLIS_FILE);
-        let trellis_present = trellis_path.exists();
+        let trellis_present = present(&trellis_path)?;
         let trellis = if trellis_present { TrellisConfig::read(&trellis_path)? } else { TrellisConfig::default() };
         let tok_path = file(TOKENIZER_FILE);
-        if !tok_path.is_file() {
+        if !present(&tok_path)? {
             return Err(ModelDirError::MissingFile { path: tok_path });
         }
         let names = NameTokenizer::from_file(&tok_path, trellis.linearization.clone())?;
@@ -805,5 +831,48 @@ mod tests {
         std::fs::remove_file(d.join(TRELLIS_FILE)).unwrap();
         let e = ModelDir::open(d, None).unwrap_err();
         assert!(matches!(&e, ModelDirError::MissingFile { path } if path.ends_with(TOKENIZER_FILE)), "{e:?}");
+    }
+
+    /// A directory, FIFO or device in place of a model file is named for what it is (not
+    /// "missing"), found without opening it (a FIFO would block); the JSON files are read
+    /// up to a limit.
+    #[test]
+    fn what_is_in_place_of_a_model_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join(ENCODER_FILE)).unwrap();
+        std::fs::write(d.join(MERGED_FILE), b"x").unwrap();
+        let e = ModelDir::open(d, None).unwrap_err();
+        assert_eq!(e.to_string(), format!("{}: is a directory, not a file", d.join(ENCODER_FILE).display()));
+        std::fs::remove_dir(d.join(ENCODER_FILE)).unwrap();
+        std::fs::write(d.join(ENCODER_FILE), b"x").unwrap();
+        // A directory in place of one decoder of the split pair: an error, not the merged layout.
+        std::fs::create_dir(d.join(DECODER_FILE)).unwrap();
+        let e = ModelDir::open(d, None).unwrap_err();
+        assert!(matches!(&e, ModelDirError::File { path, problem: FileProblem::Directory } if path.ends_with(DECODER_FILE)), "{e:?}");
+        std::fs::remove_dir(d.join(DECODER_FILE)).unwrap();
+        assert!(std::process::Command::new("mkfifo").arg(d.join(CONFIG_FILE)).status().unwrap().success());
+        let e = ModelDir::open(d, None).unwrap_err();
+        assert_eq!(e.to_string(), format!("{}: is not a regular file (a FIFO, socket or device)", d.join(CONFIG_FILE).display()));
+        std::fs::remove_file(d.join(CONFIG_FILE)).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", d.join(CONFIG_FILE)).unwrap();
+        let e = ModelDir::open(d, None).unwrap_err();
+        assert!(matches!(&e, ModelDirError::File { path, problem: FileProblem::NotRegular } if path.ends_with(CONFIG_FILE)), "{e:?}");
+        std::fs::remove_file(d.join(CONFIG_FILE)).unwrap();
+        std::fs::write(d.join(CONFIG_FILE), t5().to_string()).unwrap();
+        // Valid JSON, padded past 1 MiB.
+        let mut big = b"{\"format\": 1}".to_vec();
+        big.resize((1 << 20) + 1, b' ');
+        std::fs::write(d.join(TRELLIS_FILE), &big).unwrap();
+        let e = ModelDir::open(d, None).unwrap_err();
+        assert_eq!(e.to_string(), format!("{}: is 1048577 bytes, over the limit of 1 MiB (1048576 bytes) for this file", d.join(TRELLIS_FILE).display()));
+        std::fs::remove_file(d.join(TRELLIS_FILE)).unwrap();
+        std::fs::create_dir(d.join(TOKENIZER_FILE)).unwrap();
+        let e = ModelDir::open(d, None).unwrap_err();
+        assert!(matches!(&e, ModelDirError::File { path, problem: FileProblem::Directory } if path.ends_with(TOKENIZER_FILE)), "{e:?}");
+        std::fs::remove_dir(d.join(TOKENIZER_FILE)).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", d.join(TOKENIZER_FILE)).unwrap();
+        let e = ModelDir::open(d, None).unwrap_err();
+        assert_eq!(e.to_string(), format!("{}: is not a regular file (a FIFO, socket or device)", d.join(TOKENIZER_FILE).display()));
     }
 }

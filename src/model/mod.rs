@@ -6,11 +6,13 @@
 //!   and the encoder input of a dialog.
 //! - [`session`]: [`Seq2Seq`], the encoder-decoder with a KV cache and a session pool.
 //! - [`doctor`]: what `trellis doctor` checks.
+//! - [`files`]: reading a model directory's files (checked before opening, size-capped).
 //! - `host`: big cache reorders between decoder calls, split over the model's cores (crate-private).
 
 pub(crate) mod cache;
 pub mod dir;
 pub mod doctor;
+pub mod files;
 pub(crate) mod host;
 mod interface;
 pub mod runtime;

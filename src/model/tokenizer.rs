@@ -21,6 +21,9 @@ pub use crate::linearize::fnv1a64;
 pub enum ModelError {
     #[error("{path}: cannot load the tokenizer: {source}")]
     Read { path: PathBuf, source: std::io::Error },
+    /// A directory, FIFO or device in place of the file, or a file over the limit.
+    #[error("{path}: cannot load the tokenizer: {problem}")]
+    File { path: PathBuf, problem: crate::model::files::FileProblem },
     #[error("{path}: cannot load the tokenizer: not JSON: {source}")]
     NotJson { path: PathBuf, source: serde_json::Error },
     /// The `tokenizers` crate refused the file (its error type is a boxed error).
@@ -62,7 +65,11 @@ impl NameTokenizer {
     /// JSON (keys sorted), so formatting does not change it. Every boundary token of the
     /// linearization must be one token of the vocabulary.
     pub fn from_file(path: &std::path::Path, linearization: Linearization) -> Result<NameTokenizer, ModelError> {
-        let bytes = std::fs::read(path).map_err(|source| ModelError::Read { path: path.into(), source })?;
+        use crate::model::files::{read_limited, FileProblem, TOKENIZER_LIMIT};
+        let bytes = read_limited(path, TOKENIZER_LIMIT).map_err(|problem| match problem {
+            FileProblem::Io(source) => ModelError::Read { path: path.into(), source },
+            problem => ModelError::File { path: path.into(), problem },
+        })?;
         let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|source| ModelError::NotJson { path: path.into(), source })?;
         let fingerprint = fnv1a64(value.to_string().as_bytes());
         let tokenizer = Tokenizer::from_bytes(&bytes).map_err(|source| ModelError::Load { path: path.into(), source })?;
@@ -177,5 +184,14 @@ mod tests {
         assert!(std::error::Error::source(&e).is_some());
         let e = NameTokenizer::from_file(&dir.path().join("missing.json"), crate::linearize::Linearization::trellis()).err().expect("refused");
         assert!(matches!(&e, ModelError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound), "{e:?}");
+        // `--tokenizer` names a device or a directory: refused before reading, by what it is.
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.json")).unwrap();
+        let e = NameTokenizer::from_file(&dir.path().join("zero.json"), crate::linearize::Linearization::trellis()).err().expect("refused");
+        assert_eq!(
+            e.to_string(),
+            format!("{}: cannot load the tokenizer: is not a regular file (a FIFO, socket or device)", dir.path().join("zero.json").display())
+        );
+        let e = NameTokenizer::from_file(dir.path(), crate::linearize::Linearization::trellis()).err().expect("refused");
+        assert!(matches!(&e, ModelError::File { problem: crate::model::files::FileProblem::Directory, .. }), "{e:?}");
     }
 }

@@ -15,7 +15,7 @@ use crate::graph::candidates::Hop;
 use crate::graph::informativeness::KatzConfig;
 use crate::ids::Direction;
 use crate::linearize::HopText;
-use crate::model::dir::{InputEntity, ModelDir, ModelDirError};
+use crate::model::dir::{InputEntity, ModelDir, ModelDirError, TOKENIZER_FILE};
 use crate::model::session::{RuntimeOptions, Seq2Seq, Seq2SeqError, SessionSteps};
 use crate::store::tokens::{TokenIndex, TokenIndexError};
 use crate::store::Store;
@@ -198,8 +198,8 @@ impl GsrRetriever {
             return Err(GsrError::NotARetriever { model: opts.model.clone(), task: dir.trellis().task.clone() });
         }
         let lin = dir.linearization().clone();
-        let index =
-            TokenIndex::open(store.clone(), dir.names().fingerprint(), &lin).map_err(|source| GsrError::TokenIndex { model: opts.model.clone(), source })?;
+        let index = TokenIndex::open(store.clone(), dir.names().fingerprint(), &lin)
+            .map_err(|e| GsrError::TokenIndex { model: opts.model.clone(), source: e.with_tokenizer(&dir.path().join(TOKENIZER_FILE)) })?;
         let cfg = dir.config();
         let boundaries = Boundaries::new(&lin, dir.tokenizer(), cfg.eos_token_id)?;
         let d = &dir.trellis().decoding;

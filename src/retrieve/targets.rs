@@ -20,7 +20,7 @@ use crate::graph::candidates::Hop;
 use crate::ids::{Direction, EntityId};
 use crate::linearize::Side;
 use crate::link::{LinkConfig, Linker};
-use crate::model::dir::ModelDir;
+use crate::model::dir::{ModelDir, TOKENIZER_FILE};
 use crate::store::tokens::TokenIndex;
 use crate::store::{Edge, Store};
 use std::sync::Arc;
@@ -65,7 +65,7 @@ impl<'d> TargetMaker<'d> {
     pub fn open(store: Arc<Store>, dir: &'d ModelDir, link: LinkConfig, mode: CandidateMode) -> Result<TargetMaker<'d>, GsrError> {
         let lin = dir.linearization().clone();
         let index = TokenIndex::open(store.clone(), dir.names().fingerprint(), &lin)
-            .map_err(|source| GsrError::TokenIndex { model: dir.path().to_path_buf(), source })?;
+            .map_err(|e| GsrError::TokenIndex { model: dir.path().to_path_buf(), source: e.with_tokenizer(&dir.path().join(TOKENIZER_FILE)) })?;
         let boundaries = Boundaries::new(&lin, dir.tokenizer(), dir.config().eos_token_id)?;
         Ok(TargetMaker { linker: Linker::new(store.clone(), link), store, dir, index, boundaries, mode })
     }

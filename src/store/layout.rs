@@ -283,11 +283,15 @@ pub const WRITER_LOCK_GRACE: std::time::Duration = std::time::Duration::from_sec
 fn lock_writer_within(dir: &Path, grace: std::time::Duration) -> Result<WriterLock, OpenError> {
     fs::create_dir_all(dir).map_err(|e| OpenError::io(dir, e))?;
     let path = dir.join(LOCK_FILE);
-    let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| OpenError::io(&path, e))?;
+    let open = || OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| OpenError::io(&path, e));
+    let mut file = open()?;
     let deadline = std::time::Instant::now() + grace;
     let mut pause = std::time::Duration::from_millis(1);
     loop {
         match file.try_lock() {
+            // A failed first load removes the LOCK it held (`remove_first_load_debris`): a
+            // lock taken on that unlinked file locks nothing, so take the one now at the path.
+            Ok(()) if !same_file(&file, &path) => file = open()?,
             Ok(()) => return Ok(WriterLock { _file: file }),
             Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
                 std::thread::sleep(pause);
@@ -295,6 +299,85 @@ fn lock_writer_within(dir: &Path, grace: std::time::Duration) -> Result<WriterLo
             }
             Err(fs::TryLockError::WouldBlock) => return Err(OpenError::Locked { path: dir.to_path_buf(), lock: path }),
             Err(fs::TryLockError::Error(e)) => return Err(OpenError::io(path, e)),
+        }
+    }
+}
+
+/// Whether the open `file` is the one at `path` now.
+fn same_file(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), fs::metadata(path)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
+}
+
+/// What a directory held before a store's first load, so that a failed first load can
+/// take back exactly what it added.
+#[derive(Debug)]
+pub struct BeforeFirstLoad {
+    dir: PathBuf,
+    /// The directories the load creates (the store directory, then missing parents).
+    created: Vec<PathBuf>,
+    /// The names in the directory before.
+    entries: BTreeSet<std::ffi::OsString>,
+}
+
+impl BeforeFirstLoad {
+    /// Looks at `dir` before a load; `None` when it holds a store already (`CURRENT`).
+    pub fn look(dir: &Path) -> Option<BeforeFirstLoad> {
+        if dir.join(CURRENT_FILE).exists() {
+            return None;
+        }
+        let mut created = Vec::new();
+        let mut at = Some(dir);
+        while let Some(d) = at.filter(|d| !d.as_os_str().is_empty() && fs::symlink_metadata(d).is_err()) {
+            created.push(d.to_path_buf());
+            at = d.parent();
+        }
+        let entries = fs::read_dir(dir).map(|it| it.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
+        Some(BeforeFirstLoad { dir: dir.to_path_buf(), created, entries })
+    }
+
+    /// After a failed first load (no `CURRENT`), called while the writer lock is held:
+    /// removes what the load added and the directory itself when the load created it. Of
+    /// the names the directory did not hold before, only the store's own are removed
+    /// (`LOCK`, `readers/`, `CURRENT.tmp`, `staging-*`, `tmp-*`, `gen-*`, and
+    /// `extra`: the load's own files such as its default rejects file). The lock is given
+    /// up here (its file is removed first, see `lock_writer_within`). Best effort: the
+    /// load's own error is what the caller reports.
+    pub fn remove_debris(self, lock: WriterLock, extra: &[&str]) {
+        if self.dir.join(CURRENT_FILE).exists() {
+            return;
+        }
+        if let Ok(entries) = fs::read_dir(&self.dir) {
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                if self.entries.contains(&name) {
+                    continue;
+                }
+                let Some(text) = name.to_str() else { continue };
+                let ours = [LOCK_FILE, READERS_DIR, "CURRENT.tmp"].contains(&text)
+                    || extra.contains(&text)
+                    || [GEN_PREFIX, STAGING_PREFIX, "tmp-"].iter().any(|p| text.starts_with(p));
+                if !ours {
+                    continue;
+                }
+                let path = entry.path();
+                let _ = if entry.file_type().is_ok_and(|t| t.is_dir()) { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
+            }
+        }
+        drop(lock);
+        self.remove_created_dirs();
+    }
+
+    /// Removes the directories the load created, while they are empty (anything someone
+    /// else put there meanwhile stays).
+    pub fn remove_created_dirs(&self) {
+        for d in &self.created {
+            if fs::remove_dir(d).is_err() {
+                break;
+            }
         }
     }
 }
@@ -415,6 +498,54 @@ mod tests {
         lock_writer_within(dir.path(), std::time::Duration::from_secs(30)).expect("the lock came free");
         assert!(start.elapsed() >= std::time::Duration::from_millis(90), "it did wait for the release");
         release.join().unwrap();
+    }
+
+    /// A failed first load removes the LOCK it holds, then releases it: a writer that was
+    /// waiting on that file must lock the one at the path, or a third writer creating a new
+    /// LOCK would run beside it.
+    #[test]
+    fn a_writer_waiting_on_a_removed_lock_takes_the_one_at_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCK_FILE);
+        let first = lock_writer(dir.path()).unwrap();
+        let remove = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            fs::remove_file(&path).unwrap();
+            drop(first);
+        });
+        let second = lock_writer_within(dir.path(), std::time::Duration::from_secs(30)).expect("the lock came free");
+        remove.join().unwrap();
+        assert!(same_file(&second._file, &dir.path().join(LOCK_FILE)), "holds the LOCK at the path");
+        let err = lock_writer_within(dir.path(), std::time::Duration::from_millis(20)).expect_err("held by the second");
+        assert!(matches!(err, OpenError::Locked { .. }), "{err:?}");
+    }
+
+    /// What a failed first load takes back: only what it added, and the directories it made.
+    #[test]
+    fn first_load_debris_is_what_the_load_added() {
+        let root = tempfile::tempdir().unwrap();
+        let new = root.path().join("a").join("b");
+        let before = BeforeFirstLoad::look(&new).unwrap();
+        let lock = lock_writer(&new).unwrap();
+        fs::create_dir_all(new.join("staging-000001-1").join("x")).unwrap();
+        fs::write(new.join("rejected-gen-000001.tsv"), b"").unwrap();
+        before.remove_debris(lock, &["rejected-gen-000001.tsv"]);
+        assert_eq!(names(root.path()), Vec::<String>::new());
+        // A directory that was there: its own names stay (even ones that look like ours),
+        // names it did not hold and that are not the store's stay too.
+        let old = root.path().join("old");
+        fs::create_dir(&old).unwrap();
+        fs::write(old.join("gen-notes"), b"").unwrap();
+        let before = BeforeFirstLoad::look(&old).unwrap();
+        let lock = lock_writer(&old).unwrap();
+        fs::create_dir(old.join(READERS_DIR)).unwrap();
+        fs::write(old.join("CURRENT.tmp"), b"").unwrap();
+        fs::write(old.join("someone-elses"), b"").unwrap();
+        before.remove_debris(lock, &[]);
+        assert_eq!(names(&old), vec!["gen-notes", "someone-elses"]);
+        // A store (CURRENT) is never looked at as a first load.
+        fs::write(old.join(CURRENT_FILE), b"gen-000001\n").unwrap();
+        assert!(BeforeFirstLoad::look(&old).is_none());
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::schema::{CF_TERM_TOKENS, CF_TOKENIZERS, CF_TOKEN_TRIE};
 use super::Store;
 use crate::error::ReadError;
 use crate::linearize::{Linearization, Side};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 /// Sorts after every token id: marks the end of a name in trie keys.
@@ -143,7 +143,7 @@ impl TokenIndex {
     /// added or renamed entities or relations since.
     pub fn open(store: Arc<Store>, fp: u64, linearization: &Linearization) -> Result<TokenIndex, TokenIndexError> {
         let Some(info) = store.tokenizer_info(fp)? else {
-            return Err(TokenIndexError::NotIndexed { path: store.dir().to_path_buf(), fingerprint: fp, indexed: store.tokenizers()? });
+            return Err(TokenIndexError::NotIndexed { path: store.dir().to_path_buf(), fingerprint: fp, indexed: store.tokenizers()?, tokenizer: None });
         };
         let meta = store.meta();
         let reason = if info.entities != meta.entities || info.relations != meta.relations {
@@ -154,10 +154,15 @@ impl TokenIndex {
             None
         };
         if let Some(reason) = reason {
-            return Err(TokenIndexError::Stale { path: store.dir().to_path_buf(), info: Box::new(info), reason });
+            return Err(TokenIndexError::Stale { path: store.dir().to_path_buf(), info: Box::new(info), reason, tokenizer: None });
         }
         if info.linearization_fingerprint != linearization.fingerprint_hex() {
-            return Err(TokenIndexError::Linearization { path: store.dir().to_path_buf(), info: Box::new(info), wanted: linearization_arg(linearization) });
+            return Err(TokenIndexError::Linearization {
+                path: store.dir().to_path_buf(),
+                info: Box::new(info),
+                wanted: linearization_arg(linearization),
+                tokenizer: None,
+            });
         }
         Ok(TokenIndex { store, fp, info, roots: Default::default() })
     }
@@ -265,21 +270,48 @@ fn linearization_arg(l: &Linearization) -> &'static str {
     }
 }
 
+/// How to name the tokenizer file on the command line: its path when the caller gave it
+/// ([`TokenIndexError::with_tokenizer`]), quoted for a shell where needed.
+fn tokenizer_arg(path: &Option<PathBuf>) -> String {
+    let Some(path) = path else { return "FILE".into() };
+    let text = path.display().to_string();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+:=@,".contains(&b)) {
+        text
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
 /// Opening a token index: refused (naming the command to run) or a failed read.
+/// `tokenizer` is the tokenizer file the command should name (`FILE` when unknown).
 #[derive(Debug, thiserror::Error)]
 pub enum TokenIndexError {
-    #[error("{path}: no token index for the tokenizer with fingerprint {fingerprint:016x} (indexed: {}); run `trellis index-tokens --store {path} --tokenizer FILE`", indexed_list(.indexed))]
-    NotIndexed { path: PathBuf, fingerprint: u64, indexed: Vec<TokenizerInfo> },
-    #[error("{path}: the token index of tokenizer {} ({}) is stale: {reason}; run `trellis index-tokens --store {path} --tokenizer FILE --linearization {}` again", .info.fingerprint, .info.name, linearization_arg(&.info.linearization))]
-    Stale { path: PathBuf, info: Box<TokenizerInfo>, reason: StaleReason },
+    #[error("{path}: no token index for the tokenizer with fingerprint {fingerprint:016x} (indexed: {}); run `trellis index-tokens --store {path} --tokenizer {}`", indexed_list(.indexed), tokenizer_arg(.tokenizer))]
+    NotIndexed { path: PathBuf, fingerprint: u64, indexed: Vec<TokenizerInfo>, tokenizer: Option<PathBuf> },
+    #[error("{path}: the token index of tokenizer {} ({}) is stale: {reason}; run `trellis index-tokens --store {path} --tokenizer {} --linearization {}` again", .info.fingerprint, .info.name, tokenizer_arg(.tokenizer), linearization_arg(&.info.linearization))]
+    Stale { path: PathBuf, info: Box<TokenizerInfo>, reason: StaleReason, tokenizer: Option<PathBuf> },
     /// `wanted` is how the command line names the linearization asked for.
     #[error(
-        "{path}: the token index of tokenizer {} was built with linearization {} ({}), not {wanted}; run `trellis index-tokens --store {path} --tokenizer FILE --linearization {wanted}`",
-        .info.fingerprint, .info.linearization.name, .info.linearization_fingerprint
+        "{path}: the token index of tokenizer {} was built with linearization {} ({}), not {wanted}; run `trellis index-tokens --store {path} --tokenizer {} --linearization {wanted}`",
+        .info.fingerprint, .info.linearization.name, .info.linearization_fingerprint, tokenizer_arg(.tokenizer)
     )]
-    Linearization { path: PathBuf, info: Box<TokenizerInfo>, wanted: &'static str },
+    Linearization { path: PathBuf, info: Box<TokenizerInfo>, wanted: &'static str, tokenizer: Option<PathBuf> },
     #[error(transparent)]
     Read(#[from] ReadError),
+}
+
+impl TokenIndexError {
+    /// Names the tokenizer file in the command the error suggests (a model's
+    /// `tokenizer.json`), instead of `FILE`.
+    pub fn with_tokenizer(mut self, file: &Path) -> TokenIndexError {
+        match &mut self {
+            TokenIndexError::NotIndexed { tokenizer, .. } | TokenIndexError::Stale { tokenizer, .. } | TokenIndexError::Linearization { tokenizer, .. } => {
+                *tokenizer = Some(file.to_path_buf())
+            }
+            TokenIndexError::Read(_) => {}
+        }
+        self
+    }
 }
 
 /// Why a token index no longer matches the store's names.

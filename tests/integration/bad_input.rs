@@ -293,3 +293,56 @@ fn rejects_file_is_tsv_with_each_line_escaped() {
     assert_eq!(rows[2].split('\t').nth(4), Some("n\\x00ul\\tr\\tb"));
     assert_eq!(rows[7].split('\t').nth(4), Some("c\\tr\\t\\xc2\\x9fd"));
 }
+
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+/// A first load that fails leaves no debris: no `LOCK`, no rejects file, no staging
+/// directory; a directory it created is gone, one that was there keeps what it held; a
+/// rejects file the user named stays. The next load then works as a first load.
+#[test]
+fn a_failed_first_load_leaves_the_directory_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad_then_good = write(dir.path(), "mixed.tsv", b"bad line\na\tr\tb\n");
+    let missing = dir.path().join("nope.tsv");
+    // The first file's bad line goes to the rejects file, then the second file is missing.
+    let fail = |store: &std::path::Path, extra: &[&str]| {
+        trellis()
+            .arg("ingest")
+            .arg("--store")
+            .arg(store)
+            .args(["--on-error", "skip"])
+            .args(extra)
+            .arg(&bad_then_good)
+            .arg(&missing)
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains("nope.tsv: No such file or directory"));
+    };
+    // A store directory (and its parent) the load created: gone.
+    let new = dir.path().join("parent").join("store");
+    fail(&new, &[]);
+    assert!(!dir.path().join("parent").exists(), "{:?}", names(dir.path()));
+    // A directory that was there with a file of its own: only that file is left.
+    let existing = dir.path().join("existing");
+    std::fs::create_dir(&existing).unwrap();
+    std::fs::write(existing.join("notes.txt"), b"mine").unwrap();
+    fail(&existing, &[]);
+    assert_eq!(names(&existing), vec!["notes.txt"]);
+    assert_eq!(std::fs::read(existing.join("notes.txt")).unwrap(), b"mine");
+    // An empty directory stays, empty; a rejects file the user named stays, with the line.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let rejects = dir.path().join("rejects.tsv");
+    fail(&empty, &["--rejects", rejects.to_str().unwrap()]);
+    assert_eq!(names(&empty), Vec::<String>::new());
+    assert!(std::fs::read_to_string(&rejects).unwrap().contains("\t1\twrong column count\t"));
+    // The directory is taken for a new store by the next load.
+    let report = ingest(&empty, &["--on-error", "skip"], &[&bad_then_good]);
+    assert_eq!(report["new_facts"], 1, "{report}");
+    assert_valid(&empty);
+    assert!(empty.join("rejected-gen-000001.tsv").exists());
+}

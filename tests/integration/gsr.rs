@@ -335,7 +335,9 @@ fn gsr_refuses_what_cannot_work_with_clear_messages() {
     let a = retrieve_gsr(&bare, &input, &output, &[]);
     let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
     assert_eq!(a.get_output().status.code(), Some(1), "{err}");
-    assert!(err.contains("trellis index-tokens --store") && err.contains("--tokenizer FILE"), "{err}");
+    // The command names the model's own tokenizer file, ready to paste.
+    let command = format!("run `trellis index-tokens --store {} --tokenizer {}`", bare.display(), fixture("gsr/tiny-split/tokenizer.json").display());
+    assert!(err.contains(&command), "{err}");
     // A bad setting.
     let a = retrieve_gsr(&store, &input, &output, &["--alpha", "1.5"]);
     assert!(String::from_utf8_lossy(&a.get_output().stderr).contains("alpha must be within [0, 1]"));

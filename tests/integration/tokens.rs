@@ -245,6 +245,16 @@ fn a_labels_only_load_makes_the_index_stale() {
     let typed = TokenIndex::open(store.clone(), tokenizer().fingerprint(), &Linearization::trellis()).err().expect("refused");
     assert!(matches!(typed, TokenIndexError::Stale { reason: StaleReason::Renamed { indexed_epoch, epoch }, .. } if epoch > indexed_epoch), "{typed:?}");
     assert!(err.contains(&format!("run `trellis index-tokens --store {} --tokenizer FILE --linearization trellis`", s.display())), "{err}");
+    // A caller that knows the tokenizer file (the retriever: its model's) has it named, quoted
+    // for a shell where needed.
+    let named = typed.with_tokenizer(std::path::Path::new("/m/it's here/tokenizer.json")).to_string();
+    assert!(
+        named.contains(&format!(
+            "run `trellis index-tokens --store {} --tokenizer '/m/it'\\''s here/tokenizer.json' --linearization trellis` again",
+            s.display()
+        )),
+        "{named}"
+    );
     drop(store);
     // Indexing again fixes it, with the new name's tokens.
     index_tokens_cli(&s, "trellis");

@@ -1,0 +1,94 @@
+//! Reading a model directory's files: what is at a path is checked before it is opened
+//! (opening a FIFO waits for a writer that may never come), and reading stops at a limit
+//! (a link to `/dev/zero`, or a file that is not what its name says, would otherwise be
+//! read whole into memory).
+
+use std::io::Read;
+use std::path::Path;
+
+/// `config.json` and `trellis.json`: a few kilobytes in practice.
+pub const JSON_CONFIG_LIMIT: u64 = 1 << 20;
+/// `tokenizer.json`: T5's is 2.4 MB, the largest common ones (250k-token vocabularies)
+/// under 20 MB.
+pub const TOKENIZER_LIMIT: u64 = 64 << 20;
+
+/// Why a file of a model directory cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FileProblem {
+    #[error("is a directory, not a file")]
+    Directory,
+    #[error("is not a regular file (a FIFO, socket or device)")]
+    NotRegular,
+    /// `size` is what was seen: the file's length, or what was read of a growing one.
+    #[error("is {size} bytes, over the limit of {} for this file", mib(*.limit))]
+    TooLarge { size: u64, limit: u64 },
+    #[error("cannot read: {0}")]
+    Io(#[source] std::io::Error),
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{} MiB ({bytes} bytes)", bytes >> 20)
+}
+
+impl FileProblem {
+    /// Whether nothing is at the path.
+    pub fn is_missing(&self) -> bool {
+        matches!(self, FileProblem::Io(e) if e.kind() == std::io::ErrorKind::NotFound)
+    }
+}
+
+/// Checks that `path` (links followed) is a regular file, without opening it; its length.
+pub fn regular_file(path: &Path) -> Result<u64, FileProblem> {
+    let meta = std::fs::metadata(path).map_err(FileProblem::Io)?;
+    if meta.is_dir() {
+        Err(FileProblem::Directory)
+    } else if !meta.is_file() {
+        Err(FileProblem::NotRegular)
+    } else {
+        Ok(meta.len())
+    }
+}
+
+/// Reads a regular file of at most `limit` bytes.
+pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, FileProblem> {
+    let len = regular_file(path)?;
+    if len > limit {
+        return Err(FileProblem::TooLarge { size: len, limit });
+    }
+    let file = std::fs::File::open(path).map_err(FileProblem::Io)?;
+    let mut bytes = Vec::with_capacity(len as usize);
+    // The file may have grown since its length was read: never read past the limit.
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(FileProblem::Io)?;
+    if bytes.len() as u64 > limit {
+        return Err(FileProblem::TooLarge { size: bytes.len() as u64, limit });
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directories_devices_fifos_and_big_files_are_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        assert!(matches!(read_limited(d, 10), Err(FileProblem::Directory)));
+        assert!(read_limited(&d.join("none"), 10).unwrap_err().is_missing());
+        std::os::unix::fs::symlink("/dev/zero", d.join("zero")).unwrap();
+        assert!(matches!(read_limited(&d.join("zero"), 10), Err(FileProblem::NotRegular)));
+        let fifo = d.join("fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        // Opening it would wait for a writer forever: refused from its metadata.
+        assert!(matches!(read_limited(&fifo, 10), Err(FileProblem::NotRegular)));
+        std::fs::write(d.join("big"), vec![b'x'; 11]).unwrap();
+        let e = read_limited(&d.join("big"), 10).unwrap_err();
+        assert!(matches!(e, FileProblem::TooLarge { size: 11, limit: 10 }), "{e:?}");
+        assert_eq!(
+            FileProblem::TooLarge { size: 3 << 20, limit: 1 << 20 }.to_string(),
+            "is 3145728 bytes, over the limit of 1 MiB (1048576 bytes) for this file"
+        );
+        std::fs::write(d.join("ok"), b"0123456789").unwrap();
+        assert_eq!(read_limited(&d.join("ok"), 10).unwrap(), b"0123456789");
+    }
+}
