@@ -124,7 +124,7 @@ fn retrieve_jsonl_in_order_with_bad_lines() {
         .arg("--input")
         .arg(&path)
         .arg("--output")
-        .arg(&out)
+        .arg(dir.path().join("stopped.jsonl"))
         .assert()
         .code(65)
         .stderr(predicates::str::contains("in.jsonl:301: history[0] needs a \"text\" (or \"message\") string"));
