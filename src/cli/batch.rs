@@ -450,11 +450,16 @@ impl BatchOutput {
     }
 
     /// A run stopping before input position `next` (a bad line, a failing store): the
-    /// answers before it are checkpointed; the note says where they are and how to go on.
-    pub fn stop_at(&mut self, next: InputPos) -> String {
+    /// answers before it are checkpointed, and a note on stderr says where they are and how
+    /// to go on.
+    pub fn stop_at(&mut self, next: InputPos) {
         match self.checkpoint(next) {
-            Ok(()) => self.files.as_ref().map_or_else(String::new, |f| f.kept(&self.state)),
-            Err(e) => format!("the answers so far could not be kept: {e:#}"),
+            Ok(()) => {
+                if let Some(f) = &self.files {
+                    eprintln!("note: {}", f.kept(&self.state));
+                }
+            }
+            Err(e) => eprintln!("note: the answers so far could not be kept: {e:#}"),
         }
     }
 
@@ -525,10 +530,10 @@ pub fn resumed_note(resumed_at: Option<u64>, now: u64) -> String {
     resumed_at.map_or_else(String::new, |l| format!(" (resumed at line {l}: {now} answered by this run)"))
 }
 
-/// Writes a whole file (`eval`'s predictions and misses): into a temporary file beside PATH,
+/// Writes a whole file (`eval`'s predictions and misses): into `.NAME.PID.tmp` beside PATH,
 /// synced and renamed over it when complete, so a run that fails or is killed leaves an
-/// existing PATH as it was (and at worst a `.NAME.XXXXXX.tmp` beside it). A PATH that is not
-/// a regular file (`/dev/stdout`) is written straight.
+/// existing PATH as it was (a kill at worst leaves the temporary file). A PATH that is not a
+/// regular file (`/dev/stdout`) is written straight.
 pub fn write_replacing(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
     let context = || format!("writing {}", path.display());
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
@@ -536,16 +541,18 @@ pub fn write_replacing(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result
         write(&mut out)?;
         return out.flush().with_context(context);
     }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = tempfile::Builder::new().prefix(&format!(".{name}.")).suffix(".tmp").tempfile_in(dir).with_context(context)?;
-    let mut out = BufWriter::new(tmp);
-    write(&mut out)?;
-    let tmp = out.into_inner().map_err(|e| e.into_error()).with_context(context)?;
-    tmp.as_file().sync_all().with_context(context)?;
-    tmp.persist(path).map_err(|e| e.error).with_context(context)?;
-    sync_dir_of(path)
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| -> Result<()> {
+        let mut out = BufWriter::new(File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?);
+        write(&mut out)?;
+        let f = out.into_inner().map_err(|e| e.into_error()).with_context(context)?;
+        f.sync_all().with_context(context)?;
+        std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+        sync_dir_of(path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }

@@ -276,7 +276,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
                 Ok(r) => r,
                 Err(e) => {
                     bar.finish_and_clear();
-                    eprintln!("note: {}", out.stop_at(round_start));
+                    out.stop_at(round_start);
                     return Err(
                         anyhow::Error::new(e).context(format!("reading store {} (answering {file}:{n}; the line is not at fault)", args.store.display()))
                     );
@@ -304,7 +304,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
                 Err((n, e)) => {
                     // Nothing of this round is written yet: the run stops at its start.
                     bar.finish_and_clear();
-                    eprintln!("note: {}", out.stop_at(round_start));
+                    out.stop_at(round_start);
                     return Err(anyhow::Error::new(e)
                         .context(format!("answering the requests from {file}:{n} (store {}; the requests are not at fault)", args.store.display())));
                 }
@@ -321,7 +321,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
                     continue;
                 }
                 bar.finish_and_clear();
-                eprintln!("note: {}", out.stop_at(l.start));
+                out.stop_at(l.start);
                 return Err(super::BadInputLine { file: file.clone(), line: n as u64, what: e.to_string() }.into());
             }
             let Some(((_, line, _), reply)) = answers.next() else { anyhow::bail!("internal: a line of {file} got no reply") };

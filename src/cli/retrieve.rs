@@ -256,7 +256,7 @@ pub fn run(args: RetrieveArgs) -> Result<ExitCode> {
                 // Not the lines' fault: no line is skipped for it, and the exit code is 1.
                 Err((l, e)) => {
                     bar.finish_and_clear();
-                    eprintln!("note: {}", out.stop_at(l.start));
+                    out.stop_at(l.start);
                     return Err(anyhow::Error::new(e).context(format!(
                         "reading store {} (while answering the requests from {file}:{}; the requests are not at fault)",
                         args.store.display(),
@@ -273,7 +273,7 @@ pub fn run(args: RetrieveArgs) -> Result<ExitCode> {
                     }
                     Err(e) => {
                         bar.finish_and_clear();
-                        eprintln!("note: {}", out.stop_at(l.start));
+                        out.stop_at(l.start);
                         return Err(super::BadInputLine { file: file.clone(), line: l.number as u64, what: e.to_string() }.into());
                     }
                 }

@@ -4,7 +4,8 @@
 //! "entities": [key, ...] (optional)}`, a message being a string or `{"speaker"|"sender":
 //! ..., "text"|"message": ...}`. `entities` (identity keys: the exact name, IRI or literal)
 //! replaces entity linking, for callers with their own linker or gold annotations.
-//! Out, one line per request, in input order: `{"id", "mentioned": [names], "paths":
+//! A speaker, when given, is a string. Out, one line per request, in input order (the CLI
+//! adds `"line"`, the input line number): `{"id", "mentioned": [names], "paths":
 //! [{"score", "explanation", "triples": [{"head", "relation", "tail", "reverse"}]}]}`; with
 //! `explain`, a generated path also has `"tokens": [{"id", "text", "model", "prior"}]` (the
 //! model's and the graph prior's log-probabilities of each generated token), and the answer

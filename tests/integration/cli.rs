@@ -68,6 +68,8 @@ fn retrieve_on_a_corrupt_store_exits_1_not_65() {
         .code(1)
         .stderr(predicate::str::contains("bad.jsonl:1: invalid JSON").and(predicate::str::contains("(skipped)")))
         .stderr(predicate::str::contains("Corruption"));
+    // The failed runs left the intact run's output as it was.
+    assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 2);
 }
 
 /// Names are read while linking, before any adjacency: a corrupt name index is the store's

@@ -324,6 +324,7 @@ fn retrieve_takes_entities_instead_of_linking() {
         .arg(&out)
         .arg("--on-error")
         .arg("skip")
+        .arg("--resume")
         .assert()
         .success();
     let line: serde_json::Value = serde_json::from_str(std::fs::read_to_string(&out).unwrap().lines().next().unwrap()).unwrap();
