@@ -218,7 +218,11 @@ fn resume_refuses_other_options_or_input_and_continues_after_a_fix() {
     std::fs::write(&partial, &edited).unwrap();
     let a = retrieve(&["--resume"]).assert().code(1);
     assert!(stderr(&a).contains("are not the answers its checkpoint records"), "{}", stderr(&a));
-    std::fs::write(&partial, &kept).unwrap();
+    // Bytes after the checkpoint (a torn write: here longer than all the answers still to
+    // come) are cut off.
+    let mut torn = kept.clone();
+    torn.extend(std::iter::repeat_n(b'{', 1 << 20));
+    std::fs::write(&partial, &torn).unwrap();
     assert_eq!(std::fs::read(&output).unwrap(), b"old\n");
 
     // The bad line fixed (after the checkpoint: allowed), the run continues at line 301 and
