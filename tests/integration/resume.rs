@@ -265,4 +265,17 @@ fn byte_order_mark_blank_lines_and_a_bad_speaker() {
     let out: Vec<Value> = std::fs::read_to_string(&output).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let got: Vec<(Value, Value, Value)> = out.iter().map(|v| (v["line"].clone(), v["id"].clone(), v["mentioned"].clone())).collect();
     assert_eq!(got, [(json!(1), Value::Null, json!(["Jordan Spieth"])), (json!(3), json!("x"), json!(["Golf"]))]);
+    // `link --input` drops a byte-order mark too, and reports a bad speaker as such.
+    let dialog = write(d, "dialog.json", b"\xef\xbb\xbf[\"Tell me about Jordan Spieth\"]\n");
+    let linked = stdout_of(trellis().args(["link", "--json", "--store"]).arg(&store).arg("--input").arg(&dialog));
+    assert!(linked.contains("\"Jordan Spieth\""), "{linked}");
+    let dialog = write(d, "speaker.json", b"[\"Golf\",\n {\"sender\": false, \"message\": \"Golf\"}]\n");
+    trellis()
+        .args(["link", "--store"])
+        .arg(&store)
+        .arg("--input")
+        .arg(&dialog)
+        .assert()
+        .code(65)
+        .stderr(predicates::str::contains("speaker.json:2: message 2 has a \"speaker\" (or \"sender\") that is not a string"));
 }
