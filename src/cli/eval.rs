@@ -164,7 +164,9 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
                     .iter()
                     .map(|(gold, named, last, linked)| serde_json::json!({"gold": gold, "named": named, "last_message": last, "linked": linked}).to_string())
                     .collect();
-                std::fs::write(&path, lines.join("\n") + "\n").with_context(|| format!("writing {}", path.display()))?;
+                super::batch::write_replacing(&path, |out| {
+                    out.write_all((lines.join("\n") + "\n").as_bytes()).with_context(|| format!("writing {}", path.display()))
+                })?;
             }
             if json {
                 println!("{}", serde_json::to_string_pretty(&r)?);

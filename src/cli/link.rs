@@ -62,18 +62,17 @@ fn read_dialog(path: &Path) -> Result<Vec<Message>> {
         let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() as u64 + 1;
         super::BadInputLine { file: file.clone(), line, what: "invalid UTF-8".into() }
     })?;
+    // A byte-order mark says nothing about the dialog (as `ingest` and `retrieve` drop it).
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut de = serde_json::Deserializer::from_str(text);
     let items = (&mut de).deserialize_seq(DialogVisitor).and_then(|items| de.end().map(|()| items)).map_err(|e| json_error(&file, &e))?;
     let mut messages = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
-        messages.push(match item {
-            serde_json::Value::String(s) => Message { speaker: String::new(), text: s },
-            other => serde_json::from_value(other).map_err(|_| super::BadInputLine {
-                file: file.clone(),
-                line: element_line(text, i),
-                what: format!("message {} needs a \"text\" (or \"message\") string", i + 1),
-            })?,
-        });
+        messages.push(Message::from_json(&item).map_err(|problem| super::BadInputLine {
+            file: file.clone(),
+            line: element_line(text, i),
+            what: format!("message {} {problem}", i + 1),
+        })?);
     }
     Ok(messages)
 }

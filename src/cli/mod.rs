@@ -1,5 +1,6 @@
 //! Argument parsing and dispatch.
 
+mod batch;
 mod doctor;
 mod eval;
 mod eval_responses;

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
-use std::io::{BufWriter, IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -133,7 +133,11 @@ pub struct RespondArgs {
 pub fn respond(args: RespondArgs) -> Result<ExitCode> {
     let line: PipelineLine = match &args.dialog {
         Some(path) => {
-            let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            let mut text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            // A byte-order mark says nothing about the dialog (as `ingest` and `run` drop it).
+            if text.starts_with(b"\xef\xbb\xbf") {
+                text.drain(..3);
+            }
             let trimmed = text.trim_ascii();
             if trimmed.first() == Some(&b'{') {
                 parse_line_bytes(trimmed).map_err(|e| super::BadInputLine { file: path.display().to_string(), line: 1, what: e.to_string() })?
@@ -209,9 +213,14 @@ pub struct RunArgs {
     /// (optional)}; see `trellis::pipeline::jsonl`.
     #[arg(long)]
     input: PathBuf,
-    /// JSON lines out, one per input line, in input order.
+    /// JSON lines out, one per request line, in input order, each with its input line
+    /// number ("line"). Written to OUTPUT.partial and renamed when complete.
     #[arg(long)]
     output: PathBuf,
+    /// Continue an interrupted run on the same input and options (OUTPUT.partial and
+    /// OUTPUT.checkpoint): every input line is answered exactly once.
+    #[arg(long)]
+    resume: bool,
     /// Worker threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -232,16 +241,21 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let pipeline = open_pipeline(store.clone(), &args.retriever, &args.generator)?;
     let answering = std::time::Instant::now();
     // The input first: a missing input leaves an existing output file untouched.
-    let mut input = super::progress::NumberedLines::open(&args.input)?;
-    let out = std::fs::File::create(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
-    let mut out = BufWriter::new(out);
-    let writing = || format!("writing {}", args.output.display());
+    let mut input = super::batch::NumberedLines::open(&args.input)?;
+    let mut settings = serde_json::Map::new();
+    settings.insert("store".into(), super::batch::store_identity(&store));
+    settings.insert("retriever".into(), args.retriever.fingerprint().into());
+    settings.insert("generator".into(), super::batch::absolute(&args.generator.generator).into());
+    settings.insert("generation".into(), format!("{:?}", pipeline.settings()).into());
+    let job = super::batch::Job { command: "run", settings };
+    let mut out = super::batch::BatchOutput::open(&args.output, args.resume, job, &mut input)?;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
     let (bar, file) = (input.bar.clone(), input.file.clone());
-    let (mut done, mut skipped) = (0u64, 0u64);
+    // Stage times of the replies of this run (the mean is over them).
     let mut stage_ms = [0f64; 3];
     let batch = args.retriever.gsr.batch.max(1);
-    loop {
+    while !out.finished {
+        let round_start = input.position();
         let round = input.round(LINES_PER_ROUND)?;
         if round.is_empty() {
             break;
@@ -250,17 +264,25 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         // parallel; answers keep input order.
         let mut parsed: Vec<(usize, PipelineLine)> = Vec::with_capacity(round.len());
         let mut errors: std::collections::BTreeMap<usize, LineError> = Default::default();
-        for (n, l) in &round {
-            match parse_line_bytes(l) {
-                Ok(p) => parsed.push((*n, p)),
-                Err(e) => drop(errors.insert(*n, e)),
+        for l in &round {
+            match parse_line_bytes(&l.bytes) {
+                Ok(p) => parsed.push((l.number, p)),
+                Err(e) => drop(errors.insert(l.number, e)),
             }
         }
         let mut good: Vec<(usize, &PipelineLine, PipelineRequest<'_>)> = Vec::with_capacity(parsed.len());
         for (n, line) in &parsed {
-            match request_of(&store, line)
-                .with_context(|| format!("reading store {} (answering {file}:{n}; the line is not at fault)", args.store.display()))?
-            {
+            let request = match request_of(&store, line) {
+                Ok(r) => r,
+                Err(e) => {
+                    bar.finish_and_clear();
+                    out.stop_at(round_start);
+                    return Err(
+                        anyhow::Error::new(e).context(format!("reading store {} (answering {file}:{n}; the line is not at fault)", args.store.display()))
+                    );
+                }
+            };
+            match request {
                 Ok(r) => good.push((*n, line, r)),
                 Err(e) => drop(errors.insert(*n, e)),
             }
@@ -280,8 +302,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             match a {
                 Ok(r) => replies.extend(r),
                 Err((n, e)) => {
-                    out.flush().with_context(writing)?;
+                    // Nothing of this round is written yet: the run stops at its start.
                     bar.finish_and_clear();
+                    out.stop_at(round_start);
                     return Err(anyhow::Error::new(e)
                         .context(format!("answering the requests from {file}:{n} (store {}; the requests are not at fault)", args.store.display())));
                 }
@@ -289,39 +312,43 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         }
         // In input order: each line's reply, or its fault.
         let mut answers = good.iter().zip(replies);
-        for (n, _) in &round {
-            if let Some(e) = errors.remove(n) {
+        for l in &round {
+            let n = l.number;
+            if let Some(e) = errors.remove(&n) {
                 if args.on_error == OnError::Skip {
                     bar.suspend(|| eprintln!("{file}:{n}: {e} (skipped)"));
-                    skipped += 1;
+                    out.skip();
                     continue;
                 }
-                out.flush().with_context(writing)?;
-                return Err(super::BadInputLine { file: file.clone(), line: *n as u64, what: e.to_string() }.into());
+                bar.finish_and_clear();
+                out.stop_at(l.start);
+                return Err(super::BadInputLine { file: file.clone(), line: n as u64, what: e.to_string() }.into());
             }
             let Some(((_, line, _), reply)) = answers.next() else { anyhow::bail!("internal: a line of {file} got no reply") };
             stage_ms[0] += reply.timings.link_ms;
             stage_ms[1] += reply.timings.retrieve_ms;
             stage_ms[2] += reply.timings.generate_ms;
-            writeln!(out, "{}", render(&line.request.id, &reply)).with_context(writing)?;
-            done += 1;
+            out.answer(n, render(&line.request.id, &reply))?;
         }
-        bar.set_message(format!("{done} answered"));
+        out.checkpoint(input.position())?;
+        bar.set_message(format!("{} answered", out.answered()));
     }
-    out.flush().with_context(writing)?;
+    let (done, skipped, resumed_at, now) = (out.answered(), out.skipped(), out.resumed_at, out.answered_now);
+    out.finish(input.position())?;
     bar.finish_and_clear();
-    let per = |x: f64| if done > 0 { x / done as f64 } else { 0.0 };
+    let per = |x: f64| if now > 0 { x / now as f64 } else { 0.0 };
     if args.json {
         let summary = serde_json::json!({
-            "answered": done, "skipped": skipped, "input": file, "output": args.output.display().to_string(),
+            "answered": done, "skipped": skipped, "resumed_at_line": resumed_at, "answered_now": now, "input": file, "output": args.output.display().to_string(),
             "seconds": started.elapsed().as_secs_f64(), "seconds_answering": answering.elapsed().as_secs_f64(),
             "mean_ms": {"link": per(stage_ms[0]), "retrieve": per(stage_ms[1]), "generate": per(stage_ms[2])},
         });
         println!("{summary}");
     } else {
         eprintln!(
-            "answered {done} requests{} in {:.1} s; per reply: link {:.1} ms, retrieve {:.1} ms, generate {:.1} ms",
+            "answered {done} requests{}{} in {:.1} s; per reply: link {:.1} ms, retrieve {:.1} ms, generate {:.1} ms",
             if skipped > 0 { format!(", skipped {skipped} bad lines") } else { String::new() },
+            super::batch::resumed_note(resumed_at, now),
             answering.elapsed().as_secs_f64(),
             per(stage_ms[0]),
             per(stage_ms[1]),
@@ -377,12 +404,13 @@ pub fn eval_pipeline(args: EvalPipelineArgs) -> Result<ExitCode> {
     let (report, predictions) = pool.install(|| trellis::eval::pipeline::evaluate(&pipeline, &dialogs, args.knowledge, args.retriever.gsr.batch, &progress))?;
     bar.finish_and_clear();
     if let Some(path) = &args.predictions {
-        let mut out = BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?);
-        for p in &predictions {
-            serde_json::to_writer(&mut out, p).with_context(|| format!("writing {}", path.display()))?;
-            out.write_all(b"\n").with_context(|| format!("writing {}", path.display()))?;
-        }
-        out.flush().with_context(|| format!("writing {}", path.display()))?;
+        super::batch::write_replacing(path, |out| {
+            for p in &predictions {
+                serde_json::to_writer(&mut *out, p).with_context(|| format!("writing {}", path.display()))?;
+                out.write_all(b"\n").with_context(|| format!("writing {}", path.display()))?;
+            }
+            Ok(())
+        })?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

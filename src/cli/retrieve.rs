@@ -3,7 +3,6 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use rayon::prelude::*;
-use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use trellis::decode::beam::ModelNorm;
@@ -131,6 +130,19 @@ impl RetrieverOptions {
         cfg
     }
 
+    /// What the answers depend on, for `--resume` to compare: the configuration without
+    /// the thread and session counts (answers do not depend on them), the model directory
+    /// as an absolute path.
+    pub fn fingerprint(&self) -> String {
+        let mut cfg = self.config();
+        if let Some(g) = &mut cfg.gsr {
+            g.model = super::batch::absolute(&g.model).into();
+            g.runtime.threads = 0;
+            g.runtime.sessions = 0;
+        }
+        format!("{cfg:?}")
+    }
+
     /// The retriever, with its model loaded for gsr (which needs --model).
     pub fn open(&self, store: std::sync::Arc<Store>) -> Result<Retriever> {
         self.open_with_sessions(store, 1)
@@ -161,9 +173,14 @@ pub struct RetrieveArgs {
     /// JSON lines: {"id", "history": [messages], "entities": [keys] (optional)}.
     #[arg(long)]
     input: PathBuf,
-    /// JSON lines out, one per input line, in input order.
+    /// JSON lines out, one per request line, in input order, each with its input line
+    /// number ("line"). Written to OUTPUT.partial and renamed when complete.
     #[arg(long)]
     output: PathBuf,
+    /// Continue an interrupted run on the same input and options (OUTPUT.partial and
+    /// OUTPUT.checkpoint): every input line is answered exactly once.
+    #[arg(long)]
+    resume: bool,
     /// Paths per request: the best N.
     #[arg(long, default_value_t = 10)]
     top: usize,
@@ -192,22 +209,25 @@ pub fn run(args: RetrieveArgs) -> Result<ExitCode> {
     let answering = std::time::Instant::now();
     let opts = AnswerOptions { top: args.top, explain: args.explain };
     // The input first: a missing input leaves an existing output file untouched.
-    let mut input = super::progress::NumberedLines::open(&args.input)?;
-    let out = std::fs::File::create(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
-    let mut out = BufWriter::new(out);
-    let writing = || format!("writing {}", args.output.display());
+    let mut input = super::batch::NumberedLines::open(&args.input)?;
+    let mut settings = serde_json::Map::new();
+    settings.insert("store".into(), super::batch::store_identity(&store));
+    settings.insert("retriever".into(), args.retriever.fingerprint().into());
+    settings.insert("top".into(), args.top.into());
+    settings.insert("explain".into(), args.explain.into());
+    let job = super::batch::Job { command: "retrieve", settings };
+    let mut out = super::batch::BatchOutput::open(&args.output, args.resume, job, &mut input)?;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
     let (bar, file) = (input.bar.clone(), input.file.clone());
-    let (mut done, mut skipped) = (0u64, 0u64);
-    loop {
+    while !out.finished {
         let batch = input.round(BATCH)?;
         if batch.is_empty() {
             break;
         }
         // Parse every line, then answer them a chunk at a time (gsr decodes a chunk
         // together), chunks in parallel; answers keep input order.
-        type Parsed = (usize, Result<Request, RequestError>);
-        let mut parsed = batch.iter().map(|(n, line)| (*n, parse_request_bytes(line)));
+        type Parsed<'a> = (&'a super::batch::InputLine, Result<Request, RequestError>);
+        let mut parsed = batch.iter().map(|l| (l, parse_request_bytes(&l.bytes)));
         let mut chunks: Vec<Vec<Parsed>> = Vec::new();
         loop {
             let chunk: Vec<Parsed> = parsed.by_ref().take(retriever.batch_size()).collect();
@@ -216,15 +236,15 @@ pub fn run(args: RetrieveArgs) -> Result<ExitCode> {
             }
             chunks.push(chunk);
         }
-        type Answered = Result<Vec<(usize, Result<serde_json::Value, RequestError>)>, (usize, RetrieveError)>;
+        type Answered<'a> = Result<Vec<(&'a super::batch::InputLine, Result<serde_json::Value, RequestError>)>, (&'a super::batch::InputLine, RetrieveError)>;
         let answered: Vec<Answered> = pool.install(|| {
             chunks
                 .into_par_iter()
                 .map(|chunk| {
                     let ok: Vec<&Request> = chunk.iter().filter_map(|(_, r)| r.as_ref().ok()).collect();
-                    let first = chunk.first().map_or(0, |c| c.0);
+                    let first = chunk[0].0;
                     let mut lines = answer_batch(&store, &retriever, &ok, &opts).map_err(|e| (first, e))?.into_iter();
-                    Ok(chunk.into_iter().map(|(n, r)| (n, r.and_then(|_| lines.next().unwrap_or(Ok(serde_json::Value::Null))))).collect())
+                    Ok(chunk.into_iter().map(|(l, r)| (l, r.and_then(|_| lines.next().unwrap_or(Ok(serde_json::Value::Null))))).collect())
                 })
                 .collect()
         });
@@ -234,45 +254,50 @@ pub fn run(args: RetrieveArgs) -> Result<ExitCode> {
             let lines = match a {
                 Ok(v) => v,
                 // Not the lines' fault: no line is skipped for it, and the exit code is 1.
-                Err((n, e)) => {
-                    out.flush().with_context(writing)?;
+                Err((l, e)) => {
                     bar.finish_and_clear();
+                    out.stop_at(l.start);
                     return Err(anyhow::Error::new(e).context(format!(
-                        "reading store {} (while answering the requests from {file}:{n}; the requests are not at fault)",
-                        args.store.display()
+                        "reading store {} (while answering the requests from {file}:{}; the requests are not at fault)",
+                        args.store.display(),
+                        l.number
                     )));
                 }
             };
-            for (n, result) in lines {
+            for (l, result) in lines {
                 match result {
-                    Ok(v) => {
-                        writeln!(out, "{v}").with_context(writing)?;
-                        done += 1;
-                    }
+                    Ok(v) => out.answer(l.number, v)?,
                     Err(e) if args.on_error == OnError::Skip => {
-                        bar.suspend(|| eprintln!("{file}:{n}: {e} (skipped)"));
-                        skipped += 1;
+                        bar.suspend(|| eprintln!("{file}:{}: {e} (skipped)", l.number));
+                        out.skip();
                     }
                     Err(e) => {
-                        out.flush().with_context(writing)?;
-                        return Err(super::BadInputLine { file: file.clone(), line: n as u64, what: e.to_string() }.into());
+                        bar.finish_and_clear();
+                        out.stop_at(l.start);
+                        return Err(super::BadInputLine { file: file.clone(), line: l.number as u64, what: e.to_string() }.into());
                     }
                 }
             }
         }
-        bar.set_message(format!("{done} answered"));
+        out.checkpoint(input.position())?;
+        bar.set_message(format!("{} answered", out.answered()));
     }
-    out.flush().with_context(writing)?;
+    let (done, skipped, resumed_at, now) = (out.answered(), out.skipped(), out.resumed_at, out.answered_now);
+    out.finish(input.position())?;
     bar.finish_and_clear();
     if args.json {
-        let mut summary = serde_json::json!({"answered": done, "skipped": skipped, "input": file, "output": args.output.display().to_string(), "seconds": started.elapsed().as_secs_f64(), "seconds_answering": answering.elapsed().as_secs_f64()});
+        let mut summary = serde_json::json!({"answered": done, "skipped": skipped, "resumed_at_line": resumed_at, "answered_now": now, "input": file, "output": args.output.display().to_string(), "seconds": started.elapsed().as_secs_f64(), "seconds_answering": answering.elapsed().as_secs_f64()});
         if let Some(g) = retriever.generative() {
             let t = g.timings();
             summary["gsr"] = serde_json::json!({"timings": t, "outside_onnx_runtime_share": t.outside_share(), "settings": format!("{:?}", g.settings())});
         }
         println!("{summary}");
     } else {
-        eprintln!("answered {done} requests{}", if skipped > 0 { format!(", skipped {skipped} bad lines") } else { String::new() });
+        eprintln!(
+            "answered {done} requests{}{}",
+            if skipped > 0 { format!(", skipped {skipped} bad lines") } else { String::new() },
+            super::batch::resumed_note(resumed_at, now)
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -88,6 +88,45 @@ pub struct Message {
     pub text: String,
 }
 
+/// What is wrong with a message given as JSON (see [`Message::from_json`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MessageProblem {
+    #[error("needs a \"text\" (or \"message\") string")]
+    NoText,
+    #[error("has both \"text\" and \"message\"")]
+    TwoTexts,
+    #[error("has a \"speaker\" (or \"sender\") that is not a string")]
+    SpeakerNotAString,
+    #[error("has both \"speaker\" and \"sender\"")]
+    TwoSpeakers,
+}
+
+impl Message {
+    /// A message as the JSON-lines inputs give it: a string (no speaker), or an object with
+    /// `text` (or `message`) and optionally `speaker` (or `sender`; null is none). Field by
+    /// field, so a bad speaker is not reported as a missing text.
+    pub fn from_json(v: &serde_json::Value) -> Result<Message, MessageProblem> {
+        use serde_json::Value;
+        let obj = match v {
+            Value::String(s) => return Ok(Message { speaker: String::new(), text: s.clone() }),
+            Value::Object(o) => o,
+            _ => return Err(MessageProblem::NoText),
+        };
+        let text = match (obj.get("text"), obj.get("message")) {
+            (Some(_), Some(_)) => return Err(MessageProblem::TwoTexts),
+            (Some(Value::String(s)), None) | (None, Some(Value::String(s))) => s.clone(),
+            _ => return Err(MessageProblem::NoText),
+        };
+        let speaker = match (obj.get("speaker"), obj.get("sender")) {
+            (Some(_), Some(_)) => return Err(MessageProblem::TwoSpeakers),
+            (Some(Value::String(s)), None) | (None, Some(Value::String(s))) => s.clone(),
+            (None | Some(Value::Null), None) | (None, Some(Value::Null)) => String::new(),
+            _ => return Err(MessageProblem::SpeakerNotAString),
+        };
+        Ok(Message { speaker, text })
+    }
+}
+
 /// Links dialog text against one store. Owns its handle (`Arc<Store>`), so it is
 /// `Send + Sync` and can be shared by threads or kept in a host application.
 pub struct Linker {

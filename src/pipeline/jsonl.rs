@@ -6,7 +6,8 @@
 //! (`{"head", "relation", "tail", "reverse"}`, the stored fact and whether the path walks
 //! it backwards) or as `[head, relation, tail]` in walking order (`~relation` walks
 //! backwards); and `"seed"`, the request's sampling seed.
-//! Out, one line per request, in input order: `{"id", "response", "mentioned": [names],
+//! Out, one line per request, in input order (the CLI adds `"line"`, the input line
+//! number): `{"id", "response", "mentioned": [names],
 //! "paths": [{"score", "triples"}] (retrieved only), "knowledge": [[[head, relation, tail],
 //! ...], ...] (what the generator read, walking order), "timings": {"link_ms",
 //! "retrieve_ms", "generate_ms", "batch"}}`, and `"responses": [{"text", "score", "finish"}]`

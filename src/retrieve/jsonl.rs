@@ -4,7 +4,8 @@
 //! "entities": [key, ...] (optional)}`, a message being a string or `{"speaker"|"sender":
 //! ..., "text"|"message": ...}`. `entities` (identity keys: the exact name, IRI or literal)
 //! replaces entity linking, for callers with their own linker or gold annotations.
-//! Out, one line per request, in input order: `{"id", "mentioned": [names], "paths":
+//! A speaker, when given, is a string. Out, one line per request, in input order (the CLI
+//! adds `"line"`, the input line number): `{"id", "mentioned": [names], "paths":
 //! [{"score", "explanation", "triples": [{"head", "relation", "tail", "reverse"}]}]}`; with
 //! `explain`, a generated path also has `"tokens": [{"id", "text", "model", "prior"}]` (the
 //! model's and the graph prior's log-probabilities of each generated token), and the answer
@@ -37,8 +38,8 @@ pub enum RequestError {
     NotAnObject,
     #[error("no \"history\" list")]
     NoHistory,
-    #[error("history[{index}] needs a \"text\" (or \"message\") string")]
-    BadMessage { index: usize },
+    #[error("history[{index}] {problem}")]
+    BadMessage { index: usize, problem: crate::link::MessageProblem },
     #[error("\"entities\" must be a list of entity keys")]
     EntitiesNotAList,
     #[error("entities[{index}] must be a string (an entity key)")]
@@ -77,10 +78,7 @@ pub fn parse_request(line: &str) -> Result<Request, RequestError> {
     let history = history
         .iter()
         .enumerate()
-        .map(|(index, m)| match m {
-            Value::String(s) => Ok(Message { speaker: String::new(), text: s.clone() }),
-            other => serde_json::from_value(other.clone()).map_err(|_| RequestError::BadMessage { index }),
-        })
+        .map(|(index, m)| Message::from_json(m).map_err(|problem| RequestError::BadMessage { index, problem }))
         .collect::<Result<Vec<_>, _>>()?;
     let entities = match obj.get("entities") {
         None | Some(Value::Null) => None,
@@ -234,6 +232,14 @@ mod tests {
         assert_eq!(err(r#"{"history": 3}"#), "no \"history\" list");
         assert_eq!(err(r#"[1]"#), "expected a JSON object with a \"history\" list");
         assert_eq!(err(r#"{"history": [{"speaker": "x"}]}"#), "history[0] needs a \"text\" (or \"message\") string");
+        assert_eq!(err(r#"{"history": ["a", {"speaker": 3, "text": "b"}]}"#), "history[1] has a \"speaker\" (or \"sender\") that is not a string");
+        assert_eq!(err(r#"{"history": [{"sender": ["x"], "message": "b"}]}"#), "history[0] has a \"speaker\" (or \"sender\") that is not a string");
+        assert_eq!(err(r#"{"history": [{"text": 3}]}"#), "history[0] needs a \"text\" (or \"message\") string");
+        assert_eq!(err(r#"{"history": [7]}"#), "history[0] needs a \"text\" (or \"message\") string");
+        assert_eq!(err(r#"{"history": [{"text": "a", "message": "b"}]}"#), "history[0] has both \"text\" and \"message\"");
+        assert_eq!(err(r#"{"history": [{"text": "a", "speaker": "u", "sender": "v"}]}"#), "history[0] has both \"speaker\" and \"sender\"");
+        let r = parse_request(r#"{"history": [{"speaker": null, "text": "a"}, {"sender": "bot", "message": "b"}]}"#).unwrap();
+        assert_eq!((r.history[0].speaker.as_str(), r.history[1].speaker.as_str(), r.history[1].text.as_str()), ("", "bot", "b"));
         assert!(err("{oops").starts_with("invalid JSON: "));
         let bytes_err = parse_request_bytes(b"{\"history\": [\"caf\xc3\"]}").err().unwrap();
         assert_eq!(bytes_err.to_string(), "invalid UTF-8 at byte 17 of the line");

@@ -68,6 +68,8 @@ fn retrieve_on_a_corrupt_store_exits_1_not_65() {
         .code(1)
         .stderr(predicate::str::contains("bad.jsonl:1: invalid JSON").and(predicate::str::contains("(skipped)")))
         .stderr(predicate::str::contains("Corruption"));
+    // The failed runs left the intact run's output as it was.
+    assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 2);
 }
 
 /// Names are read while linking, before any adjacency: a corrupt name index is the store's
@@ -220,8 +222,9 @@ fn malformed_input_files_exit_65_naming_file_and_line() {
     ] {
         run(&cmd.iter().map(String::as_str).collect::<Vec<_>>()).code(65).stderr(predicate::str::contains(says));
     }
-    // --on-error skip skips a line of invalid UTF-8 like any other bad line.
-    run(&["retrieve", "--store", s, "--retriever", "all", "--input", p(&requests), "--output", &out, "--on-error", "skip"])
+    // --on-error skip skips a line of invalid UTF-8 like any other bad line (continuing the
+    // run that stopped at it).
+    run(&["retrieve", "--store", s, "--retriever", "all", "--input", p(&requests), "--output", &out, "--on-error", "skip", "--resume"])
         .success()
         .stderr(predicate::str::contains("req.jsonl:2: invalid UTF-8 at byte 17 of the line (skipped)"));
     assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 1);

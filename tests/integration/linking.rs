@@ -152,6 +152,9 @@ fn opendialkg_dev_linking_recall() {
     );
     // One line per missed turn: turns * (1 - recall).
     let missed = std::fs::read_to_string(&misses).unwrap().lines().count() as f64;
+    // Written beside the file and renamed onto it: no temporary file is left.
+    let names: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(!names.iter().any(|n| n.ends_with(".tmp")), "{names:?}");
     let turns = out["turns"].as_f64().unwrap();
     assert_eq!(missed, (turns * (1.0 - out["trellis"]["recall_all"].as_f64().unwrap())).round());
     // Turn counts as the issue states them, from the data set alone.

@@ -15,6 +15,7 @@ mod model;
 mod pipeline;
 mod readers;
 mod real_data;
+mod resume;
 mod retrieval;
 mod shipped_model;
 mod targets;

@@ -190,13 +190,25 @@ fn run_answers_in_input_order_and_reports_bad_lines() {
     let stop = pipeline_cmd("run", &store).arg("--input").arg(&input).arg("--output").arg(&output).assert().code(65);
     let err = String::from_utf8_lossy(&stop.get_output().stderr).to_string();
     assert!(err.contains("requests.jsonl:5: knowledge[0][0]: a triple is"), "{err}");
-    let skip = pipeline_cmd("run", &store).arg("--input").arg(&input).arg("--output").arg(&output).args(["--on-error", "skip", "--json"]).assert().success();
+    // The answers before the bad line are kept; continuing with --on-error skip answers the rest.
+    assert!(!output.exists());
+    let skip = pipeline_cmd("run", &store)
+        .arg("--input")
+        .arg(&input)
+        .arg("--output")
+        .arg(&output)
+        .args(["--on-error", "skip", "--json", "--resume"])
+        .assert()
+        .success();
     let summary: Value = serde_json::from_slice(&skip.get_output().stdout).unwrap();
     assert_eq!((summary["answered"].as_u64(), summary["skipped"].as_u64()), (Some(4), Some(2)), "{summary}");
+    assert_eq!((summary["resumed_at_line"].as_u64(), summary["answered_now"].as_u64()), (Some(5), Some(1)), "{summary}");
     let err = String::from_utf8_lossy(&skip.get_output().stderr).to_string();
     assert!(err.contains("requests.jsonl:6: entities[0]: no entity with key \"no such entity\" in the store (skipped)"), "{err}");
     let out: Vec<Value> = std::fs::read_to_string(&output).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(out.iter().map(|v| v["id"].as_str().unwrap()).collect::<Vec<_>>(), ["a", "b", "c", "f"]);
+    // Each answer names its input line (the blank line 3 and the skipped 5 and 6 have none).
+    assert_eq!(out.iter().map(|v| v["line"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 2, 4, 7]);
     assert_eq!(out[1]["knowledge"], json!([[["Jordan Spieth", "~Winner", "2015 Masters Tournament"]]]));
     assert!(out[1].get("paths").is_none() && out[2]["knowledge"] == json!([]));
     // The retrieved paths are `trellis retrieve`'s best 2, triple for triple.

@@ -124,7 +124,7 @@ fn retrieve_jsonl_in_order_with_bad_lines() {
         .arg("--input")
         .arg(&path)
         .arg("--output")
-        .arg(&out)
+        .arg(dir.path().join("stopped.jsonl"))
         .assert()
         .code(65)
         .stderr(predicates::str::contains("in.jsonl:301: history[0] needs a \"text\" (or \"message\") string"));
@@ -324,6 +324,7 @@ fn retrieve_takes_entities_instead_of_linking() {
         .arg(&out)
         .arg("--on-error")
         .arg("skip")
+        .arg("--resume")
         .assert()
         .success();
     let line: serde_json::Value = serde_json::from_str(std::fs::read_to_string(&out).unwrap().lines().next().unwrap()).unwrap();
