@@ -2,7 +2,8 @@
 # Does a request's answer depend on the other requests of its batch? Runs `trellis retrieve`
 # (gsr) and `trellis run` over the first N OpenDialKG dev requests with --batch 1, with
 # --batch 8, and with --batch 8 on the requests in reverse order, and counts the requests whose
-# output line differs from the --batch 1 one (run: without its timings), the ranked path lists
+# output line differs from the --batch 1 one (without its input line number; run: without
+# its timings), the ranked path lists
 # that differ, and the largest score difference of a path found in both.
 #
 #   BENCH_DIR=/tmp/bench N=200 [BIN=path/to/trellis] [MODEL=DIR] [GENERATOR=DIR] \
@@ -35,6 +36,7 @@ def load(f):
     for line in open(f):
         v = json.loads(line)
         v.pop("timings", None)
+        v.pop("line", None)
         out[v["id"]] = v
     return out
 base = load(files[0])

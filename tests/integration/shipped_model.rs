@@ -150,8 +150,8 @@ fn sample_requests(n: usize) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// Runs `args` over `requests` written in `order` and returns each output line by its id
-/// (`run`'s without its timings).
+/// Runs `args` over `requests` written in `order` and returns each output line by its id,
+/// without its input line number (and `run`'s without its timings).
 fn answers_by_id(
     dir: &Path,
     name: &str,
@@ -169,11 +169,12 @@ fn answers_by_id(
     for line in out.lines() {
         let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
         let id = v["id"].as_str().unwrap().to_string();
-        // A reply's stage timings (and its batch's size) are about the run, not the answer.
-        let line = match v.as_object_mut().and_then(|o| o.remove("timings")) {
-            Some(_) => v.to_string(),
-            None => line.to_string(),
-        };
+        // Where the request sat in the input ("line") and a reply's stage timings (and its
+        // batch's size) are about the run, not the answer.
+        let o = v.as_object_mut().unwrap();
+        assert!(o.remove("line").is_some(), "{line}");
+        o.remove("timings");
+        let line = v.to_string();
         assert!(by_id.insert(id, line).is_none(), "one answer per request");
     }
     assert_eq!(by_id.len(), requests.len());
