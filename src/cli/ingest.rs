@@ -3,6 +3,7 @@
 use super::progress::LoadProgress;
 use anyhow::Result;
 use clap::Args;
+use trellis::limits;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -20,14 +21,14 @@ pub struct IngestArgs {
     #[arg(long, value_enum)]
     compression: Option<Compression>,
     /// Memory budget of the load in MB (sort buffers and dictionaries).
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, value_parser = super::usize_in(&limits::MEMORY_MB), allow_hyphen_values = true)]
     memory_mb: usize,
     /// Spill a sorted run every N fact lines whatever the memory budget (for tests and
     /// measurements of the run merge).
-    #[arg(long, hide = true)]
+    #[arg(long, hide = true, value_parser = super::usize_in(&limits::SORT_RUN_TRIPLES), allow_hyphen_values = true)]
     sort_run_triples: Option<usize>,
     /// Parser threads (default: all cores).
-    #[arg(long)]
+    #[arg(long, value_parser = super::usize_in(&limits::THREADS), allow_hyphen_values = true)]
     threads: Option<usize>,
     /// `stop`: the first malformed line aborts the load and nothing is stored.
     /// `skip`: load the rest, count rejects per kind, write rejected lines to a file.

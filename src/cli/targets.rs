@@ -8,6 +8,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use std::io::{BufWriter, IsTerminal, Write};
+use trellis::limits;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use trellis::decode::automaton::CandidateMode;
@@ -46,7 +47,7 @@ pub struct TargetsArgs {
     #[arg(long)]
     output: PathBuf,
     /// Worker threads (default: all cores).
-    #[arg(long)]
+    #[arg(long, value_parser = super::usize_in(&limits::THREADS), allow_hyphen_values = true)]
     threads: Option<usize>,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
