@@ -37,29 +37,43 @@ pub struct FloatRange {
     pub max: f64,
 }
 
-/// A setting outside its range: names the setting, the range and the value.
+/// A setting outside its range: names the setting, the range and the value. One pointer
+/// wide, so the error enums that carry it stay small.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{name} must be {range}, not {value}")]
-pub struct OutOfRange {
-    /// The setting (`beams`, `generation.top_p`, `--window` on the command line).
-    pub name: String,
-    /// `within 1..=64`, `a finite number within (0, 1]`.
-    pub range: String,
-    /// The value as given.
-    pub value: String,
+#[error("{} must be {}, not {}", .0.name, .0.range, .0.value)]
+pub struct OutOfRange(Box<Refusal>);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Refusal {
+    name: String,
+    range: String,
+    value: String,
 }
 
 impl OutOfRange {
-    /// The same problem under another name (a flag, a `trellis.json` field).
-    pub fn named(mut self, name: impl Into<String>) -> OutOfRange {
-        self.name = name.into();
-        self
+    fn new(name: impl Into<String>, range: impl Into<String>, value: impl Into<String>) -> OutOfRange {
+        OutOfRange(Box::new(Refusal { name: name.into(), range: range.into(), value: value.into() }))
+    }
+
+    /// The setting (`beams`, `top_p`).
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// `within 1..=64`, `a finite number within (0, 1]`.
+    pub fn range(&self) -> &str {
+        &self.0.range
+    }
+
+    /// The value as given.
+    pub fn value(&self) -> &str {
+        &self.0.value
     }
 
     /// The same problem with a narrower range than the table's (one that depends on the
-    /// model: `at least 7 with ...`).
+    /// model: `at least 8 with ...`).
     pub fn with_range(mut self, range: impl Into<String>) -> OutOfRange {
-        self.range = range.into();
+        self.0.range = range.into();
         self
     }
 }
@@ -104,7 +118,7 @@ impl IntRange {
     }
 
     pub fn refuse(&self, value: impl fmt::Display) -> OutOfRange {
-        OutOfRange { name: self.name.into(), range: self.to_string(), value: value.to_string() }
+        OutOfRange::new(self.name, self.to_string(), value.to_string())
     }
 
     /// Parses a command-line value: a whole number in range. A negative number, or one
@@ -113,7 +127,7 @@ impl IntRange {
         let t = text.trim();
         let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
         if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(OutOfRange { name: self.name.into(), range: format!("a whole number {self}"), value: format!("{text:?}") });
+            return Err(OutOfRange::new(self.name, format!("a whole number {self}"), format!("{text:?}")));
         }
         match t.parse::<u64>() {
             Ok(v) => self.check(v),
@@ -144,7 +158,7 @@ impl FloatRange {
     }
 
     pub fn refuse(&self, value: impl fmt::Display) -> OutOfRange {
-        OutOfRange { name: self.name.into(), range: self.to_string(), value: value.to_string() }
+        OutOfRange::new(self.name, self.to_string(), value.to_string())
     }
 
     /// Parses a command-line value: a finite number in range (`NaN` and `inf` are refused).
@@ -323,7 +337,7 @@ mod tests {
         assert_eq!(LENGTH_PENALTY.parse("-1.5"), Ok(-1.5));
         for bad in ["NaN", "inf", "-inf", "101"] {
             let e = LENGTH_PENALTY.parse(bad).unwrap_err();
-            assert_eq!(e.range, "a finite number within [-100, 100]", "{bad}");
+            assert_eq!(e.range(), "a finite number within [-100, 100]", "{bad}");
         }
         assert_eq!(ALPHA.parse("x").unwrap_err().to_string(), "alpha must be a finite number within [0, 1], not \"x\"");
         // The bound on length penalties keeps the longest path's length^penalty finite.
@@ -360,7 +374,7 @@ mod tests {
                 Ok(x) => proptest::prop_assert!(r.contains(v) && x == v),
                 Err(e) => {
                     proptest::prop_assert!(!r.contains(v));
-                    proptest::prop_assert_eq!(e.range, r.to_string());
+                    proptest::prop_assert_eq!(e.range(), r.to_string());
                 }
             }
         }

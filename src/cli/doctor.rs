@@ -4,9 +4,9 @@
 
 use anyhow::Result;
 use clap::Args;
-use trellis::limits;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use trellis::limits;
 use trellis::model::doctor::{doctor, DoctorOptions};
 use trellis::model::{Device, Layout};
 

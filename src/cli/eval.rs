@@ -4,11 +4,11 @@ use super::link::LinkOptions;
 use super::retrieve::RetrieverOptions;
 use anyhow::{Context, Result};
 use clap::Subcommand;
-use trellis::limits;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use trellis::eval::opendialkg::{self, Dialog};
 use trellis::eval::{linking, metaqa, retrieval};
+use trellis::limits;
 use trellis::link::Linker;
 use trellis::Store;
 

@@ -3,11 +3,11 @@
 use super::progress::LoadProgress;
 use anyhow::Result;
 use clap::Args;
-use trellis::limits;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use trellis::ingest::{BulkLoader, Compression, Format, InputSpec, OnError};
+use trellis::limits;
 
 #[derive(Args)]
 pub struct IngestArgs {

@@ -3,9 +3,9 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use serde::de::{Deserializer, SeqAccess, Visitor};
-use trellis::limits;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use trellis::limits;
 use trellis::link::{LinkConfig, Linker, Message};
 use trellis::Store;
 

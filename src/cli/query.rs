@@ -3,10 +3,10 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde_json::json;
-use trellis::limits;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use trellis::graph::{neighborhood, Step};
+use trellis::limits;
 use trellis::store::{EntityMatch, ReaderPin, WELL_KNOWN_PREFIXES};
 use trellis::{Direction, EntityId, RelationId, Store};
 

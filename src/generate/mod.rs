@@ -208,8 +208,9 @@ pub enum GenerateError {
     EmptyStop,
     #[error("bad generation setting: stop id {token} is outside the model's {vocab}-token vocabulary")]
     StopIdOutOfRange { token: u32, vocab: u32 },
+    /// Boxed: the search's error is the biggest, and every caller's `Result` carries it.
     #[error("beam search: {0}")]
-    Search(#[from] SearchError<Seq2SeqError, std::convert::Infallible>),
+    Search(#[source] Box<SearchError<Seq2SeqError, std::convert::Infallible>>),
     #[error("the model returned {got} logits for {rows} rows of a {vocab}-token vocabulary")]
     LogitsShape { got: usize, rows: usize, vocab: usize },
     #[error("the model returned a NaN logit (row {row}, token {token})")]
@@ -218,6 +219,12 @@ pub enum GenerateError {
     NoFiniteLogit { row: usize },
     #[error("decoding the generated ids {tokens:?}: {source}")]
     Decode { tokens: Vec<u32>, source: tokenizers::Error },
+}
+
+impl From<SearchError<Seq2SeqError, std::convert::Infallible>> for GenerateError {
+    fn from(e: SearchError<Seq2SeqError, std::convert::Infallible>) -> GenerateError {
+        GenerateError::Search(Box::new(e))
+    }
 }
 
 /// A response generator: the model (a pool of sessions) and its defaults. `Send + Sync`;

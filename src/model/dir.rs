@@ -6,8 +6,8 @@
 //! earlier paths are appended, how the ids are cut to `max_tokens`.
 
 pub use crate::generate::{InputEncoding, StrategyKind};
-use crate::linearize::{Linearization, Position};
 use crate::limits::OutOfRange;
+use crate::linearize::{Linearization, Position};
 use crate::link::Message;
 use crate::model::tokenizer::{ModelError, NameTokenizer};
 use serde::Deserialize;
@@ -443,7 +443,7 @@ impl TrellisConfig {
         let decoding = file.decoding.clone().unwrap_or_default();
         let generation = if generator { Some(file.generation.clone().unwrap_or_default()) } else { None };
         let config = TrellisConfig { format: file.format, task: file.task, linearization, input: file.input, decoding, generation };
-        config.check_ranges().map_err(|(field, e)| err(&field, FieldProblem::OutOfRange { range: e.range, value: e.value }))?;
+        config.check_ranges().map_err(|(field, e)| err(&field, FieldProblem::OutOfRange { range: e.range().into(), value: e.value().into() }))?;
         if let Some(i) = config.generation.as_ref().and_then(|g| g.stop.iter().position(String::is_empty)) {
             return Err(err(&format!("generation.stop[{i}]"), FieldProblem::Type { expected: "a non-empty text" }));
         }
@@ -455,7 +455,7 @@ impl TrellisConfig {
     fn check_ranges(&self) -> Result<(), (String, OutOfRange)> {
         use crate::limits::*;
         fn at(section: &'static str) -> impl Fn(OutOfRange) -> (String, OutOfRange) {
-            move |e| (format!("{section}.{}", e.name), e)
+            move |e| (format!("{section}.{}", e.name()), e)
         }
         let input = &self.input;
         INPUT_TURNS.check_usize(input.turns).map_err(at("input"))?;

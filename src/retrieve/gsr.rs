@@ -13,8 +13,8 @@ use crate::decode::prior::{PriorConfig, PriorMode, PriorNorm};
 use crate::error::ReadError;
 use crate::graph::candidates::Hop;
 use crate::graph::informativeness::KatzConfig;
-use crate::limits::{self, OutOfRange, TooMuchMemory};
 use crate::ids::Direction;
+use crate::limits::{self, OutOfRange, TooMuchMemory};
 use crate::linearize::HopText;
 use crate::model::dir::{InputEntity, ModelDir, ModelDirError};
 use crate::model::session::{RuntimeOptions, Seq2Seq, Seq2SeqError, SessionSteps};
@@ -260,7 +260,7 @@ impl GsrRetriever {
         let max_new_tokens = o.max_new_tokens.unwrap_or(d.max_new_tokens);
         let shortest = shortest_path_tokens(&lin);
         if max_new_tokens < shortest {
-            return Err(GsrError::Setting(limits::MAX_NEW_TOKENS.refuse(max_new_tokens).named("max_new_tokens").with_range(format!(
+            return Err(GsrError::Setting(limits::MAX_NEW_TOKENS.refuse(max_new_tokens).with_range(format!(
                 "at least {shortest} with the {} linearization (its shortest path: head, relation and tail boundaries, three names and EOS)",
                 lin.name
             ))));

@@ -214,7 +214,11 @@ fn out_of_range_values_name_the_flag_and_the_range() {
     };
     assert_eq!(
         retrieve(&["--retriever", "bm25", "--max-entities", "0"]),
-        (Some(2), "error: invalid value '0' for '--max-entities <MAX_ENTITIES>': max_entities must be within 1..=64, not 0\n\nFor more information, try '--help'.".into())
+        (
+            Some(2),
+            "error: invalid value '0' for '--max-entities <MAX_ENTITIES>': max_entities must be within 1..=64, not 0\n\nFor more information, try '--help'."
+                .into()
+        )
     );
     let (code, err) = retrieve(&["--retriever", "bm25", "--window", "-1"]);
     assert_eq!(code, Some(2));
@@ -291,10 +295,7 @@ fn doctor_checks_the_numbers_run_checks() {
     trellis_json(r#"{"task": "generator", "generation": {"stop_ids": [999999]}}"#);
     let (code, out) = doctor();
     assert_eq!(code, Some(65), "{out}");
-    assert!(
-        out.contains("field `generation.stop_ids[0]`: must be a token id within 0..=1528 (config.json's vocab_size is 1529), not 999999."),
-        "{out}"
-    );
+    assert!(out.contains("field `generation.stop_ids[0]`: must be a token id within 0..=1528 (config.json's vocab_size is 1529), not 999999."), "{out}");
     trellis_json(r#"{"task": "generator", "generation": {"beams": 1000}}"#);
     let (code, out) = doctor();
     assert_eq!(code, Some(65), "{out}");
