@@ -220,10 +220,11 @@ impl Constraint for GraphConstraint<'_, '_> {
     }
 }
 
-/// The fewest tokens a one-hop path takes: the head, first-relation and tail boundaries, a
-/// token for each of the three names, and EOS.
+/// The fewest tokens a one-hop path takes (`[HEAD] e [Int1] r [Int2] e [TAIL]` and EOS): its
+/// boundary tokens, one token for each of the three names at least, and EOS.
 fn shortest_path_tokens(lin: &crate::linearize::Linearization) -> usize {
-    lin.head.len() + lin.int[0].len() + lin.tail.len() + 3 + 1
+    let hop = (lin.int[0].len() + lin.int[1].len()).min(lin.rev[0].len() + lin.rev[1].len());
+    lin.head.len() + hop + lin.tail.len() + 3 + 1
 }
 
 fn search_error<M: std::fmt::Display, C: std::fmt::Display>(e: SearchError<M, C>) -> GsrError {
@@ -261,7 +262,7 @@ impl GsrRetriever {
         let shortest = shortest_path_tokens(&lin);
         if max_new_tokens < shortest {
             return Err(GsrError::Setting(limits::MAX_NEW_TOKENS.refuse(max_new_tokens).with_range(format!(
-                "at least {shortest} with the {} linearization (its shortest path: head, relation and tail boundaries, three names and EOS)",
+                "at least {shortest} with the {} linearization (its shortest path: five or more boundary tokens, three names and EOS)",
                 lin.name
             ))));
         }

@@ -233,11 +233,16 @@ fn out_of_range_values_name_the_flag_and_the_range() {
     let model = fixture("gsr/tiny-split");
     let (code, err) = retrieve(&["--retriever", "gsr", "--model", model.to_str().unwrap(), "--return-sequences", "6"]);
     assert_eq!((code, err.as_str()), (Some(2), "error: generative retrieval: return_sequences must be within 1..=5, not 6"));
-    // The shortest dialoggsr path: [HEAD] e [Int1_1][Int1_2] r [TAIL] e and EOS.
-    let (code, err) = retrieve(&["--retriever", "gsr", "--model", model.to_str().unwrap(), "--model-threads", "1", "--max-new-tokens", "7"]);
+    // The shortest dialoggsr path: [HEAD] e [Int1_1][Int1_2] r [Int2_1][Int2_2] e [TAIL] EOS.
+    let (code, err) = retrieve(&["--retriever", "gsr", "--model", model.to_str().unwrap(), "--model-threads", "1", "--max-new-tokens", "9"]);
     assert_eq!(code, Some(2));
-    assert!(err.ends_with("max_new_tokens must be at least 8 with the dialoggsr linearization (its shortest path: head, relation and tail boundaries, three names and EOS), not 7"), "{err}");
-    let (code, err) = retrieve(&["--retriever", "gsr", "--model", model.to_str().unwrap(), "--model-threads", "1", "--max-new-tokens", "8"]);
+    assert!(
+        err.ends_with(
+            "max_new_tokens must be at least 10 with the dialoggsr linearization (its shortest path: five or more boundary tokens, three names and EOS), not 9"
+        ),
+        "{err}"
+    );
+    let (code, err) = retrieve(&["--retriever", "gsr", "--model", model.to_str().unwrap(), "--model-threads", "1", "--max-new-tokens", "10"]);
     assert_eq!(code, Some(0), "{err}");
 }
 
