@@ -27,7 +27,7 @@ pub struct IngestArgs {
     /// measurements of the run merge).
     #[arg(long, hide = true, value_parser = super::usize_in(&limits::SORT_RUN_TRIPLES), allow_hyphen_values = true)]
     sort_run_triples: Option<usize>,
-    /// Parser threads (default: all cores).
+    /// Parser threads (default, or 0: all cores).
     #[arg(long, value_parser = super::usize_in(&limits::THREADS), allow_hyphen_values = true)]
     threads: Option<usize>,
     /// `stop`: the first malformed line aborts the load and nothing is stored.
@@ -65,7 +65,7 @@ pub fn run(args: IngestArgs) -> Result<ExitCode> {
     if let Some(n) = args.sort_run_triples {
         loader = loader.with_sort_run_triples(n);
     }
-    if let Some(t) = args.threads {
+    if let Some(t) = args.threads.filter(|&t| t > 0) {
         loader = loader.with_threads(t);
     }
     if let Some(r) = args.rejects {

@@ -218,7 +218,7 @@ pub struct RunArgs {
     /// JSON lines out, one per input line, in input order.
     #[arg(long)]
     output: PathBuf,
-    /// Worker threads (default: all cores).
+    /// Worker threads (default, or 0: all cores).
     #[arg(long, value_parser = super::usize_in(&limits::THREADS), allow_hyphen_values = true)]
     threads: Option<usize>,
     /// `stop` at the first bad input line, or `skip` it (reported on stderr). A store or a
@@ -359,7 +359,7 @@ pub struct EvalPipelineArgs {
     /// Write every prediction (JSON lines: dialog, upto, response, reference, knowledge).
     #[arg(long)]
     predictions: Option<PathBuf>,
-    /// Worker threads (default: all cores).
+    /// Worker threads (default, or 0: all cores).
     #[arg(long, value_parser = super::usize_in(&limits::THREADS), allow_hyphen_values = true)]
     threads: Option<usize>,
     #[arg(long)]

@@ -182,7 +182,7 @@ pub struct RetrieveArgs {
     /// Paths per request: the best N.
     #[arg(long, default_value_t = 10, value_parser = super::usize_in(&limits::TOP), allow_hyphen_values = true)]
     top: usize,
-    /// Worker threads (default: all cores).
+    /// Worker threads (default, or 0: all cores).
     #[arg(long, value_parser = super::usize_in(&limits::THREADS), allow_hyphen_values = true)]
     threads: Option<usize>,
     /// `stop` at the first bad input line, or `skip` it (reported on stderr). A store that

@@ -46,7 +46,7 @@ pub struct TargetsArgs {
     /// "admitted".
     #[arg(long)]
     output: PathBuf,
-    /// Worker threads (default: all cores).
+    /// Worker threads (default, or 0: all cores).
     #[arg(long, value_parser = super::usize_in(&limits::THREADS), allow_hyphen_values = true)]
     threads: Option<usize>,
     /// Print the summary as JSON on stdout.
