@@ -314,3 +314,45 @@ fn doctor_checks_the_numbers_run_checks() {
     let cause = "EOF while parsing a value at line 1 column 21";
     assert_eq!(err.matches(cause).count(), 1, "{err}");
 }
+
+/// The library's constructors refuse what the command line refuses, with the same sentence.
+#[test]
+fn library_constructors_refuse_out_of_range_settings() {
+    use std::sync::Arc;
+    use trellis::link::{LinkConfig, Linker};
+    use trellis::retrieve::gsr::GsrOptions;
+    use trellis::retrieve::{Retriever, RetrieverConfig, RetrieverKind};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(trellis::Store::open_read_only(sample_store(dir.path())).unwrap());
+    assert_eq!(
+        refused(Linker::new(store.clone(), LinkConfig { max_entities_per_mention: 0, ..LinkConfig::default() })),
+        "max_entities must be within 1..=64, not 0"
+    );
+    assert_eq!(
+        refused(Linker::new(store.clone(), LinkConfig { decay: f32::NAN, ..LinkConfig::default() })),
+        "decay must be a finite number within [0, 1], not NaN"
+    );
+    let mut cfg = RetrieverConfig::new(RetrieverKind::Bm25);
+    cfg.bm25_turns = 0;
+    assert_eq!(refused(Retriever::new(store.clone(), cfg)), "bm25_turns must be within 1..=1024, not 0");
+    // Refused before the model is loaded.
+    let mut cfg = RetrieverConfig::new(RetrieverKind::Gsr);
+    let mut o = GsrOptions::new(fixture("gsr/tiny-split"));
+    o.runtime.threads = 100_000;
+    cfg.gsr = Some(o);
+    assert_eq!(refused(Retriever::open(store.clone(), cfg)), "model_threads must be within 0..=256, not 100000");
+    let mut o = GsrOptions::new(fixture("gsr/tiny-split"));
+    o.runtime.threads = 1;
+    o.overrides.beams = Some(3);
+    o.overrides.return_sequences = Some(4);
+    let mut cfg = RetrieverConfig::new(RetrieverKind::Gsr);
+    cfg.gsr = Some(o);
+    assert_eq!(refused(Retriever::open(store, cfg)), "generative retrieval: return_sequences must be within 1..=3, not 4");
+}
+
+fn refused<T>(r: Result<T, impl std::fmt::Display>) -> String {
+    match r {
+        Ok(_) => panic!("accepted"),
+        Err(e) => e.to_string(),
+    }
+}
