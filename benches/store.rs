@@ -96,7 +96,7 @@ fn linking(c: &mut Criterion) {
     let dialogs = trellis::eval::opendialkg::read(&kg().with_file_name("dialogs_dev.csv")).unwrap();
     let dialogs: Vec<_> = dialogs.into_iter().take(50).collect();
     let messages: u64 = dialogs.iter().map(|d| d.messages.len() as u64).sum();
-    let linker = trellis::link::Linker::new(store.clone(), trellis::link::LinkConfig::default());
+    let linker = trellis::link::Linker::new(store.clone(), trellis::link::LinkConfig::default()).unwrap();
     let mut g = c.benchmark_group("link");
     // Per message: each dialog linked message by message, as a live system would.
     g.throughput(Throughput::Elements(messages));
@@ -126,12 +126,12 @@ fn retrieval(c: &mut Criterion) {
     g.throughput(Throughput::Elements(turns.len() as u64));
     g.sample_size(20);
     for kind in [RetrieverKind::All, RetrieverKind::Random, RetrieverKind::Bm25, RetrieverKind::Katz, RetrieverKind::Pcst] {
-        let r = Retriever::new(store.clone(), RetrieverConfig::new(kind));
+        let r = Retriever::new(store.clone(), RetrieverConfig::new(kind)).unwrap();
         g.bench_function(format!("{kind:?}_50_turns").to_lowercase(), |b| b.iter(|| turns.iter().map(|h| r.retrieve(h).unwrap().len()).sum::<usize>()));
     }
     let mut cfg = RetrieverConfig::new(RetrieverKind::Pcst);
     cfg.pcst = trellis::retrieve::pcst::PcstConfig::new(trellis::retrieve::pcst::PcstVariant::GRetriever);
-    let r = Retriever::new(store.clone(), cfg);
+    let r = Retriever::new(store.clone(), cfg).unwrap();
     g.bench_function("pcst_g_retriever_50_turns", |b| b.iter(|| turns.iter().map(|h| r.retrieve(h).unwrap().len()).sum::<usize>()));
     g.finish();
 }

@@ -251,9 +251,9 @@ mod tests {
         assert!(e.to_string().starts_with("prize-collecting Steiner tree: "), "{e}");
         let e: Error = crate::decode::DecodeError::ForeignState.into();
         assert!(matches!(e, Error::Decode(crate::decode::DecodeError::ForeignState)));
-        let e: Error = crate::retrieve::gsr::GsrError::Setting("beams must be at least 1").into();
-        assert_eq!(e.to_string(), "bad decoding setting: beams must be at least 1");
-        let e: Error = crate::generate::GenerateError::Setting("beams must be at least 1").into();
+        let e: Error = crate::retrieve::gsr::GsrError::Setting(crate::limits::BEAMS.refuse(0)).into();
+        assert_eq!(e.to_string(), "beams must be within 1..=64, not 0");
+        let e: Error = crate::generate::GenerateError::Setting(crate::limits::BEAMS.refuse(0)).into();
         assert!(matches!(e, Error::Generate(crate::generate::GenerateError::Setting(_))), "{e:?}");
     }
 }

@@ -16,6 +16,8 @@
 //! - [`generate`]: the grounded response generator (input encodings, greedy, beam search
 //!   and seeded sampling on the same runtime).
 //! - [`eval`]: data sets and evaluations (linking, retrieval).
+//! - [`limits`]: the range of every numeric setting (one table for the command line, the
+//!   option types and `trellis.json`).
 //! - [`error`]: one error type per operation family, and the [`Error`] umbrella.
 //!
 //! The library never prints and never installs a tracing subscriber; long work reports
@@ -28,6 +30,7 @@ pub mod generate;
 pub mod graph;
 pub mod ids;
 pub mod ingest;
+pub mod limits;
 pub mod linearize;
 pub mod link;
 pub mod model;

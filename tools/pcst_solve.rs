@@ -121,7 +121,7 @@ fn main() -> Result<()> {
             };
             let mut cfg = RetrieverConfig::new(RetrieverKind::Pcst);
             cfg.pcst = PcstConfig::new(variant);
-            let retriever = Retriever::new(store.clone(), cfg);
+            let retriever = Retriever::new(store.clone(), cfg)?;
             let mut out = BufWriter::new(std::fs::File::create(&output).with_context(|| format!("creating {}", output.display()))?);
             let mut written = 0;
             'all: for (d, dialog) in dialogs.iter().enumerate() {

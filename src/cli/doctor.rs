@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use trellis::limits;
 use trellis::model::doctor::{doctor, DoctorOptions};
 use trellis::model::{Device, Layout};
 
@@ -19,7 +20,7 @@ pub struct DoctorArgs {
     #[arg(long, default_value = "cpu", value_parser = parse_device)]
     device: Device,
     /// Intra-op threads per session (0: ONNX Runtime's default).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = super::usize_in(&limits::MODEL_THREADS), allow_hyphen_values = true)]
     threads: usize,
     /// Force the split or merged decoder layout.
     #[arg(long, value_parser = parse_layout)]

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use trellis::eval::opendialkg::{self, Dialog};
 use trellis::eval::{linking, metaqa, retrieval};
+use trellis::limits;
 use trellis::link::Linker;
 use trellis::Store;
 
@@ -28,10 +29,10 @@ pub enum EvalCommand {
         #[command(flatten)]
         retriever: RetrieverOptions,
         /// Cut-offs for path@k and triple recall@k.
-        #[arg(long, value_delimiter = ',', default_values_t = [1, 3, 5, 10])]
+        #[arg(long, value_delimiter = ',', default_values_t = [1, 3, 5, 10], value_parser = super::usize_in(&limits::EVAL_K), allow_hyphen_values = true)]
         k: Vec<usize>,
         /// Score only the first N turns of the file (quick checks; figures use all).
-        #[arg(long)]
+        #[arg(long, value_parser = super::usize_in(&limits::MAX_TURNS), allow_hyphen_values = true)]
         max_turns: Option<usize>,
         #[arg(long)]
         json: bool,
@@ -154,7 +155,7 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
             let store = open(&store)?;
             let mut dialogs = opendialkg::read(&input)?;
             actions.apply(&mut dialogs);
-            let linker = Linker::new(store.clone(), options.config());
+            let linker = Linker::new(store.clone(), options.config())?;
             let substring = if no_substring { None } else { Some(linking::SubstringMatcher::new(&store)?) };
             let started = std::time::Instant::now();
             let r = linking::evaluate(&store, &linker, &dialogs, substring.as_ref())?;

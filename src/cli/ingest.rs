@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use trellis::ingest::{BulkLoader, Compression, Format, InputSpec, OnError};
+use trellis::limits;
 
 #[derive(Args)]
 pub struct IngestArgs {
@@ -20,14 +21,14 @@ pub struct IngestArgs {
     #[arg(long, value_enum)]
     compression: Option<Compression>,
     /// Memory budget of the load in MB (sort buffers and dictionaries).
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, value_parser = super::usize_in(&limits::MEMORY_MB), allow_hyphen_values = true)]
     memory_mb: usize,
     /// Spill a sorted run every N fact lines whatever the memory budget (for tests and
     /// measurements of the run merge).
-    #[arg(long, hide = true)]
+    #[arg(long, hide = true, value_parser = super::usize_in(&limits::SORT_RUN_TRIPLES), allow_hyphen_values = true)]
     sort_run_triples: Option<usize>,
-    /// Parser threads (default: all cores).
-    #[arg(long)]
+    /// Parser threads (default, or 0: all cores).
+    #[arg(long, value_parser = super::usize_in(&limits::THREADS), allow_hyphen_values = true)]
     threads: Option<usize>,
     /// `stop`: the first malformed line aborts the load and nothing is stored.
     /// `skip`: load the rest, count rejects per kind, write rejected lines to a file.
@@ -64,7 +65,7 @@ pub fn run(args: IngestArgs) -> Result<ExitCode> {
     if let Some(n) = args.sort_run_triples {
         loader = loader.with_sort_run_triples(n);
     }
-    if let Some(t) = args.threads {
+    if let Some(t) = args.threads.filter(|&t| t > 0) {
         loader = loader.with_threads(t);
     }
     if let Some(r) = args.rejects {

@@ -5,22 +5,23 @@ use clap::Args;
 use serde::de::{Deserializer, SeqAccess, Visitor};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use trellis::limits;
 use trellis::link::{LinkConfig, Linker, Message};
 use trellis::Store;
 
 #[derive(Args, Clone)]
 pub struct LinkOptions {
     /// Messages of history whose mentions form a turn's entity set.
-    #[arg(long, default_value_t = LinkConfig::default().window)]
+    #[arg(long, default_value_t = LinkConfig::default().window, value_parser = super::usize_in(&limits::WINDOW), allow_hyphen_values = true)]
     pub window: usize,
     /// Longest mention tried, in words.
-    #[arg(long, default_value_t = LinkConfig::default().max_ngram)]
+    #[arg(long, default_value_t = LinkConfig::default().max_ngram, value_parser = super::usize_in(&limits::MAX_NGRAM), allow_hyphen_values = true)]
     max_ngram: usize,
     /// At most this many entities per mention.
-    #[arg(long, default_value_t = LinkConfig::default().max_entities_per_mention)]
+    #[arg(long, default_value_t = LinkConfig::default().max_entities_per_mention, value_parser = super::usize_in(&limits::MAX_ENTITIES), allow_hyphen_values = true)]
     max_entities: usize,
     /// A one-word mention needs at least this many characters.
-    #[arg(long, default_value_t = LinkConfig::default().min_single_word_chars)]
+    #[arg(long, default_value_t = LinkConfig::default().min_single_word_chars, value_parser = super::usize_in(&limits::MIN_WORD_CHARS), allow_hyphen_values = true)]
     min_word_chars: usize,
 }
 
@@ -149,7 +150,7 @@ pub fn link(args: LinkArgs) -> Result<ExitCode> {
         (Some(path), _) => read_dialog(path)?,
         (None, text) => vec![Message { speaker: String::new(), text: text.clone().unwrap_or_default() }],
     };
-    let linker = Linker::new(store.clone(), args.options.config());
+    let linker = Linker::new(store.clone(), args.options.config())?;
     let mentions = linker.link_dialog(&messages)?;
     let turn = linker.turn_entities(&mentions, messages.len());
     if args.json {

@@ -33,6 +33,39 @@ pub struct BadInputLine {
 #[error("{0}")]
 pub struct Usage(pub String);
 
+/// clap value parsers over `trellis::limits`: a value outside the range (a negative one,
+/// one past u64, NaN, inf included) is a usage error (exit 2) naming the range.
+pub fn usize_in(range: &'static trellis::limits::IntRange) -> impl Fn(&str) -> Result<usize, trellis::limits::OutOfRange> + Clone + Send + Sync + 'static {
+    move |text| range.parse(text).and_then(|v| usize::try_from(v).map_err(|_| range.refuse(v)))
+}
+
+/// See [`usize_in`].
+pub fn u64_in(range: &'static trellis::limits::IntRange) -> impl Fn(&str) -> Result<u64, trellis::limits::OutOfRange> + Clone + Send + Sync + 'static {
+    move |text| range.parse(text)
+}
+
+/// See [`usize_in`].
+pub fn f64_in(range: &'static trellis::limits::FloatRange) -> impl Fn(&str) -> Result<f64, trellis::limits::OutOfRange> + Clone + Send + Sync + 'static {
+    move |text| range.parse(text)
+}
+
+/// The error and its causes on one line, each sentence once: a cause whose text its parent
+/// already wrote (a message that embeds its source) is not written again.
+pub fn error_line(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
 /// Exit codes, the same for every command: usage errors are 2 (clap's own), malformed
 /// input data 65 (a bad line of any input file, an unknown format, a truncated file),
 /// everything else 1 (a store that cannot be opened or read, IO, `validate` finding damage).
@@ -132,8 +165,14 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
-            if err.chain().any(|e| e.downcast_ref::<Usage>().is_some()) {
+            eprintln!("error: {}", error_line(&err));
+            // A setting out of range or too big for memory, whether the command line or the
+            // library found it, is the command line's fault.
+            if err.chain().any(|e| {
+                e.downcast_ref::<Usage>().is_some()
+                    || e.downcast_ref::<trellis::limits::OutOfRange>().is_some()
+                    || e.downcast_ref::<trellis::limits::TooMuchMemory>().is_some()
+            }) {
                 return ExitCode::from(2);
             }
             let data_error = err.chain().any(|e| {

@@ -6,6 +6,7 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use trellis::graph::{neighborhood, Step};
+use trellis::limits;
 use trellis::store::{EntityMatch, ReaderPin, WELL_KNOWN_PREFIXES};
 use trellis::{Direction, EntityId, RelationId, Store};
 
@@ -137,10 +138,10 @@ pub struct NeighborsArgs {
     #[arg(long)]
     relation: Option<String>,
     /// 1: facts touching the entity; 2: also facts touching its neighbours.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+    #[arg(long, default_value_t = 1, value_parser = |s: &str| super::usize_in(&limits::HOPS)(s).map(|h| h as u8), allow_hyphen_values = true)]
     hops: u8,
     /// At most this many facts per matching entity.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = super::usize_in(&limits::LIMIT), allow_hyphen_values = true)]
     limit: usize,
     /// JSON lines {"head","relation","tail","reverse","hop"}.
     #[arg(long)]

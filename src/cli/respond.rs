@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use trellis::generate::{BeamSettings, GenerateSettings, Generator, InputEncoding, Sampling, Strategy, StrategyKind};
 use trellis::ingest::OnError;
+use trellis::limits;
 use trellis::link::Message;
 use trellis::model::session::RuntimeOptions;
 use trellis::pipeline::jsonl::{parse_line_bytes, render, LineError, PipelineLine};
@@ -26,7 +27,7 @@ pub struct GeneratorOptions {
     #[arg(long)]
     pub generator: PathBuf,
     /// Retrieved paths the generator reads (the retriever's best N).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = super::usize_in(&limits::KNOWLEDGE_TOP), allow_hyphen_values = true)]
     pub top: usize,
     /// The input encoding: dialoggsr, surge, invariant, efficient or template:TEXT.
     #[arg(long)]
@@ -34,29 +35,29 @@ pub struct GeneratorOptions {
     #[arg(long, value_enum)]
     pub gen_strategy: Option<StrategyKind>,
     /// Beam search: beams (and sequences returned with --gen-return-sequences).
-    #[arg(long)]
+    #[arg(long, value_parser = super::usize_in(&limits::BEAMS), allow_hyphen_values = true)]
     pub gen_beams: Option<usize>,
-    #[arg(long)]
+    #[arg(long, value_parser = super::usize_in(&limits::RETURN_SEQUENCES), allow_hyphen_values = true)]
     pub gen_return_sequences: Option<usize>,
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, value_parser = super::f64_in(&limits::LENGTH_PENALTY), allow_hyphen_values = true)]
     pub gen_length_penalty: Option<f64>,
-    #[arg(long)]
+    #[arg(long, value_parser = super::usize_in(&limits::MAX_NEW_TOKENS), allow_hyphen_values = true)]
     pub gen_max_new_tokens: Option<usize>,
     /// Sampling: temperature, top-k (0: off), top-p (1: off), and the seed of requests that
     /// bring none.
-    #[arg(long)]
+    #[arg(long, value_parser = super::f64_in(&limits::TEMPERATURE), allow_hyphen_values = true)]
     pub gen_temperature: Option<f64>,
-    #[arg(long)]
+    #[arg(long, value_parser = super::usize_in(&limits::TOP_K), allow_hyphen_values = true)]
     pub gen_top_k: Option<usize>,
-    #[arg(long)]
+    #[arg(long, value_parser = super::f64_in(&limits::TOP_P), allow_hyphen_values = true)]
     pub gen_top_p: Option<f64>,
-    #[arg(long)]
+    #[arg(long, value_parser = super::u64_in(&limits::SEED), allow_hyphen_values = true)]
     pub gen_seed: Option<u64>,
     /// A text that ends a reply (repeatable).
     #[arg(long)]
     pub gen_stop: Vec<String>,
     /// Sessions per model: how many threads can run each model at once.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = super::usize_in(&limits::SESSIONS), allow_hyphen_values = true)]
     pub sessions: usize,
 }
 
@@ -103,6 +104,11 @@ fn open_pipeline(store: Arc<Store>, retriever: &RetrieverOptions, generator: &Ge
     // One batch size for both stages (--batch): the requests of a call go through together.
     let mut generate = generator.settings(g.settings());
     generate.batch = retriever.gsr.batch.max(1);
+    let beams = match &generate.strategy {
+        trellis::generate::Strategy::Beam(b) => b.beams,
+        _ => 1,
+    };
+    super::retrieve::note_batch("generator", generate.batch, g.batch_for(&generate)?, beams);
     let settings = PipelineSettings { top: generator.top, generate };
     Ok(Pipeline::new(r, g, Some(settings))?)
 }
@@ -221,8 +227,8 @@ pub struct RunArgs {
     /// OUTPUT.checkpoint): every input line is answered exactly once.
     #[arg(long)]
     resume: bool,
-    /// Worker threads (default: all cores).
-    #[arg(long)]
+    /// Worker threads (default, or 0: all cores).
+    #[arg(long, value_parser = super::usize_in(&limits::THREADS), allow_hyphen_values = true)]
     threads: Option<usize>,
     /// `stop` at the first bad input line, or `skip` it (reported on stderr). A store or a
     /// model that fails, or an output that cannot be written, stops the run either way.
@@ -288,12 +294,14 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             }
         }
         let chunks: Vec<&[(usize, &PipelineLine, PipelineRequest<'_>)]> = good.chunks(batch).collect();
-        let answered: Vec<Result<Vec<trellis::pipeline::Reply>, (usize, PipelineError)>> = pool.install(|| {
+        // A chunk's replies, or its first line and the failure (boxed: the error is large).
+        type Answered = Result<Vec<trellis::pipeline::Reply>, (usize, Box<PipelineError>)>;
+        let answered: Vec<Answered> = pool.install(|| {
             chunks
                 .par_iter()
                 .map(|chunk| {
                     let reqs: Vec<PipelineRequest<'_>> = chunk.iter().map(|(_, _, r)| r.clone()).collect();
-                    pipeline.respond_batch(&reqs).map_err(|e| (chunk[0].0, e))
+                    pipeline.respond_batch(&reqs).map_err(|e| (chunk[0].0, Box::new(e)))
                 })
                 .collect()
         });
@@ -305,7 +313,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
                     // Nothing of this round is written yet: the run stops at its start.
                     bar.finish_and_clear();
                     out.stop_at(round_start);
-                    return Err(anyhow::Error::new(e)
+                    return Err(anyhow::Error::new(*e)
                         .context(format!("answering the requests from {file}:{n} (store {}; the requests are not at fault)", args.store.display())));
                 }
             }
@@ -375,13 +383,13 @@ pub struct EvalPipelineArgs {
     #[arg(long, value_enum, default_value_t = trellis::eval::pipeline::KnowledgeMode::Retrieved)]
     knowledge: trellis::eval::pipeline::KnowledgeMode,
     /// Score only the first N actions of the file (quick checks; figures use all).
-    #[arg(long)]
+    #[arg(long, value_parser = super::usize_in(&limits::MAX_TURNS), allow_hyphen_values = true)]
     max_turns: Option<usize>,
     /// Write every prediction (JSON lines: dialog, upto, response, reference, knowledge).
     #[arg(long)]
     predictions: Option<PathBuf>,
-    /// Worker threads (default: all cores).
-    #[arg(long)]
+    /// Worker threads (default, or 0: all cores).
+    #[arg(long, value_parser = super::usize_in(&limits::THREADS), allow_hyphen_values = true)]
     threads: Option<usize>,
     #[arg(long)]
     json: bool,

@@ -10,6 +10,7 @@ use trellis::decode::prior::{PriorMode, PriorNorm};
 use trellis::graph::candidates::CandidateScope;
 use trellis::graph::pcst::Pruning;
 use trellis::ingest::OnError;
+use trellis::limits;
 use trellis::model::session::Device;
 use trellis::retrieve::gsr::{GsrOptions, GsrOverrides};
 use trellis::retrieve::jsonl::{answer_batch, parse_request_bytes, AnswerOptions, Request, RequestError};
@@ -30,10 +31,10 @@ pub struct RetrieverOptions {
     #[arg(long, value_enum, default_value_t = Pruning::Gw)]
     pub pruning: Pruning,
     /// bm25, pcst: relevance is the mean over the last 1..N messages.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = super::usize_in(&limits::BM25_TURNS), allow_hyphen_values = true)]
     pub bm25_turns: usize,
     /// random: the seed.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, value_parser = super::u64_in(&limits::SEED), allow_hyphen_values = true)]
     pub seed: u64,
     /// How the history is linked (as `trellis link`); unused by requests that give their entities.
     #[command(flatten)]
@@ -61,39 +62,39 @@ pub struct GsrArgs {
     #[arg(long)]
     pub prior_norm: Option<PriorNorm>,
     /// gsr: weight of the model against the prior.
-    #[arg(long)]
+    #[arg(long, value_parser = super::f64_in(&limits::ALPHA), allow_hyphen_values = true)]
     pub alpha: Option<f64>,
     /// gsr: the prior's start recency: at the path's first entity, an entity mentioned k
     /// messages ago has its prior mass scaled by exp(-X * k) (0: off, the paper's prior).
-    #[arg(long)]
+    #[arg(long, value_parser = super::f64_in(&limits::START_RECENCY), allow_hyphen_values = true)]
     pub start_recency: Option<f64>,
     /// gsr: vocabulary (the model's log-softmax over the whole vocabulary: transformers, the
     /// paper) or allowed (over the tokens the constraint allows at each step).
     #[arg(long)]
     pub model_norm: Option<ModelNorm>,
-    #[arg(long)]
+    #[arg(long, value_parser = super::usize_in(&limits::BEAMS), allow_hyphen_values = true)]
     pub beams: Option<usize>,
     /// gsr: sequences returned per step (at most --beams).
-    #[arg(long)]
+    #[arg(long, value_parser = super::usize_in(&limits::RETURN_SEQUENCES), allow_hyphen_values = true)]
     pub return_sequences: Option<usize>,
     /// gsr: the beam score is the sum of log-probabilities / length^X (0: the sum, which
     /// prefers shorter paths; negative values prefer them more).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, value_parser = super::f64_in(&limits::LENGTH_PENALTY), allow_hyphen_values = true)]
     pub length_penalty: Option<f64>,
-    #[arg(long)]
+    #[arg(long, value_parser = super::usize_in(&limits::MAX_NEW_TOKENS), allow_hyphen_values = true)]
     pub max_new_tokens: Option<usize>,
     /// gsr: retrieval steps; step k > 0 re-encodes the dialog with the paths found so far.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = super::usize_in(&limits::STEPS), allow_hyphen_values = true)]
     pub steps: usize,
     /// gsr: dialogs decoded together (their beams are the rows of one decoder call); respond,
     /// run, eval pipeline: requests retrieved and generated together, whatever the retriever.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = super::usize_in(&limits::BATCH), allow_hyphen_values = true)]
     pub batch: usize,
     /// gsr: cpu, cuda or cuda:N (CUDA never falls back to CPU silently).
     #[arg(long, default_value = "cpu")]
     pub device: Device,
     /// gsr: threads ONNX Runtime uses inside each model call (0: one per core).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = super::usize_in(&limits::MODEL_THREADS), allow_hyphen_values = true)]
     pub model_threads: usize,
 }
 
@@ -160,7 +161,21 @@ impl RetrieverOptions {
         if let Some(g) = &mut cfg.gsr {
             g.runtime.sessions = sessions.max(1);
         }
-        Ok(Retriever::open(store, cfg)?)
+        let r = Retriever::open(store, cfg)?;
+        if let Some(g) = r.generative() {
+            note_batch("gsr", self.gsr.batch, g.settings().batch, g.settings().search.beams);
+        }
+        Ok(r)
+    }
+}
+
+/// Says on stderr that a batch was cut to fit the memory budget of one decoding call.
+pub fn note_batch(what: &str, asked: usize, used: usize, beams: usize) {
+    if used < asked {
+        eprintln!(
+            "note: {what}: decoding {used} requests at a time, not --batch {asked}: {asked} x {beams} beams would hold more than {} MiB of attention cache and logits",
+            trellis::limits::DECODE_MEMORY_BUDGET >> 20
+        );
     }
 }
 
@@ -182,10 +197,10 @@ pub struct RetrieveArgs {
     #[arg(long)]
     resume: bool,
     /// Paths per request: the best N.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = super::usize_in(&limits::TOP), allow_hyphen_values = true)]
     top: usize,
-    /// Worker threads (default: all cores).
-    #[arg(long)]
+    /// Worker threads (default, or 0: all cores).
+    #[arg(long, value_parser = super::usize_in(&limits::THREADS), allow_hyphen_values = true)]
     threads: Option<usize>,
     /// `stop` at the first bad input line, or `skip` it (reported on stderr). A store that
     /// cannot be read, or an output that cannot be written, stops the run either way.
@@ -236,14 +251,15 @@ pub fn run(args: RetrieveArgs) -> Result<ExitCode> {
             }
             chunks.push(chunk);
         }
-        type Answered<'a> = Result<Vec<(&'a super::batch::InputLine, Result<serde_json::Value, RequestError>)>, (&'a super::batch::InputLine, RetrieveError)>;
+        type Answered<'a> =
+            Result<Vec<(&'a super::batch::InputLine, Result<serde_json::Value, RequestError>)>, (&'a super::batch::InputLine, Box<RetrieveError>)>;
         let answered: Vec<Answered> = pool.install(|| {
             chunks
                 .into_par_iter()
                 .map(|chunk| {
                     let ok: Vec<&Request> = chunk.iter().filter_map(|(_, r)| r.as_ref().ok()).collect();
                     let first = chunk[0].0;
-                    let mut lines = answer_batch(&store, &retriever, &ok, &opts).map_err(|e| (first, e))?.into_iter();
+                    let mut lines = answer_batch(&store, &retriever, &ok, &opts).map_err(|e| (first, Box::new(e)))?.into_iter();
                     Ok(chunk.into_iter().map(|(l, r)| (l, r.and_then(|_| lines.next().unwrap_or(Ok(serde_json::Value::Null))))).collect())
                 })
                 .collect()
@@ -257,7 +273,7 @@ pub fn run(args: RetrieveArgs) -> Result<ExitCode> {
                 Err((l, e)) => {
                     bar.finish_and_clear();
                     out.stop_at(l.start);
-                    return Err(anyhow::Error::new(e).context(format!(
+                    return Err(anyhow::Error::new(*e).context(format!(
                         "reading store {} (while answering the requests from {file}:{}; the requests are not at fault)",
                         args.store.display(),
                         l.number

@@ -15,6 +15,7 @@ use trellis::eval::opendialkg;
 use trellis::generate::targets::{response_target, ResponseTarget};
 use trellis::graph::candidates::{CandidateConfig, CandidateScope};
 use trellis::graph::informativeness::KatzConfig;
+use trellis::limits;
 use trellis::model::dir::ModelDir;
 use trellis::retrieve::targets::{TargetMaker, TrainingTarget};
 use trellis::Store;
@@ -45,8 +46,8 @@ pub struct TargetsArgs {
     /// "admitted".
     #[arg(long)]
     output: PathBuf,
-    /// Worker threads (default: all cores).
-    #[arg(long)]
+    /// Worker threads (default, or 0: all cores).
+    #[arg(long, value_parser = super::usize_in(&limits::THREADS), allow_hyphen_values = true)]
     threads: Option<usize>,
     /// Print the summary as JSON on stdout.
     #[arg(long)]

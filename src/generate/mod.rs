@@ -35,6 +35,7 @@ pub use encoding::{InputEncoding, KnowledgePath, KnowledgeProblem, Template, Tem
 pub use sampling::{Sampling, SplitMix64};
 
 use crate::decode::beam::{beam_search, SearchConfig, SearchError, Unconstrained};
+use crate::limits::{self, OutOfRange, TooMuchMemory};
 use crate::linearize::Linearization;
 use crate::linearize::LinearizeError;
 use crate::link::Message;
@@ -160,6 +161,28 @@ pub struct EncoderInput {
     pub cut: bool,
 }
 
+impl GenerateSettings {
+    /// Every number within its range of `crate::limits` (`return_sequences` at most `beams`).
+    pub fn validate(&self) -> Result<(), OutOfRange> {
+        limits::MAX_NEW_TOKENS.check_usize(self.max_new_tokens)?;
+        limits::BATCH.check_usize(self.batch)?;
+        match &self.strategy {
+            Strategy::Greedy => {}
+            Strategy::Beam(b) => {
+                limits::BEAMS.check_usize(b.beams)?;
+                limits::RETURN_SEQUENCES.up_to(b.beams as u64).check_usize(b.return_sequences)?;
+                limits::LENGTH_PENALTY.check(b.length_penalty)?;
+            }
+            Strategy::Sample(p) => {
+                limits::TEMPERATURE.check(p.temperature)?;
+                limits::TOP_K.check_usize(p.top_k)?;
+                limits::TOP_P.check(p.top_p)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Opening the generator or generating.
 #[derive(Debug, thiserror::Error)]
 pub enum GenerateError {
@@ -178,12 +201,18 @@ pub enum GenerateError {
     Knowledge { input: usize, path: usize, problem: KnowledgeProblem },
     #[error(transparent)]
     Linearize(#[from] LinearizeError),
-    #[error("bad generation setting: {0}")]
-    Setting(&'static str),
+    /// A setting outside its range (`crate::limits`).
+    #[error("{0}")]
+    Setting(#[from] OutOfRange),
+    #[error("{0}")]
+    Memory(#[from] TooMuchMemory),
+    #[error("bad generation setting: a stop text must not be empty")]
+    EmptyStop,
     #[error("bad generation setting: stop id {token} is outside the model's {vocab}-token vocabulary")]
     StopIdOutOfRange { token: u32, vocab: u32 },
+    /// Boxed: the search's error is the biggest, and every caller's `Result` carries it.
     #[error("beam search: {0}")]
-    Search(#[from] SearchError<Seq2SeqError, std::convert::Infallible>),
+    Search(#[source] Box<SearchError<Seq2SeqError, std::convert::Infallible>>),
     #[error("the model returned {got} logits for {rows} rows of a {vocab}-token vocabulary")]
     LogitsShape { got: usize, rows: usize, vocab: usize },
     #[error("the model returned a NaN logit (row {row}, token {token})")]
@@ -192,6 +221,12 @@ pub enum GenerateError {
     NoFiniteLogit { row: usize },
     #[error("decoding the generated ids {tokens:?}: {source}")]
     Decode { tokens: Vec<u32>, source: tokenizers::Error },
+}
+
+impl From<SearchError<Seq2SeqError, std::convert::Infallible>> for GenerateError {
+    fn from(e: SearchError<Seq2SeqError, std::convert::Infallible>) -> GenerateError {
+        GenerateError::Search(Box::new(e))
+    }
 }
 
 /// A response generator: the model (a pool of sessions) and its defaults. `Send + Sync`;
@@ -394,6 +429,7 @@ impl Generator {
     /// Reads the model directory (refused unless its `trellis.json` says `"task":
     /// "generator"`), loads the runtime and builds the session pool.
     pub fn open(dir: &Path, opts: &RuntimeOptions) -> Result<Generator, GenerateError> {
+        limits::check_runtime(opts.threads, opts.sessions)?;
         let model_dir = ModelDir::open(dir, opts.layout)?;
         if !model_dir.has_trellis_file() {
             return Err(GenerateError::NoTrellisFile { model: dir.into() });
@@ -420,41 +456,30 @@ impl Generator {
         self.model.dir()
     }
 
-    /// Refuses settings no search can run with.
+    /// Refuses settings no search can run with: every number within its range of
+    /// `crate::limits`, stop ids inside the vocabulary, stop texts not empty.
     pub fn check(&self, s: &GenerateSettings) -> Result<(), GenerateError> {
-        if s.max_new_tokens == 0 {
-            return Err(GenerateError::Setting("max_new_tokens must be at least 1"));
-        }
-        match &s.strategy {
-            Strategy::Greedy => {}
-            Strategy::Beam(b) => {
-                if b.beams == 0 {
-                    return Err(GenerateError::Setting("beams must be at least 1"));
-                }
-                if b.return_sequences == 0 || b.return_sequences > b.beams {
-                    return Err(GenerateError::Setting("return_sequences must be within 1..=beams"));
-                }
-                if !b.length_penalty.is_finite() {
-                    return Err(GenerateError::Setting("length_penalty must be finite"));
-                }
-            }
-            Strategy::Sample(p) => {
-                if !(p.temperature.is_finite() && p.temperature > 0.0) {
-                    return Err(GenerateError::Setting("temperature must be a finite number above 0"));
-                }
-                if !(p.top_p > 0.0 && p.top_p <= 1.0) {
-                    return Err(GenerateError::Setting("top_p must be within (0, 1]"));
-                }
-            }
-        }
+        s.validate()?;
         let vocab = self.model.config().vocab_size;
         if let Some(&token) = s.stop_ids.iter().find(|&&t| t >= vocab) {
             return Err(GenerateError::StopIdOutOfRange { token, vocab });
         }
         if s.stop.iter().any(String::is_empty) {
-            return Err(GenerateError::Setting("a stop text must not be empty"));
+            return Err(GenerateError::EmptyStop);
         }
         Ok(())
+    }
+
+    /// How many requests of `settings` decode together: `settings.batch`, or fewer when
+    /// their beams' attention caches and logits would pass `limits::DECODE_MEMORY_BUDGET`.
+    pub fn batch_for(&self, settings: &GenerateSettings) -> Result<usize, GenerateError> {
+        let cfg = self.model.config();
+        let shape = limits::DecoderShape { layers: cfg.num_decoder_layers, heads: cfg.num_heads, d_kv: cfg.d_kv, vocab: cfg.vocab_size as usize };
+        let rows = match &settings.strategy {
+            Strategy::Beam(b) => b.beams,
+            Strategy::Greedy | Strategy::Sample(_) => 1,
+        };
+        Ok(limits::batch_that_fits(shape, settings.batch, rows, self.dir().trellis().input.max_tokens, settings.max_new_tokens)?)
     }
 
     /// The encoder input of a request (the module's documentation states the rules).
@@ -471,7 +496,7 @@ impl Generator {
     pub fn generate_batch(&self, inputs: &[GenerationInput<'_>], settings: &GenerateSettings) -> Result<Vec<Vec<Generated>>, GenerateError> {
         self.check(settings)?;
         let mut out = Vec::with_capacity(inputs.len());
-        let batch = settings.batch.max(1);
+        let batch = self.batch_for(settings)?;
         for (c, chunk) in inputs.chunks(batch).enumerate() {
             let mut ids = Vec::with_capacity(chunk.len());
             for (k, input) in chunk.iter().enumerate() {

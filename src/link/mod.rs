@@ -15,6 +15,7 @@ pub mod words;
 
 use crate::error::ReadError;
 use crate::ids::{Direction, EntityId};
+use crate::limits::{self, OutOfRange};
 use crate::normalize::{fold_name, normalize_name};
 use crate::store::{NameCursor, NameTarget, Store};
 use std::collections::HashMap;
@@ -41,6 +42,19 @@ pub struct LinkConfig {
 impl Default for LinkConfig {
     fn default() -> Self {
         LinkConfig { max_ngram: 32, min_single_word_chars: 3, max_entities_per_mention: 3, window: 8, decay: 0.5 }
+    }
+}
+
+impl LinkConfig {
+    /// Every field within its range of `crate::limits` (a window or n-gram of 0 would link
+    /// nothing, and no entity per mention is no mention).
+    pub fn validate(&self) -> Result<(), OutOfRange> {
+        limits::WINDOW.check_usize(self.window)?;
+        limits::MAX_NGRAM.check_usize(self.max_ngram)?;
+        limits::MAX_ENTITIES.check_usize(self.max_entities_per_mention)?;
+        limits::MIN_WORD_CHARS.check_usize(self.min_single_word_chars)?;
+        limits::LINK_DECAY.check(f64::from(self.decay))?;
+        Ok(())
     }
 }
 
@@ -163,8 +177,10 @@ impl DialogState {
 }
 
 impl Linker {
-    pub fn new(store: Arc<Store>, cfg: LinkConfig) -> Linker {
-        Linker { store, cfg }
+    /// A linker with `cfg`, refused outside the ranges of [`LinkConfig::validate`].
+    pub fn new(store: Arc<Store>, cfg: LinkConfig) -> Result<Linker, OutOfRange> {
+        cfg.validate()?;
+        Ok(Linker { store, cfg })
     }
 
     /// The store it links against.
@@ -261,12 +277,12 @@ impl Linker {
             match found {
                 Some((n, kind, entities)) => {
                     let (start, end) = (ws[i].start, ws[i + n - 1].end);
-                    if n > 1 {
+                    if let (true, Some(first)) = (n > 1, entities.first()) {
                         // Later single words of this name ("Spieth") link back to it.
                         for w in &ws[i..i + n] {
                             let key = normalize_name(&words::straighten_quotes(w.text.trim_end_matches("'s")));
                             if key.chars().count() >= self.cfg.min_single_word_chars && !is_stop_word(&key) {
-                                partial.0.insert(key, EntityId(entities[0].id));
+                                partial.0.insert(key, EntityId(first.id));
                             }
                         }
                     }

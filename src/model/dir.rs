@@ -6,6 +6,7 @@
 //! earlier paths are appended, how the ids are cut to `max_tokens`.
 
 pub use crate::generate::{InputEncoding, StrategyKind};
+use crate::limits::OutOfRange;
 use crate::linearize::{Linearization, Position};
 use crate::link::Message;
 use crate::model::files::{self, FileProblem};
@@ -64,6 +65,9 @@ pub enum FieldProblem {
     /// `value` is the file's text (data).
     #[error("{value:?} is not one of {allowed}")]
     Unknown { value: String, allowed: &'static str },
+    /// Outside its range in `crate::limits` (the command line's and the options' own).
+    #[error("must be {range}, not {value}")]
+    OutOfRange { range: String, value: String },
     #[error("{0}")]
     Linearization(String),
     /// A section only another task reads.
@@ -456,39 +460,49 @@ impl TrellisConfig {
             _ => return Err(err("linearization", FieldProblem::Type { expected: "a preset name or a linearization object" })),
         };
         let decoding = file.decoding.clone().unwrap_or_default();
-        let d = &decoding;
-        let range = |field: &str, value: f64, min: f64, max: f64| {
-            if value.is_finite() && value >= min && value <= max {
-                Ok(())
-            } else {
-                Err(err(field, FieldProblem::Range { value, min, max }))
-            }
-        };
-        range("input.max_tokens", file.input.max_tokens as f64, 2.0, 1e6)?;
-        if let Some(e) = &file.input.entities {
-            range("input.entities.markers", e.markers.len() as f64, 1.0, 64.0)?;
-            range("input.entities.max", e.max as f64, 1.0, 1024.0)?;
-        }
-        range("decoding.beams", d.beams as f64, 1.0, 1024.0)?;
-        range("decoding.return_sequences", d.return_sequences as f64, 1.0, d.beams as f64)?;
-        range("decoding.alpha", d.alpha, 0.0, 1.0)?;
-        range("decoding.prior_epsilon", d.prior_epsilon, 0.0, 1e6)?;
-        range("decoding.start_recency", d.start_recency, 0.0, 1e6)?;
-        range("decoding.length_penalty", d.length_penalty, -1e6, 1e6)?;
-        range("decoding.max_new_tokens", d.max_new_tokens as f64, 1.0, 1e6)?;
         let generation = if generator { Some(file.generation.clone().unwrap_or_default()) } else { None };
-        if let Some(g) = &generation {
-            range("generation.beams", g.beams as f64, 1.0, 1024.0)?;
-            range("generation.return_sequences", g.return_sequences as f64, 1.0, g.beams as f64)?;
-            range("generation.length_penalty", g.length_penalty, -1e6, 1e6)?;
-            range("generation.max_new_tokens", g.max_new_tokens as f64, 1.0, 1e6)?;
-            range("generation.temperature", g.temperature, 1e-6, 1e6)?;
-            range("generation.top_p", g.top_p, 1e-6, 1.0)?;
-            if let Some(i) = g.stop.iter().position(String::is_empty) {
-                return Err(err(&format!("generation.stop[{i}]"), FieldProblem::Type { expected: "a non-empty text" }));
-            }
+        let config = TrellisConfig { format: file.format, task: file.task, linearization, input: file.input, decoding, generation };
+        config.check_ranges().map_err(|(field, e)| err(&field, FieldProblem::OutOfRange { range: e.range().into(), value: e.value().into() }))?;
+        if let Some(i) = config.generation.as_ref().and_then(|g| g.stop.iter().position(String::is_empty)) {
+            return Err(err(&format!("generation.stop[{i}]"), FieldProblem::Type { expected: "a non-empty text" }));
         }
-        Ok(TrellisConfig { format: file.format, task: file.task, linearization, input: file.input, decoding, generation })
+        Ok(config)
+    }
+
+    /// Every numeric field against `crate::limits` (the ranges the command line and the
+    /// option types refuse with): the first field out of range, by its `trellis.json` name.
+    fn check_ranges(&self) -> Result<(), (String, OutOfRange)> {
+        use crate::limits::*;
+        fn at(section: &'static str) -> impl Fn(OutOfRange) -> (String, OutOfRange) {
+            move |e| (format!("{section}.{}", e.name()), e)
+        }
+        let input = &self.input;
+        INPUT_TURNS.check_usize(input.turns).map_err(at("input"))?;
+        INPUT_MAX_TOKENS.check_usize(input.max_tokens).map_err(at("input"))?;
+        if let Some(e) = &input.entities {
+            ENTITY_MARKERS.check_usize(e.markers.len()).map_err(at("input.entities"))?;
+            ENTITY_MAX.check_usize(e.max).map_err(at("input.entities"))?;
+        }
+        if self.generation.is_none() {
+            let d = &self.decoding;
+            BEAMS.check_usize(d.beams).map_err(at("decoding"))?;
+            RETURN_SEQUENCES.up_to(d.beams as u64).check_usize(d.return_sequences).map_err(at("decoding"))?;
+            ALPHA.check(d.alpha).map_err(at("decoding"))?;
+            PRIOR_EPSILON.check(d.prior_epsilon).map_err(at("decoding"))?;
+            START_RECENCY.check(d.start_recency).map_err(at("decoding"))?;
+            LENGTH_PENALTY.check(d.length_penalty).map_err(at("decoding"))?;
+            MAX_NEW_TOKENS.check_usize(d.max_new_tokens).map_err(at("decoding"))?;
+        }
+        if let Some(g) = &self.generation {
+            BEAMS.check_usize(g.beams).map_err(at("generation"))?;
+            RETURN_SEQUENCES.up_to(g.beams as u64).check_usize(g.return_sequences).map_err(at("generation"))?;
+            LENGTH_PENALTY.check(g.length_penalty).map_err(at("generation"))?;
+            MAX_NEW_TOKENS.check_usize(g.max_new_tokens).map_err(at("generation"))?;
+            TEMPERATURE.check(g.temperature).map_err(at("generation"))?;
+            TOP_K.check_usize(g.top_k).map_err(at("generation"))?;
+            TOP_P.check(g.top_p).map_err(at("generation"))?;
+        }
+        Ok(())
     }
 }
 
@@ -562,6 +576,19 @@ impl ModelDir {
         if tokens > config.vocab_size as usize {
             // Ids past the logits' width could never be written (and would index out of them).
             return Err(ModelDirError::VocabTooSmall { path: file(CONFIG_FILE), tokens, vocab_size: config.vocab_size });
+        }
+        if let Some(g) = &trellis.generation {
+            // `run` refuses them (GenerateError::StopIdOutOfRange); doctor reads this too.
+            if let Some((i, &id)) = g.stop_ids.iter().enumerate().find(|(_, &id)| id >= config.vocab_size) {
+                return Err(ModelDirError::Field {
+                    path: trellis_path,
+                    field: format!("generation.stop_ids[{i}]"),
+                    problem: FieldProblem::OutOfRange {
+                        range: format!("a token id within 0..={} (config.json's vocab_size is {})", config.vocab_size - 1, config.vocab_size),
+                        value: id.to_string(),
+                    },
+                });
+            }
         }
         let appends_eos = tokenizer.encode("", true).map(|e| e.get_ids().last() == Some(&config.eos_token_id)).unwrap_or(false);
         if let Some(e) = &trellis.input.entities {
@@ -720,12 +747,12 @@ mod tests {
         let c = TrellisConfig::from_value(p, json!({"decoding": {"start_recency": 32.0}})).unwrap();
         assert_eq!(c.decoding.start_recency, 32.0);
         let e = TrellisConfig::from_value(p, json!({"decoding": {"start_recency": -1.0}})).unwrap_err();
-        assert_eq!(e.to_string(), "m/trellis.json: field `decoding.start_recency`: -1 is out of range (0..=1000000)");
+        assert_eq!(e.to_string(), "m/trellis.json: field `decoding.start_recency`: must be a finite number within [0, 1000000], not -1");
 
         let e = TrellisConfig::from_value(p, json!({"decoding": {"beam": 3}})).unwrap_err();
         assert!(matches!(e, ModelDirError::Json { .. }) && e.to_string().contains("unknown field `beam`"), "{e}");
         let e = TrellisConfig::from_value(p, json!({"decoding": {"beams": 2}})).unwrap_err();
-        assert_eq!(e.to_string(), "m/trellis.json: field `decoding.return_sequences`: 5 is out of range (1..=2)");
+        assert_eq!(e.to_string(), "m/trellis.json: field `decoding.return_sequences`: must be within 1..=2, not 5");
         let e = TrellisConfig::from_value(p, json!({"linearization": "t5"})).unwrap_err();
         assert!(e.to_string().starts_with("m/trellis.json: field `linearization`: \"t5\" is not one of"), "{e}");
         let e = TrellisConfig::from_value(p, json!({"format": 2})).unwrap_err();
@@ -740,7 +767,7 @@ mod tests {
         let c = TrellisConfig::from_value(p, json!({"input": {"entities": {"markers": ["[E0]", "[E1]"]}}})).unwrap();
         assert_eq!(c.input.entities, Some(EntityMarkers { markers: vec!["[E0]".into(), "[E1]".into()], max: 8 }));
         let e = TrellisConfig::from_value(p, json!({"input": {"entities": {"markers": []}}})).unwrap_err();
-        assert_eq!(e.to_string(), "m/trellis.json: field `input.entities.markers`: 0 is out of range (1..=64)");
+        assert_eq!(e.to_string(), "m/trellis.json: field `input.entities.markers`: must be within 1..=64, not 0");
         let e = TrellisConfig::from_value(p, json!({"input": {"entities": {"markers": ["[E0]"], "max": 0}}})).unwrap_err();
         assert!(matches!(&e, ModelDirError::Field { field, .. } if field == "input.entities.max"), "{e:?}");
         let e = TrellisConfig::from_value(p, json!({"input": {"entities": {"marker": ["[E0]"]}}})).unwrap_err();
@@ -789,10 +816,19 @@ mod tests {
         {
             let e = TrellisConfig::from_value(p, json!({"task": "generator", "generation": { field: value }})).unwrap_err();
             assert!(
-                matches!(&e, ModelDirError::Field { field: f, problem: FieldProblem::Range { .. }, .. } if *f == format!("generation.{field}")),
+                matches!(&e, ModelDirError::Field { field: f, problem: FieldProblem::OutOfRange { .. }, .. } if *f == format!("generation.{field}")),
                 "{field}: {e:?}"
             );
         }
+        // Inside the old documented range, but 1000 beams of a batch of 8 took 1.3 GB a chunk.
+        let e = TrellisConfig::from_value(p, json!({"decoding": {"beams": 1000}})).unwrap_err();
+        assert_eq!(e.to_string(), "m/trellis.json: field `decoding.beams`: must be within 1..=64, not 1000");
+        let e = TrellisConfig::from_value(p, json!({"task": "generator", "generation": {"length_penalty": 1e300}})).unwrap_err();
+        assert_eq!(e.to_string(), "m/trellis.json: field `generation.length_penalty`: must be a finite number within [-100, 100], not 1e300");
+        let e = TrellisConfig::from_value(p, json!({"task": "generator", "generation": {"max_new_tokens": 1000001}})).unwrap_err();
+        assert_eq!(e.to_string(), "m/trellis.json: field `generation.max_new_tokens`: must be within 1..=1024, not 1000001");
+        let e = TrellisConfig::from_value(p, json!({"input": {"max_tokens": 100000}})).unwrap_err();
+        assert_eq!(e.to_string(), "m/trellis.json: field `input.max_tokens`: must be within 2..=4096, not 100000");
         let e = TrellisConfig::from_value(p, json!({"task": "generator", "generation": {"stop": ["x", ""]}})).unwrap_err();
         assert_eq!(e.to_string(), "m/trellis.json: field `generation.stop[1]`: not a non-empty text");
     }

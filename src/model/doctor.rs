@@ -69,11 +69,14 @@ pub enum DoctorError {
     Runtime(#[from] RuntimeError),
     #[error(transparent)]
     Device(Box<Seq2SeqError>),
+    #[error("{0}")]
+    Setting(#[from] crate::limits::OutOfRange),
 }
 
 /// Loads the runtime (an error when it cannot be used) and checks the model directory, if
 /// one is given (its problems are listed in the report).
 pub fn doctor(opts: &DoctorOptions) -> Result<DoctorReport, DoctorError> {
+    crate::limits::MODEL_THREADS.check_usize(opts.threads)?;
     let found = runtime::locate()?;
     let rt = Runtime::load(&found.path, found.from)?;
     let runtime = RuntimeReport { library: rt.library().into(), found_by: found.from.into(), version: rt.version().into(), providers: rt.providers()? };

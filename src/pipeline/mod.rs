@@ -123,6 +123,7 @@ impl Pipeline {
     /// unless `settings` says otherwise); refuses settings no search can run with.
     pub fn new(retriever: Retriever, generator: Generator, settings: Option<PipelineSettings>) -> Result<Pipeline, PipelineError> {
         let settings = settings.unwrap_or_else(|| PipelineSettings { top: 3, generate: generator.settings().clone() });
+        crate::limits::KNOWLEDGE_TOP.check_usize(settings.top).map_err(GenerateError::from)?;
         generator.check(&settings.generate)?;
         Ok(Pipeline { retriever, generator, settings })
     }

@@ -14,6 +14,7 @@ use crate::error::ReadError;
 use crate::graph::candidates::Hop;
 use crate::graph::informativeness::KatzConfig;
 use crate::ids::Direction;
+use crate::limits::{self, OutOfRange, TooMuchMemory};
 use crate::linearize::HopText;
 use crate::model::dir::{InputEntity, ModelDir, ModelDirError, TOKENIZER_FILE};
 use crate::model::session::{RuntimeOptions, Seq2Seq, Seq2SeqError, SessionSteps};
@@ -58,6 +59,38 @@ impl GsrOptions {
     pub fn new(model: impl Into<PathBuf>) -> GsrOptions {
         GsrOptions { model: model.into(), runtime: RuntimeOptions::default(), overrides: GsrOverrides::default(), steps: 1, batch: 8 }
     }
+
+    /// Every numeric setting given here within its range of `crate::limits` (those left to
+    /// `trellis.json` were checked when it was read; `return_sequences` against `beams` and
+    /// the memory of a batch are checked when the model is opened).
+    pub fn validate(&self) -> Result<(), OutOfRange> {
+        limits::STEPS.check_usize(self.steps)?;
+        limits::BATCH.check_usize(self.batch)?;
+        limits::check_runtime(self.runtime.threads, self.runtime.sessions)?;
+        let o = &self.overrides;
+        if let Some(v) = o.alpha {
+            limits::ALPHA.check(v)?;
+        }
+        if let Some(v) = o.prior_epsilon {
+            limits::PRIOR_EPSILON.check(v)?;
+        }
+        if let Some(v) = o.start_recency {
+            limits::START_RECENCY.check(v)?;
+        }
+        if let Some(v) = o.beams {
+            limits::BEAMS.check_usize(v)?;
+        }
+        if let Some(v) = o.return_sequences {
+            limits::RETURN_SEQUENCES.check_usize(v)?;
+        }
+        if let Some(v) = o.length_penalty {
+            limits::LENGTH_PENALTY.check(v)?;
+        }
+        if let Some(v) = o.max_new_tokens {
+            limits::MAX_NEW_TOKENS.check_usize(v)?;
+        }
+        Ok(())
+    }
 }
 
 /// The settings a retriever decodes with, resolved.
@@ -92,8 +125,11 @@ pub enum GsrError {
     Search(String),
     #[error("{model}: trellis.json says the model is a {task:?}, not a retriever")]
     NotARetriever { model: PathBuf, task: String },
-    #[error("bad decoding setting: {0}")]
-    Setting(&'static str),
+    /// A setting outside its range (`crate::limits`).
+    #[error("{0}")]
+    Setting(#[from] OutOfRange),
+    #[error("{0}")]
+    Memory(#[from] TooMuchMemory),
 }
 
 /// One retrieved path with how the model wrote it.
@@ -184,6 +220,13 @@ impl Constraint for GraphConstraint<'_, '_> {
     }
 }
 
+/// The fewest tokens a one-hop path takes (`[HEAD] e [Int1] r [Int2] e [TAIL]` and EOS): its
+/// boundary tokens, one token for each of the three names at least, and EOS.
+fn shortest_path_tokens(lin: &crate::linearize::Linearization) -> usize {
+    let hop = (lin.int[0].len() + lin.int[1].len()).min(lin.rev[0].len() + lin.rev[1].len());
+    lin.head.len() + hop + lin.tail.len() + 3 + 1
+}
+
 fn search_error<M: std::fmt::Display, C: std::fmt::Display>(e: SearchError<M, C>) -> GsrError {
     GsrError::Search(e.to_string())
 }
@@ -192,6 +235,7 @@ impl GsrRetriever {
     /// Loads the model and opens the token index of its tokenizer (built by `trellis
     /// index-tokens --tokenizer MODEL/tokenizer.json --linearization ...`).
     pub fn open(store: Arc<Store>, opts: &GsrOptions, katz: &KatzConfig) -> Result<GsrRetriever, GsrError> {
+        opts.validate()?;
         let model = Seq2Seq::open(&opts.model, &opts.runtime)?;
         let dir = model.dir();
         if dir.trellis().task != "retriever" {
@@ -205,18 +249,25 @@ impl GsrRetriever {
         let d = &dir.trellis().decoding;
         let o = &opts.overrides;
         let prior = o.prior.unwrap_or(d.prior);
+        // Each value is `trellis.json`'s (checked when read) or an override (checked above).
         let alpha = o.alpha.unwrap_or(d.alpha);
-        if !(0.0..=1.0).contains(&alpha) {
-            return Err(GsrError::Setting("alpha must be within [0, 1]"));
-        }
         let start_recency = o.start_recency.unwrap_or(d.start_recency);
-        if !(0.0..=1e6).contains(&start_recency) {
-            return Err(GsrError::Setting("start_recency must be within [0, 1e6]"));
-        }
         let beams = o.beams.unwrap_or(d.beams);
-        if beams == 0 {
-            return Err(GsrError::Setting("beams must be at least 1"));
+        // The model's default follows a lower --beams; a number asked for must fit.
+        let return_sequences = match o.return_sequences {
+            Some(r) => limits::RETURN_SEQUENCES.up_to(beams as u64).check_usize(r)?,
+            None => d.return_sequences.min(beams),
+        };
+        let max_new_tokens = o.max_new_tokens.unwrap_or(d.max_new_tokens);
+        let shortest = shortest_path_tokens(&lin);
+        if max_new_tokens < shortest {
+            return Err(GsrError::Setting(limits::MAX_NEW_TOKENS.refuse(max_new_tokens).with_range(format!(
+                "at least {shortest} with the {} linearization (its shortest path: five or more boundary tokens, three names and EOS)",
+                lin.name
+            ))));
         }
+        let shape = limits::DecoderShape { layers: cfg.num_decoder_layers, heads: cfg.num_heads, d_kv: cfg.d_kv, vocab: cfg.vocab_size as usize };
+        let batch = limits::batch_that_fits(shape, opts.batch, beams, dir.trellis().input.max_tokens, max_new_tokens)?;
         let settings = GsrSettings {
             prior,
             prior_norm: o.prior_norm.unwrap_or(d.prior_norm),
@@ -225,9 +276,9 @@ impl GsrRetriever {
             start_recency,
             search: SearchConfig {
                 beams,
-                return_sequences: o.return_sequences.unwrap_or(d.return_sequences).min(beams),
+                return_sequences,
                 length_penalty: o.length_penalty.unwrap_or(d.length_penalty),
-                max_new_tokens: o.max_new_tokens.unwrap_or(d.max_new_tokens),
+                max_new_tokens,
                 early_stopping: d.early_stopping,
                 // `hard` and `none` score with the model alone.
                 alpha: matches!(prior, PriorMode::Connection | PriorMode::Katz).then_some(alpha),
@@ -235,8 +286,9 @@ impl GsrRetriever {
                 start_token: cfg.decoder_start_token_id,
                 eos_token: cfg.eos_token_id,
             },
-            steps: opts.steps.max(1),
-            batch: opts.batch.max(1),
+            steps: opts.steps,
+            // What fits in `limits::DECODE_MEMORY_BUDGET`: at most the batch asked for.
+            batch,
         };
         Ok(GsrRetriever { store, model, index, boundaries, settings, katz: katz.clone(), search_ns: AtomicU64::new(0), encode_ns: AtomicU64::new(0) })
     }

@@ -33,6 +33,9 @@ pub enum RetrieveError {
     /// `RetrieverKind::Gsr` built with [`Retriever::new`] instead of [`Retriever::open`].
     #[error("the gsr retriever needs a model (--model DIR)")]
     NoModel,
+    /// A setting outside its range (`crate::limits`).
+    #[error("{0}")]
+    Setting(#[from] crate::limits::OutOfRange),
 }
 
 /// A retrieved path (1 or 2 hops) with its score and a short explanation.
@@ -121,6 +124,17 @@ impl RetrieverConfig {
             gsr: None,
         }
     }
+
+    /// Every numeric setting within its range of `crate::limits` (the model's own decoding
+    /// settings are checked when it is opened, against its `trellis.json`).
+    pub fn validate(&self) -> Result<(), crate::limits::OutOfRange> {
+        self.link.validate()?;
+        crate::limits::BM25_TURNS.check_usize(self.bm25_turns)?;
+        if let Some(g) = &self.gsr {
+            g.validate()?;
+        }
+        Ok(())
+    }
 }
 
 /// A configured retriever over one store. Owns its handle, is `Send + Sync`, and is
@@ -137,18 +151,21 @@ pub struct Retriever {
 impl Retriever {
     /// A retriever that needs no model (every kind but `gsr`; a `gsr` one built here
     /// answers [`RetrieveError::NoModel`]).
-    pub fn new(store: Arc<Store>, cfg: RetrieverConfig) -> Retriever {
-        Retriever { linker: Linker::new(store.clone(), cfg.link.clone()), store, cfg, names: Default::default(), gsr: None }
+    /// Refused outside the ranges of [`RetrieverConfig::validate`].
+    pub fn new(store: Arc<Store>, cfg: RetrieverConfig) -> Result<Retriever, RetrieveError> {
+        cfg.validate()?;
+        Ok(Retriever { linker: Linker::new(store.clone(), cfg.link.clone())?, store, cfg, names: Default::default(), gsr: None })
     }
 
     /// Any retriever; `gsr` loads its model (`cfg.gsr`) and opens its token index.
     pub fn open(store: Arc<Store>, cfg: RetrieverConfig) -> Result<Retriever, RetrieveError> {
+        cfg.validate()?;
         let gsr = match (&cfg.kind, &cfg.gsr) {
             (RetrieverKind::Gsr, Some(opts)) => Some(gsr::GsrRetriever::open(store.clone(), opts, &cfg.katz)?),
             (RetrieverKind::Gsr, None) => return Err(RetrieveError::NoModel),
             _ => None,
         };
-        let mut r = Retriever::new(store, cfg);
+        let mut r = Retriever::new(store, cfg)?;
         r.gsr = gsr;
         Ok(r)
     }

@@ -67,7 +67,7 @@ impl<'d> TargetMaker<'d> {
         let index = TokenIndex::open(store.clone(), dir.names().fingerprint(), &lin)
             .map_err(|e| GsrError::TokenIndex { model: dir.path().to_path_buf(), source: e.with_tokenizer(&dir.path().join(TOKENIZER_FILE)) })?;
         let boundaries = Boundaries::new(&lin, dir.tokenizer(), dir.config().eos_token_id)?;
-        Ok(TargetMaker { linker: Linker::new(store.clone(), link), store, dir, index, boundaries, mode })
+        Ok(TargetMaker { linker: Linker::new(store.clone(), link)?, store, dir, index, boundaries, mode })
     }
 
     /// The target of one sample of `dialog` (the dialog's `index` in its file).

@@ -287,6 +287,15 @@ fn wrong_models_settings_and_knowledge_are_refused() {
         let e = gen.generate_batch(&ok, &settings(InputEncoding::Surge, strategy.clone(), max_new)).unwrap_err();
         assert!(matches!(e, GenerateError::Setting(_)), "{strategy:?}: {e:?}");
     }
+    let e = gen.generate_batch(&ok, &settings(InputEncoding::Surge, Strategy::Greedy, 1025)).unwrap_err();
+    assert_eq!(e.to_string(), "max_new_tokens must be within 1..=1024, not 1025");
+    let beam = |beams, return_sequences, length_penalty| Strategy::Beam(BeamSettings { beams, return_sequences, length_penalty, early_stopping: true });
+    let e = gen.generate_batch(&ok, &settings(InputEncoding::Surge, beam(2, 3, 1.0), 5)).unwrap_err();
+    assert_eq!(e.to_string(), "return_sequences must be within 1..=2, not 3");
+    let e = gen.generate_batch(&ok, &settings(InputEncoding::Surge, beam(2, 1, f64::NAN), 5)).unwrap_err();
+    assert_eq!(e.to_string(), "length_penalty must be a finite number within [-100, 100], not NaN");
+    // The largest beam search on the tiny model fits the memory budget whole.
+    assert_eq!(gen.batch_for(&settings(InputEncoding::Surge, beam(64, 1, 1.0), 1024)).unwrap(), 8);
     let mut s = settings(InputEncoding::Surge, Strategy::Greedy, 5);
     s.stop_ids = vec![100_000];
     assert!(matches!(gen.generate_batch(&ok, &s).unwrap_err(), GenerateError::StopIdOutOfRange { token: 100_000, .. }));

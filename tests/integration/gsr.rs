@@ -284,8 +284,8 @@ fn retrieve_cli_writes_explained_paths_and_is_deterministic() {
     assert_ne!(a, out("k.jsonl", &["--start-recency", "50"]), "the start recency changes scores");
     let bad = retrieve_gsr(&store, &input, &dir.path().join("l.jsonl"), &["--start-recency", "2000000"]);
     let err = String::from_utf8_lossy(&bad.get_output().stderr).to_string();
-    assert_eq!(bad.get_output().status.code(), Some(1), "{err}");
-    assert!(err.contains("start_recency must be within [0, 1e6]"), "{err}");
+    assert_eq!(bad.get_output().status.code(), Some(2), "{err}");
+    assert!(err.contains("start_recency must be a finite number within [0, 1000000], not 2000000"), "{err}");
     // A negative length penalty is a number, not a flag: the score is the sum times length.
     let shorter = out("g.jsonl", &["--explain", "--length-penalty", "-1"]);
     for line in shorter.lines() {
@@ -340,7 +340,8 @@ fn gsr_refuses_what_cannot_work_with_clear_messages() {
     assert!(err.contains(&command), "{err}");
     // A bad setting.
     let a = retrieve_gsr(&store, &input, &output, &["--alpha", "1.5"]);
-    assert!(String::from_utf8_lossy(&a.get_output().stderr).contains("alpha must be within [0, 1]"));
+    assert_eq!(a.get_output().status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&a.get_output().stderr).contains("alpha must be a finite number within [0, 1], not 1.5"));
 }
 
 #[test]

@@ -19,7 +19,7 @@ fn names(store: &Store, mentions: &[trellis::link::Mention]) -> Vec<(String, Str
 fn case_possessives_quotes_articles_and_stop_words() {
     let dir = tempfile::tempdir().unwrap();
     let store = sample_store(dir.path());
-    let linker = Linker::new(store.clone(), LinkConfig::default());
+    let linker = Linker::new(store.clone(), LinkConfig::default()).unwrap();
     let m = linker.link_text("do you know anything about JORDAN SPIETH's golf? I love \"Happy Gilmore\".").unwrap();
     assert_eq!(
         names(&store, &m),
@@ -45,7 +45,7 @@ fn accents_and_punctuation_need_not_be_typed() {
     let s = dir.path().join("s");
     ingest(&s, &[], &[&input]);
     let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
-    let linker = Linker::new(store.clone(), LinkConfig::default());
+    let linker = Linker::new(store.clone(), LinkConfig::default()).unwrap();
     let m = linker.link_text("Does alexis sanchez still play for Arsenal FC? Whats up doc is great").unwrap();
     let accented = linker.link_text("¿Sánchez? No: Alexis Sánchez").unwrap();
     // "¿Sánchez? No: " is 14 characters and 16 bytes.
@@ -72,7 +72,7 @@ fn names_with_a_qualifier_are_found_by_their_plain_name() {
     let s = dir.path().join("s");
     ingest(&s, &[], &[&input]);
     let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
-    let linker = Linker::new(store.clone(), LinkConfig::default());
+    let linker = Linker::new(store.clone(), LinkConfig::default()).unwrap();
     let m = linker.link_text("Have you seen Star Trek?").unwrap();
     assert_eq!(m.len(), 1);
     assert_eq!(m[0].text, "Star Trek");
@@ -85,7 +85,7 @@ fn names_with_a_qualifier_are_found_by_their_plain_name() {
 fn partial_names_and_recency() {
     let dir = tempfile::tempdir().unwrap();
     let store = sample_store(dir.path());
-    let linker = Linker::new(store.clone(), LinkConfig { window: 2, ..LinkConfig::default() });
+    let linker = Linker::new(store.clone(), LinkConfig { window: 2, ..LinkConfig::default() }).unwrap();
     let dialog = vec![
         Message { speaker: "user".into(), text: "Do you know Jordan Spieth?".into() },
         Message { speaker: "assistant".into(), text: "Yes, he was born in Dallas.".into() },
@@ -180,7 +180,7 @@ fn any_unicode_text_links_without_panics() {
     // and punctuation, and arbitrary text.
     let dir = tempfile::tempdir().unwrap();
     let store = sample_store(dir.path());
-    let linker = Linker::new(store.clone(), LinkConfig::default());
+    let linker = Linker::new(store.clone(), LinkConfig::default()).unwrap();
     let spaced = "Jordan\u{a0}Spieth\u{2009}played\u{3000}Golf\u{2028}in Happy\u{202f}Gilmore\u{a0}";
     let mentions = linker.link_text(spaced).unwrap();
     for m in &mentions {

@@ -1,6 +1,7 @@
 //! Integration tests: the real `trellis` binary on real files.
 
 mod bad_input;
+mod bounds;
 mod cli;
 mod common;
 mod crash;

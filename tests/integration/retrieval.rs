@@ -22,7 +22,7 @@ fn metrics_on_a_hand_worked_example() {
     let dialogs = opendialkg::read(&dialogs_path).unwrap();
     assert_eq!(dialogs[0].samples.len(), 1);
     let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
-    let r = Retriever::new(store.clone(), RetrieverConfig::new(RetrieverKind::All));
+    let r = Retriever::new(store.clone(), RetrieverConfig::new(RetrieverKind::All)).unwrap();
     // Candidates in store order: r(Alpha, Bravo), s(Alpha, Charlie), then the 2-hop path
     // r(Alpha, Bravo) t(Bravo, Delta).
     let ranked = r.retrieve(&dialogs[0].messages[..1]).unwrap();
@@ -40,7 +40,7 @@ fn metrics_on_a_hand_worked_example() {
     assert_eq!(report.f1, 0.5);
     assert_eq!(report.mean_size, 3.0);
     // Random is seeded: the same order twice.
-    let random = Retriever::new(store.clone(), RetrieverConfig::new(RetrieverKind::Random));
+    let random = Retriever::new(store.clone(), RetrieverConfig::new(RetrieverKind::Random)).unwrap();
     let a: Vec<f64> = random.retrieve(&dialogs[0].messages[..1]).unwrap().iter().map(|p| p.score).collect();
     let b: Vec<f64> = random.retrieve(&dialogs[0].messages[..1]).unwrap().iter().map(|p| p.score).collect();
     assert_eq!(a, b);
@@ -69,7 +69,7 @@ fn top_path_start_and_first_relation_by_hand() {
     let dialogs = opendialkg::read(&write(dir.path(), "d.csv", csv.as_bytes())).unwrap();
     assert_eq!(dialogs[0].samples.len(), 3);
     let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
-    let r = Retriever::new(store.clone(), RetrieverConfig::new(RetrieverKind::All));
+    let r = Retriever::new(store.clone(), RetrieverConfig::new(RetrieverKind::All)).unwrap();
     let report = retrieval::evaluate(&store, &r, &dialogs, &[1]).unwrap();
     assert_eq!(report.path_at, at(&[(1, 1.0 / 3.0)]));
     assert_eq!(report.top_start_entity, 2.0 / 3.0);
@@ -86,7 +86,7 @@ fn retrievers_on_the_opendialkg_dev_dialogs() {
     let dialogs = &dialogs[..300];
     let mut at10 = Vec::new();
     for kind in [RetrieverKind::All, RetrieverKind::Random, RetrieverKind::Bm25, RetrieverKind::Katz, RetrieverKind::Pcst] {
-        let r = Retriever::new(store.clone(), RetrieverConfig::new(kind));
+        let r = Retriever::new(store.clone(), RetrieverConfig::new(kind)).unwrap();
         let report = retrieval::evaluate(&store, &r, dialogs, &[1, 10]).unwrap();
         at10.push((kind, report.triple_recall_at[&10], report.mean_size));
     }
@@ -178,7 +178,7 @@ fn metaqa_questions_walk_inverse_relations_backwards() {
     assert_eq!(dialogs[0].samples[0].gold[0], ("William Dieterle".to_string(), "~directed_by".to_string(), "Kismet".to_string()));
     assert_eq!(dialogs[0].samples[0].paths.len(), 2);
     let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
-    let r = Retriever::new(store.clone(), RetrieverConfig::new(RetrieverKind::All));
+    let r = Retriever::new(store.clone(), RetrieverConfig::new(RetrieverKind::All)).unwrap();
     let report = retrieval::evaluate(&store, &r, &dialogs, &[1, 2]).unwrap();
     assert_eq!((report.gold_not_in_store, report.gold_unknown_name, report.gold_empty_name), (0, 0, 0));
     // William Dieterle's candidates, in store order: directed_by(Kismet, WD), then
@@ -214,7 +214,7 @@ fn pcst_keeps_the_tree_of_the_relevant_facts() {
             let mut cfg = RetrieverConfig::new(RetrieverKind::Pcst);
             cfg.pcst = PcstConfig::new(variant);
             cfg.pcst.pruning = pruning;
-            let r = Retriever::new(store.clone(), cfg);
+            let r = Retriever::new(store.clone(), cfg).unwrap();
             let got: Vec<String> = r.retrieve(&history).unwrap().iter().map(|p| r.verbalize(&p.hops).unwrap()).collect();
             assert_eq!(got, vec!["Alpha r Bravo", "Alpha s Charlie"], "{variant:?} {pruning:?}");
         }
@@ -355,12 +355,12 @@ fn batched_names_and_the_name_cache() {
 
     let history = [trellis::link::Message { speaker: String::new(), text: "Do you know Jordan Spieth? He plays golf.".into() }];
     for kind in [RetrieverKind::Bm25, RetrieverKind::Pcst] {
-        let warm = Retriever::new(store.clone(), RetrieverConfig::new(kind));
+        let warm = Retriever::new(store.clone(), RetrieverConfig::new(kind)).unwrap();
         let view = |r: &Retriever| -> Vec<(String, f64)> { r.retrieve(&history).unwrap().iter().map(|p| (r.verbalize(&p.hops).unwrap(), p.score)).collect() };
         let first = view(&warm);
         assert!(!first.is_empty(), "{kind:?}");
         assert_eq!(view(&warm), first, "{kind:?}: second call, cached names");
-        assert_eq!(view(&Retriever::new(store.clone(), RetrieverConfig::new(kind))), first, "{kind:?}: fresh retriever");
+        assert_eq!(view(&Retriever::new(store.clone(), RetrieverConfig::new(kind)).unwrap()), first, "{kind:?}: fresh retriever");
     }
 }
 
@@ -470,13 +470,13 @@ fn candidate_recall_is_the_share_of_gold_paths_among_the_candidates() {
     // One fact per entity: Alpha's candidates are r(Alpha, Bravo) and its 2-hop path only.
     let mut cfg = RetrieverConfig::new(RetrieverKind::All);
     cfg.candidates.facts_per_entity = 1;
-    let report = retrieval::evaluate(&store, &Retriever::new(store.clone(), cfg.clone()), &dialogs, &[1]).unwrap();
+    let report = retrieval::evaluate(&store, &Retriever::new(store.clone(), cfg.clone()).unwrap(), &dialogs, &[1]).unwrap();
     assert_eq!(report.candidate_recall, 0.0);
     cfg.candidates.facts_per_entity = 100;
-    let report = retrieval::evaluate(&store, &Retriever::new(store.clone(), cfg.clone()), &dialogs, &[1]).unwrap();
+    let report = retrieval::evaluate(&store, &Retriever::new(store.clone(), cfg.clone()).unwrap(), &dialogs, &[1]).unwrap();
     assert_eq!(report.candidate_recall, 0.5, "s(Alpha, Charlie) is a candidate; t(Bravo, Delta) does not start at Alpha");
     cfg.candidates.facts_per_entity = 1;
     cfg.scope = CandidateScope::Uncapped;
-    let report = retrieval::evaluate(&store, &Retriever::new(store.clone(), cfg), &dialogs, &[1]).unwrap();
+    let report = retrieval::evaluate(&store, &Retriever::new(store.clone(), cfg).unwrap(), &dialogs, &[1]).unwrap();
     assert_eq!(report.candidate_recall, 0.5, "uncapped: no caps");
 }
