@@ -272,7 +272,7 @@ fn linearization_arg(l: &Linearization) -> &'static str {
 
 /// How to name the tokenizer file on the command line: its path when the caller gave it
 /// ([`TokenIndexError::with_tokenizer`]), quoted for a shell where needed.
-fn tokenizer_arg(path: &Option<PathBuf>) -> String {
+fn tokenizer_arg(path: &Option<Box<PathBuf>>) -> String {
     let Some(path) = path else { return "FILE".into() };
     let text = path.display().to_string();
     if !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+:=@,".contains(&b)) {
@@ -283,19 +283,20 @@ fn tokenizer_arg(path: &Option<PathBuf>) -> String {
 }
 
 /// Opening a token index: refused (naming the command to run) or a failed read.
-/// `tokenizer` is the tokenizer file the command should name (`FILE` when unknown).
+/// `tokenizer` is the tokenizer file the command should name (`FILE` when unknown; boxed:
+/// errors stay small).
 #[derive(Debug, thiserror::Error)]
 pub enum TokenIndexError {
     #[error("{path}: no token index for the tokenizer with fingerprint {fingerprint:016x} (indexed: {}); run `trellis index-tokens --store {path} --tokenizer {}`", indexed_list(.indexed), tokenizer_arg(.tokenizer))]
-    NotIndexed { path: PathBuf, fingerprint: u64, indexed: Vec<TokenizerInfo>, tokenizer: Option<PathBuf> },
+    NotIndexed { path: PathBuf, fingerprint: u64, indexed: Vec<TokenizerInfo>, tokenizer: Option<Box<PathBuf>> },
     #[error("{path}: the token index of tokenizer {} ({}) is stale: {reason}; run `trellis index-tokens --store {path} --tokenizer {} --linearization {}` again", .info.fingerprint, .info.name, tokenizer_arg(.tokenizer), linearization_arg(&.info.linearization))]
-    Stale { path: PathBuf, info: Box<TokenizerInfo>, reason: StaleReason, tokenizer: Option<PathBuf> },
+    Stale { path: PathBuf, info: Box<TokenizerInfo>, reason: StaleReason, tokenizer: Option<Box<PathBuf>> },
     /// `wanted` is how the command line names the linearization asked for.
     #[error(
         "{path}: the token index of tokenizer {} was built with linearization {} ({}), not {wanted}; run `trellis index-tokens --store {path} --tokenizer {} --linearization {wanted}`",
         .info.fingerprint, .info.linearization.name, .info.linearization_fingerprint, tokenizer_arg(.tokenizer)
     )]
-    Linearization { path: PathBuf, info: Box<TokenizerInfo>, wanted: &'static str, tokenizer: Option<PathBuf> },
+    Linearization { path: PathBuf, info: Box<TokenizerInfo>, wanted: &'static str, tokenizer: Option<Box<PathBuf>> },
     #[error(transparent)]
     Read(#[from] ReadError),
 }
@@ -306,7 +307,7 @@ impl TokenIndexError {
     pub fn with_tokenizer(mut self, file: &Path) -> TokenIndexError {
         match &mut self {
             TokenIndexError::NotIndexed { tokenizer, .. } | TokenIndexError::Stale { tokenizer, .. } | TokenIndexError::Linearization { tokenizer, .. } => {
-                *tokenizer = Some(file.to_path_buf())
+                *tokenizer = Some(Box::new(file.to_path_buf()))
             }
             TokenIndexError::Read(_) => {}
         }

@@ -537,3 +537,33 @@ fn linked_entities_are_written_after_the_messages_with_their_recency() {
         )
     );
 }
+
+/// What is in place of a model file, through the command line: a FIFO (opening it would
+/// wait forever for a writer), a link to /dev/zero (read whole, 4 GB), a directory. Each is
+/// named for what it is, at once.
+#[test]
+fn doctor_names_a_fifo_a_device_or_a_directory_in_place_of_a_model_file() {
+    let problem = |dir: &Path| {
+        let out = trellis().args(["doctor", "--json", "--model"]).arg(dir).timeout(std::time::Duration::from_secs(60)).output().unwrap();
+        assert_eq!(out.status.code(), Some(65), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["problems"][0].as_str().unwrap().to_owned()
+    };
+    let tmp = copy_model("split");
+    let config = tmp.path().join("config.json");
+    std::fs::remove_file(&config).unwrap();
+    assert!(std::process::Command::new("mkfifo").arg(&config).status().unwrap().success());
+    assert_eq!(problem(tmp.path()), format!("{}: is not a regular file (a FIFO, socket or device).", config.display()));
+    std::fs::remove_file(&config).unwrap();
+    std::fs::copy(model_dir("split").join("config.json"), &config).unwrap();
+    let tokenizer = tmp.path().join("tokenizer.json");
+    std::fs::remove_file(&tokenizer).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &tokenizer).unwrap();
+    assert_eq!(problem(tmp.path()), format!("{}: is not a regular file (a FIFO, socket or device).", tokenizer.display()));
+    std::fs::remove_file(&tokenizer).unwrap();
+    std::fs::copy(model_dir("split").join("tokenizer.json"), &tokenizer).unwrap();
+    let decoder = tmp.path().join("decoder_with_past_model.onnx");
+    std::fs::remove_file(&decoder).unwrap();
+    std::fs::create_dir(&decoder).unwrap();
+    assert_eq!(problem(tmp.path()), format!("{}: is a directory, not a file.", decoder.display()));
+}
