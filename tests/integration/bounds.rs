@@ -79,7 +79,12 @@ fn fuzz(cmd: &Command, options: &[(&'static str, Range)]) -> Vec<String> {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some((flag, range, value)) = jobs.get(i) else { break };
-                let line = cmd.line(flag, value);
+                let mut line = cmd.line(flag, value);
+                // An output of its own: two runs on one --output refuse each other (its
+                // partial file is locked while a run writes it).
+                if let Some(at) = line.iter().position(|a| a == "--output") {
+                    line[at + 1] = format!("{}.{i}", line[at + 1]);
+                }
                 let out = std::process::Command::new(bin_path()).args(&line).output().expect("runs");
                 let err = String::from_utf8_lossy(&out.stderr);
                 let code = out.status.code();
