@@ -72,16 +72,22 @@ pub struct NumberedLines {
     pub bar: ProgressBar,
     /// The file's name as errors show it.
     pub file: String,
+    /// The file's path as given.
+    pub path: PathBuf,
 }
 
 impl NumberedLines {
     pub fn open(path: &Path) -> Result<NumberedLines> {
+        // A directory opens but cannot be read: refuse it before any output is created.
+        if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            bail!(super::Usage(format!("{}: is a directory, not a JSON-lines file", path.display())));
+        }
         let input = File::open(path).with_context(|| format!("opening {}", path.display()))?;
         let total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
         let bar = ProgressBar::with_draw_target(Some(total), target);
         bar.set_style(ProgressStyle::with_template("{bar:30} {bytes}/{total_bytes} ({per_sec}, ETA {eta}) {msg}")?);
-        Ok(NumberedLines { reader: BufReader::new(input), pos: InputPos::START, bar, file: path.display().to_string() })
+        Ok(NumberedLines { reader: BufReader::new(input), pos: InputPos::START, bar, file: path.display().to_string(), path: path.to_owned() })
     }
 
     /// Where the next line starts.
@@ -239,7 +245,46 @@ impl Files {
 pub fn store_identity(store: &trellis::Store) -> serde_json::Value {
     let dir = std::fs::canonicalize(store.dir()).unwrap_or_else(|_| store.dir().to_owned());
     let generation = store.generation_dir().file_name().map(|g| g.to_string_lossy().into_owned()).unwrap_or_default();
-    serde_json::Value::from(format!("{} ({generation})", dir.display()))
+    // A store deleted and loaded again at the same path has the same generation name: the
+    // generation directory's inode and modification time tell the two apart.
+    serde_json::Value::from(format!("{} ({generation}, {})", dir.display(), file_identity(store.generation_dir())))
+}
+
+/// A file's or directory's identity on this machine: device, inode, size and modification
+/// time (what changes when it is replaced or rewritten).
+fn file_identity(path: &Path) -> String {
+    match std::fs::metadata(path) {
+        #[cfg(unix)]
+        Ok(m) => {
+            use std::os::unix::fs::MetadataExt;
+            format!("{}:{}:{}:{}.{:09}", m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec())
+        }
+        #[cfg(not(unix))]
+        Ok(m) => format!("{}:{:?}", m.len(), m.modified().ok()),
+        Err(_) => "missing".into(),
+    }
+}
+
+/// What a batch's answers depend on in a model directory: every file's identity (a file
+/// replaced or edited in place, `trellis.json` included, changes it).
+pub fn model_identity(dir: &Path) -> serde_json::Value {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
+    files.sort();
+    let parts: Vec<String> =
+        files.iter().map(|f| format!("{}={}", f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), file_identity(f))).collect();
+    serde_json::Value::from(format!("{} [{}]", absolute(dir), parts.join(", ")))
+}
+
+/// Whether two paths name the same existing file.
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+            return x.dev() == y.dev() && x.ino() == y.ino();
+        }
+    }
+    false
 }
 
 /// A directory named in the settings, as an absolute path (a resume from another working
@@ -269,6 +314,20 @@ impl BatchOutput {
     /// Opens OUTPUT for `job` reading `input`: a new partial file, or with `resume` the
     /// interrupted one, with `input` moved past the lines it answered.
     pub fn open(output: &Path, resume: bool, job: Job, input: &mut NumberedLines) -> Result<BatchOutput> {
+        if same_file(output, &input.path) {
+            bail!(super::Usage(format!("--output {} is the input file: the answers would replace the requests; name another file", output.display())));
+        }
+        // A symbolic link: the partial file goes beside what it points to, and the rename
+        // replaces that file, not the link.
+        let resolved;
+        let output = match std::fs::symlink_metadata(output) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = std::fs::read_link(output).with_context(|| format!("reading the link {}", output.display()))?;
+                resolved = output.parent().map_or_else(|| target.clone(), |p| p.join(&target));
+                resolved.as_path()
+            }
+            _ => output,
+        };
         let mut state = Checkpoint {
             format: CHECKPOINT_FORMAT,
             command: job.command.to_string(),
@@ -289,8 +348,10 @@ impl BatchOutput {
         };
         if !regular {
             if resume {
+                let what =
+                    if std::fs::metadata(output).is_ok_and(|m| m.is_dir()) { "a directory" } else { "not a regular file (a terminal, a pipe, a device)" };
                 bail!(super::Usage(format!(
-                    "--resume needs --output to name a file: {} is not a regular file (a terminal, a pipe, a device), and output written there cannot be continued",
+                    "--resume needs --output to name a file: {} is {what}, and output written there cannot be continued",
                     output.display()
                 )));
             }
@@ -300,9 +361,30 @@ impl BatchOutput {
         }
         let files = Files { output: output.to_owned(), partial: with_suffix(output, ".partial"), checkpoint: with_suffix(output, ".checkpoint") };
         if resume && !files.partial.exists() {
-            // A finished run killed between its rename and removing its checkpoint.
+            // A finished run killed between its rename and removing its checkpoint: the same
+            // checks as any resume (job, input), then nothing is left to answer.
             if let Some(c) = files.read_checkpoint()?.filter(|c| c.complete) {
-                if c.command == state.command && c.settings == state.settings && output_matches(&files.output, &c)? {
+                if !output_matches(&files.output, &c)? {
+                    bail!(super::Usage(format!(
+                        "cannot resume: {} is not the finished output {} records (it was changed or replaced); remove {} to start over",
+                        files.output.display(),
+                        files.checkpoint.display(),
+                        files.checkpoint.display()
+                    )));
+                }
+                check_same_job(&files, &c, &state)?;
+                let whole = std::fs::metadata(&input.path).map(|m| m.len()).ok();
+                if whole != Some(c.next.offset) || !input.skip_to(c.next)? {
+                    bail!(super::Usage(format!(
+                        "cannot resume: {} is not the input the finished run answered ({} lines, {} bytes, from {}); remove {} to start over",
+                        input.file,
+                        c.next.line - 1,
+                        c.next.offset,
+                        c.input,
+                        files.checkpoint.display()
+                    )));
+                }
+                {
                     std::fs::remove_file(&files.checkpoint).with_context(|| format!("removing {}", files.checkpoint.display()))?;
                     let f = File::open(&files.output).with_context(|| format!("opening {}", files.output.display()))?;
                     let (hash, target, resumed_at) = (Fnv(c.output_hash), files.output.clone(), Some(c.next.line));

@@ -251,7 +251,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let mut settings = serde_json::Map::new();
     settings.insert("store".into(), super::batch::store_identity(&store));
     settings.insert("retriever".into(), args.retriever.fingerprint().into());
-    settings.insert("generator".into(), super::batch::absolute(&args.generator.generator).into());
+    settings.insert("generator".into(), super::batch::model_identity(&args.generator.generator));
     settings.insert("generation".into(), format!("{:?}", pipeline.settings()).into());
     let job = super::batch::Job { command: "run", settings };
     let mut out = super::batch::BatchOutput::open(&args.output, args.resume, job, &mut input)?;

@@ -136,12 +136,15 @@ impl RetrieverOptions {
     /// as an absolute path.
     pub fn fingerprint(&self) -> String {
         let mut cfg = self.config();
+        let mut model = String::new();
         if let Some(g) = &mut cfg.gsr {
+            // The model's files too: weights or trellis.json replaced in place change answers.
+            model = format!(", model files {}", super::batch::model_identity(&g.model).as_str().unwrap_or_default());
             g.model = super::batch::absolute(&g.model).into();
             g.runtime.threads = 0;
             g.runtime.sessions = 0;
         }
-        format!("{cfg:?}")
+        format!("{cfg:?}{model}")
     }
 
     /// The retriever, with its model loaded for gsr (which needs --model).

@@ -279,3 +279,63 @@ fn byte_order_mark_blank_lines_and_a_bad_speaker() {
         .code(65)
         .stderr(predicates::str::contains("speaker.json:2: message 2 has a \"speaker\" (or \"sender\") that is not a string"));
 }
+
+/// What a resume must not mistake for the interrupted run's: a store deleted and loaded
+/// again at the same path (same generation name); and what a run must not write over: its
+/// own input, or a symbolic link (the file it points to is written). A directory given as
+/// the input leaves no output files behind.
+#[test]
+fn resume_knows_a_rebuilt_store_and_outputs_keep_inputs_and_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let store = d.join("s");
+    ingest(&store, &[], &[&fixture("opendialkg-sample.tsv")]);
+    let mut lines: Vec<String> = requests(300).lines().filter(|l| l.starts_with('{') && *l != "{oops").map(str::to_owned).collect();
+    lines[200] = "{\"history\": 3}".into();
+    let input = write(d, "in.jsonl", (lines.join("\n") + "\n").as_bytes());
+    let output = d.join("out.jsonl");
+    let retrieve = |input: &Path, output: &Path, extra: &[&str]| {
+        let mut c = trellis();
+        c.args(["retrieve", "--retriever", "bm25", "--store"]).arg(&store).arg("--input").arg(input).arg("--output").arg(output).args(extra);
+        c.output().unwrap()
+    };
+    let err = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(retrieve(&input, &output, &[]).status.code(), Some(65));
+    // The same path, the same generation name, other facts.
+    std::fs::remove_dir_all(&store).unwrap();
+    let small =
+        write(d, "small.tsv", std::fs::read_to_string(fixture("opendialkg-sample.tsv")).unwrap().lines().take(200).collect::<Vec<_>>().join("\n").as_bytes());
+    ingest(&store, &[], &[&small]);
+    let o = retrieve(&input, &output, &["--resume"]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("its store was"), "{}", err(&o));
+
+    // --output naming the input (directly or through a link) is refused; the input stays.
+    let before = std::fs::read(&input).unwrap();
+    let o = retrieve(&input, &input, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("is the input file"), "{}", err(&o));
+    let link_to_input = d.join("link-in.jsonl");
+    std::os::unix::fs::symlink(&input, &link_to_input).unwrap();
+    assert_eq!(retrieve(&input, &link_to_input, &[]).status.code(), Some(2));
+    assert_eq!(std::fs::read(&input).unwrap(), before);
+
+    // A link as --output: the answers land in the file it points to; the link stays a link.
+    let good = write(d, "good.jsonl", (lines[..5].join("\n") + "\n").as_bytes());
+    std::fs::create_dir(d.join("real")).unwrap();
+    let target = write(&d.join("real"), "answers.jsonl", b"old\n");
+    let link = d.join("answers.jsonl");
+    std::os::unix::fs::symlink("real/answers.jsonl", &link).unwrap();
+    let o = retrieve(&good, &link, &[]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read_to_string(&target).unwrap().lines().count(), 5);
+
+    // A directory as --input: refused before any output file exists.
+    let o = retrieve(&d.join("real"), &d.join("o4.jsonl"), &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("is a directory"), "{}", err(&o));
+    for name in ["o4.jsonl", "o4.jsonl.partial", "o4.jsonl.checkpoint"] {
+        assert!(!d.join(name).exists(), "{name} left behind");
+    }
+}
