@@ -416,8 +416,8 @@ impl InputMaker<'_> {
             return Ok((self.done(kept_text, &kept_ids, drop), Found::Counted));
         }
         // The rule's answer is the fewest dropped messages whose text fits (n - 1 when none
-        // does). Dropping a message never makes the rest's tokenization longer, so that is
-        // found by bisection: log n tokenizations of the window instead of up to n (the
+        // does). Assuming dropping a message never makes the rest's tokenization longer, that
+        // is found by bisection: log n tokenizations of the window instead of up to n (the
         // property tests compare it with the one-at-a-time rule, "\n" separators included).
         let (mut lo, mut hi) = (1, n - 1);
         while lo < hi {
