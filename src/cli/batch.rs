@@ -384,12 +384,10 @@ impl BatchOutput {
                         files.checkpoint.display()
                     )));
                 }
-                {
-                    std::fs::remove_file(&files.checkpoint).with_context(|| format!("removing {}", files.checkpoint.display()))?;
-                    let f = File::open(&files.output).with_context(|| format!("opening {}", files.output.display()))?;
-                    let (hash, target, resumed_at) = (Fnv(c.output_hash), files.output.clone(), Some(c.next.line));
-                    return Ok(BatchOutput { out: BufWriter::new(f), target, files: None, state: c, hash, resumed_at, answered_now: 0, finished: true });
-                }
+                std::fs::remove_file(&files.checkpoint).with_context(|| format!("removing {}", files.checkpoint.display()))?;
+                let f = File::open(&files.output).with_context(|| format!("opening {}", files.output.display()))?;
+                let (hash, target, resumed_at) = (Fnv(c.output_hash), files.output.clone(), Some(c.next.line));
+                return Ok(BatchOutput { out: BufWriter::new(f), target, files: None, state: c, hash, resumed_at, answered_now: 0, finished: true });
             }
         }
         let mut f = std::fs::OpenOptions::new()
@@ -435,18 +433,7 @@ impl BatchOutput {
                         files.checkpoint.display()
                     );
                 }
-                let mut h = Fnv(Fnv::START);
-                let mut prefix = BufReader::new((&mut f).take(c.output_bytes));
-                loop {
-                    let buf = prefix.fill_buf().with_context(|| format!("reading {}", files.partial.display()))?;
-                    if buf.is_empty() {
-                        break;
-                    }
-                    h.update(buf);
-                    let n = buf.len();
-                    prefix.consume(n);
-                }
-                if h.0 != c.output_hash {
+                if hash_of((&mut f).take(c.output_bytes), &files.partial)? != c.output_hash {
                     bail!(
                         "{}'s first {} bytes are not the answers its checkpoint records: it was changed after the run; remove it and {} to start over",
                         files.partial.display(),
@@ -566,18 +553,22 @@ fn output_matches(output: &Path, c: &Checkpoint) -> Result<bool> {
     if f.metadata().map(|m| m.len()).unwrap_or(u64::MAX) != c.output_bytes {
         return Ok(false);
     }
+    Ok(hash_of(f, output)? == c.output_hash)
+}
+
+/// The FNV-1a hash of what `r` reads (from `path`, named in errors).
+fn hash_of(r: impl Read, path: &Path) -> Result<u64> {
     let mut h = Fnv(Fnv::START);
-    let mut r = BufReader::new(f);
+    let mut r = BufReader::new(r);
     loop {
-        let buf = r.fill_buf().with_context(|| format!("reading {}", output.display()))?;
+        let buf = r.fill_buf().with_context(|| format!("reading {}", path.display()))?;
         if buf.is_empty() {
-            break;
+            return Ok(h.0);
         }
         h.update(buf);
         let n = buf.len();
         r.consume(n);
     }
-    Ok(h.0 == c.output_hash)
 }
 
 /// A resume must be the same command, build and settings as the run it continues.

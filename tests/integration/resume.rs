@@ -339,3 +339,61 @@ fn resume_knows_a_rebuilt_store_and_outputs_keep_inputs_and_links() {
         assert!(!d.join(name).exists(), "{name} left behind");
     }
 }
+
+/// FNV-1a, 64 bits, written out here from its published constants (the checkpoint's hash).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+/// A run killed after renaming its partial file onto OUTPUT but before removing its
+/// checkpoint: `--resume` with the same input and options finishes it (nothing rewritten),
+/// and with another input or other options refuses, exit 2, instead of starting over. The
+/// leftover checkpoint is made from a real one (a run stopped by a bad line after the same
+/// requests), marked complete, with the finished OUTPUT's length and hash.
+#[test]
+fn resume_after_the_final_rename_checks_input_and_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let store = d.join("s");
+    ingest(&store, &[], &[&fixture("opendialkg-sample.tsv")]);
+    let good: Vec<String> = requests(40).lines().filter(|l| l.starts_with('{') && *l != "{oops").map(str::to_owned).collect();
+    let text = good.join("\n") + "\n";
+    let input = write(d, "in.jsonl", text.as_bytes());
+    let stopped_input = write(d, "in-bad.jsonl", (text.clone() + "{\"history\": 3}\n").as_bytes());
+    let retrieve = |input: &Path, output: &Path, extra: &[&str]| {
+        let mut c = trellis();
+        c.args(["retrieve", "--retriever", "bm25", "--store"]).arg(&store).arg("--input").arg(input).arg("--output").arg(output).args(extra);
+        c.output().unwrap()
+    };
+    let output = d.join("out.jsonl");
+    assert!(retrieve(&input, &output, &[]).status.success());
+    let finished = std::fs::read(&output).unwrap();
+    let stopped = d.join("stopped.jsonl");
+    assert_eq!(retrieve(&stopped_input, &stopped, &[]).status.code(), Some(65));
+    let mut c: Value = serde_json::from_slice(&std::fs::read(with_suffix(&stopped, ".checkpoint")).unwrap()).unwrap();
+    // The stop came after exactly the good lines: the position is the end of `in.jsonl`.
+    assert_eq!(c["next"], json!({"line": good.len() + 1, "offset": text.len(), "hash": fnv1a(text.as_bytes())}));
+    c["complete"] = json!(true);
+    c["output_bytes"] = json!(finished.len());
+    c["output_hash"] = json!(fnv1a(&finished));
+    let forged = serde_json::to_vec(&c).unwrap();
+    let checkpoint = with_suffix(&output, ".checkpoint");
+    let err = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).to_string();
+
+    std::fs::write(&checkpoint, &forged).unwrap();
+    let one = write(d, "one.jsonl", (good[0].clone() + "\n").as_bytes());
+    let o = retrieve(&one, &output, &["--resume"]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("is not the input the finished run answered"), "{}", err(&o));
+    let o = retrieve(&input, &output, &["--resume", "--top", "3"]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("its top was 10, now 3"), "{}", err(&o));
+    assert_eq!(std::fs::read(&output).unwrap(), finished);
+
+    let o = retrieve(&input, &output, &["--resume", "--json"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let summary: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(summary["answered_now"], 0, "{summary}");
+    assert_eq!(std::fs::read(&output).unwrap(), finished);
+    assert!(!checkpoint.exists());
+}
