@@ -27,6 +27,7 @@
 //! request draws from its own generator, seeded by its `seed` (else the settings'), so its
 //! tokens do not depend on what else is in the batch.
 
+pub mod delex;
 pub mod encoding;
 pub mod sampling;
 pub mod targets;
@@ -159,6 +160,9 @@ pub struct EncoderInput {
     pub dropped_messages: usize,
     /// Whether the ids were still too long and cut from the left.
     pub cut: bool,
+    /// With `generation.delexicalize`, the knowledge's names its placeholders stand for
+    /// (`names[k]` for `placeholders[k]`; [`delex`]); else empty.
+    pub names: Vec<String>,
 }
 
 impl GenerateSettings {
@@ -305,7 +309,15 @@ pub fn encoder_input_of(dir: &ModelDir, index: usize, input: &GenerationInput<'_
         encoding::check_path(p).map_err(|problem| GenerateError::Knowledge { input: index, path, problem })?;
     }
     let maker = InputMaker { tokenizer: dir.tokenizer(), lin: dir.linearization(), cfg: &dir.trellis().input, eos: dir.config().eos_token_id };
-    Ok(maker.make(input.history, input.knowledge, encoding)?.0)
+    match dir.trellis().generation.as_ref().and_then(|g| g.delexicalize.as_ref()) {
+        None => Ok(maker.make(input.history, input.knowledge, encoding)?.0),
+        Some(cfg) => {
+            let d = delex::Delexicalizer::new(cfg, input.knowledge).request(input.history, input.knowledge);
+            let mut out = maker.make(&d.history, &d.knowledge, encoding)?.0;
+            out.names = d.names;
+            Ok(out)
+        }
+    }
 }
 
 /// How an encoder input was found (tests check that the one-pass count is what runs).
@@ -347,7 +359,7 @@ impl InputMaker<'_> {
 
     fn done(&self, text: String, ids: &[u32], dropped_messages: usize) -> EncoderInput {
         let max = self.cfg.max_tokens;
-        EncoderInput { text, ids: truncate_left(ids, max, Some(self.eos)), dropped_messages, cut: ids.len() > max }
+        EncoderInput { text, ids: truncate_left(ids, max, Some(self.eos)), dropped_messages, cut: ids.len() > max, names: Vec::new() }
     }
 
     /// The module's rule: drop the oldest message while the ids are longer than
@@ -507,17 +519,31 @@ impl Generator {
         let batch = self.batch_for(settings)?;
         for (c, chunk) in inputs.chunks(batch).enumerate() {
             let mut ids = Vec::with_capacity(chunk.len());
+            let mut names = Vec::with_capacity(chunk.len());
             for (k, input) in chunk.iter().enumerate() {
-                ids.push(self.encoder_input_at(c * batch + k, input, &settings.encoding)?.ids);
+                let e = self.encoder_input_at(c * batch + k, input, &settings.encoding)?;
+                ids.push(e.ids);
+                names.push(e.names);
             }
             let mut guard = self.model.session()?;
-            match &settings.strategy {
-                Strategy::Beam(b) => out.extend(self.beam(&mut guard, &ids, b, settings)?),
-                Strategy::Greedy => out.extend(self.stepwise(&mut guard, &ids, None, &[], settings)?.into_iter().map(|g| vec![g])),
+            let got: Vec<Vec<Generated>> = match &settings.strategy {
+                Strategy::Beam(b) => self.beam(&mut guard, &ids, b, settings)?,
+                Strategy::Greedy => self.stepwise(&mut guard, &ids, None, &[], settings)?.into_iter().map(|g| vec![g]).collect(),
                 Strategy::Sample(p) => {
                     let seeds: Vec<u64> = chunk.iter().map(|i| i.seed.unwrap_or(p.seed)).collect();
-                    out.extend(self.stepwise(&mut guard, &ids, Some(p), &seeds, settings)?.into_iter().map(|g| vec![g]));
+                    self.stepwise(&mut guard, &ids, Some(p), &seeds, settings)?.into_iter().map(|g| vec![g]).collect()
                 }
+            };
+            match self.dir().trellis().generation.as_ref().and_then(|g| g.delexicalize.as_ref()) {
+                None => out.extend(got),
+                Some(cfg) => out.extend(got.into_iter().zip(&names).map(|(seqs, names)| {
+                    seqs.into_iter()
+                        .map(|mut g| {
+                            g.text = delex::relexicalize(&g.text, &cfg.placeholders, names);
+                            g
+                        })
+                        .collect()
+                })),
             }
         }
         Ok(out)
@@ -706,7 +732,7 @@ mod tests {
             let ids = ids.get_ids();
             if ids.len() <= cfg.max_tokens || history.len() - start <= 1 {
                 let cut = ids.len() > cfg.max_tokens;
-                return EncoderInput { text, ids: truncate_left(ids, cfg.max_tokens, Some(m.eos)), dropped_messages: dropped, cut };
+                return EncoderInput { text, ids: truncate_left(ids, cfg.max_tokens, Some(m.eos)), dropped_messages: dropped, cut, names: Vec::new() };
             }
             start += 1;
             dropped += 1;

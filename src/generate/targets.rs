@@ -62,6 +62,13 @@ pub fn response_target(dir: &ModelDir, dialog_index: usize, dialog: &Dialog, sam
     };
     let history = &dialog.messages[..sample.upto.min(dialog.messages.len())];
     out.input_ids = encoder_input_of(dir, 0, &GenerationInput::new(history, &knowledge), &encoding)?.ids;
+    // With delexicalization the reply names the knowledge's entities by placeholder, as the
+    // model is to write them.
+    let reply = match dir.trellis().generation.as_ref().and_then(|g| g.delexicalize.as_ref()) {
+        Some(cfg) => super::delex::Delexicalizer::new(cfg, &knowledge).text(reply),
+        None => reply.to_owned(),
+    };
+    let reply = reply.as_str();
     let ids = dir.tokenizer().encode(reply, true).map_err(|source| ModelError::Encode { text: reply.to_owned(), source })?;
     out.target_ids = ids.get_ids().to_vec();
     Ok(out)

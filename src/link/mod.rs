@@ -10,7 +10,7 @@
 //! Several entities sharing a name are all returned, primary names before aliases, then by
 //! degree. Nothing is loaded into memory: every lookup is a prefix scan of the index.
 
-mod stopwords;
+pub(crate) mod stopwords;
 pub mod words;
 
 use crate::error::ReadError;

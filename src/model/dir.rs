@@ -5,6 +5,7 @@
 //! Also the retriever's encoder input (schema/gsr-decoding.md §2): which messages, how they are joined, how
 //! earlier paths are appended, how the ids are cut to `max_tokens`.
 
+use crate::generate::delex::DelexConfig;
 pub use crate::generate::{InputEncoding, StrategyKind};
 use crate::limits::OutOfRange;
 use crate::linearize::{Linearization, Position};
@@ -70,6 +71,8 @@ pub enum FieldProblem {
     OutOfRange { range: String, value: String },
     #[error("{0}")]
     Linearization(String),
+    #[error("{0}")]
+    Placeholder(crate::generate::delex::PlaceholderProblem),
     /// A section only another task reads.
     #[error("a {task} does not read it ({instead})")]
     OtherTask { task: &'static str, instead: &'static str },
@@ -97,6 +100,8 @@ pub enum ModelDirError {
     Field { path: PathBuf, field: String, problem: FieldProblem },
     #[error("{}: the entity marker {marker:?} of trellis.json is not one token of tokenizer.json (add it as a special token)", path.display())]
     MarkerNotAToken { path: PathBuf, marker: String },
+    #[error("{}: the placeholder {placeholder:?} of generation.delexicalize is not one token of tokenizer.json that decoding writes back (add it as an added token that is not special)", path.display())]
+    PlaceholderNotAToken { path: PathBuf, placeholder: String },
     #[error("{}: the tokenizer has {tokens} tokens but config.json's vocab_size is {vocab_size}: the model cannot write them all", path.display())]
     VocabTooSmall { path: PathBuf, tokens: usize, vocab_size: u32 },
     #[error(transparent)]
@@ -224,6 +229,9 @@ pub struct GenerationConfig {
     pub stop_ids: Vec<u32>,
     /// Texts that end a sequence once the decoded text contains one.
     pub stop: Vec<String>,
+    /// Entity names replaced by placeholders (`crate::generate::delex`); absent, names are
+    /// written as they are.
+    pub delexicalize: Option<DelexConfig>,
 }
 
 impl Default for GenerationConfig {
@@ -243,6 +251,7 @@ impl Default for GenerationConfig {
             seed: 0,
             stop_ids: Vec::new(),
             stop: Vec::new(),
+            delexicalize: None,
         }
     }
 }
@@ -463,6 +472,13 @@ impl TrellisConfig {
         let generation = if generator { Some(file.generation.clone().unwrap_or_default()) } else { None };
         let config = TrellisConfig { format: file.format, task: file.task, linearization, input: file.input, decoding, generation };
         config.check_ranges().map_err(|(field, e)| err(&field, FieldProblem::OutOfRange { range: e.range().into(), value: e.value().into() }))?;
+        if let Some(d) = config.generation.as_ref().and_then(|g| g.delexicalize.as_ref()) {
+            if d.placeholders.is_empty() {
+                return Err(err("generation.delexicalize.placeholders", FieldProblem::Type { expected: "a non-empty list" }));
+            }
+            crate::generate::delex::check_placeholders(&d.placeholders)
+                .map_err(|e| err("generation.delexicalize.placeholders", FieldProblem::Placeholder(e)))?;
+        }
         if let Some(i) = config.generation.as_ref().and_then(|g| g.stop.iter().position(String::is_empty)) {
             return Err(err(&format!("generation.stop[{i}]"), FieldProblem::Type { expected: "a non-empty text" }));
         }
@@ -597,6 +613,21 @@ impl ModelDir {
                     tokenizer.encode(marker.as_str(), false).map(|enc| enc.get_ids().len() == 1 && tokenizer.token_to_id(marker).is_some()).unwrap_or(false);
                 if !one {
                     return Err(ModelDirError::MarkerNotAToken { path: trellis_path.clone(), marker: marker.clone() });
+                }
+            }
+        }
+        if let Some(d) = trellis.generation.as_ref().and_then(|g| g.delexicalize.as_ref()) {
+            for p in &d.placeholders {
+                // One token, and one that decoding (which skips special tokens) writes back.
+                let back = match tokenizer.token_to_id(p) {
+                    Some(id) => {
+                        tokenizer.encode(p.as_str(), false).map(|e| e.get_ids() == [id]).unwrap_or(false)
+                            && tokenizer.decode(&[id], true).map(|t| t.trim() == p).unwrap_or(false)
+                    }
+                    None => false,
+                };
+                if !back {
+                    return Err(ModelDirError::PlaceholderNotAToken { path: trellis_path.clone(), placeholder: p.clone() });
                 }
             }
         }

@@ -6,8 +6,14 @@ trained from scratch gains nothing from case, and paths are written lowercased),
 linearization's added tokens, the entity markers of the encoder input and the reconstruction
 mask.
 
+`--generator N` makes the response generator's instead: cased (replies keep their case), the
+Metaspace space prepended to the text's first piece only (so a reply's "[E2]." decodes without a
+space before the full stop), and N delexicalization placeholders `[E1]`..`[EN]` as added tokens
+that are not special (decoding writes them back, and the engine replaces them by names:
+src/generate/delex.rs).
+
     PY=$(tools/gsr/venv.sh)
-    $PY tools/train/tokenizer.py --out DIR/tokenizer.json [--vocab 8000]
+    $PY tools/train/tokenizer.py --out DIR/tokenizer.json [--vocab 8000] [--generator 12]
 
 Deterministic (one thread). Checks what the Rust side relies on before writing (the checks of
 tools/gsr/make_fixture.py: every name's ids are the same in every slot of a path).
@@ -54,11 +60,17 @@ def canonical(tok, decimals=4):
     return Tokenizer.from_str(json.dumps(j))
 
 
-def train(vocab_size, facts, messages):
+def placeholders(n):
+    return [f"[E{k}]" for k in range(1, n + 1)]
+
+
+def train(vocab_size, facts, messages, generator=0):
     tok = Tokenizer(models.Unigram())
-    tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase(), normalizers.Replace(Regex(" {2,}"), " ")])
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
-    tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
+    case = [] if generator else [normalizers.Lowercase()]
+    tok.normalizer = normalizers.Sequence([normalizers.NFKC(), *case, normalizers.Replace(Regex(" {2,}"), " ")])
+    prepend = "first" if generator else "always"
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme=prepend)
+    tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme=prepend)
     trainer = trainers.UnigramTrainer(
         vocab_size=vocab_size,
         special_tokens=["<pad>", "</s>", "<unk>"],
@@ -71,6 +83,8 @@ def train(vocab_size, facts, messages):
     tok.train_from_iterator(names + messages, trainer=trainer)
     tok = canonical(tok)
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in mf.ADDED_TOKENS + EXTRA_TOKENS])
+    if generator:
+        tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in placeholders(generator)])
     tok.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", tok.token_to_id("</s>"))])
     return tok
 
@@ -79,16 +93,23 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--vocab", type=int, default=8000)
+    ap.add_argument("--generator", type=int, default=0, metavar="N", help="the generator's: cased, N placeholders")
     ap.add_argument("--data", type=Path, default=Path(os.environ.get("TRELLIS_SHARED_DATA", "/work/shared/data")) / "opendialkg")
     args = ap.parse_args()
     facts = read_kg(args.data / "kg.tsv") + read_kg(args.data / "kg_train_paths.tsv")
     messages = chat_messages(args.data / "dialogs_train.csv")
-    tok = train(args.vocab, facts, messages)
-    for t in EXTRA_TOKENS:
+    tok = train(args.vocab, facts, messages, args.generator)
+    for t in EXTRA_TOKENS + placeholders(args.generator):
         assert tok.encode(t, add_special_tokens=False).ids == [tok.token_to_id(t)], t
-    # The slot-independence checks on the names of the training paths' facts (all of kg.tsv
-    # would take minutes; these are the names the model writes most).
-    mf.check_tokenizer(tok, facts[-20000:])
+    if args.generator:
+        for t in placeholders(args.generator):
+            assert tok.decode([tok.token_to_id(t)]) == t, t
+        probe = "It was written by [E1]. Have you read [E2]?"
+        assert tok.decode(tok.encode(probe).ids) == probe, tok.decode(tok.encode(probe).ids)
+    else:
+        # The slot-independence checks on the names of the training paths' facts (all of
+        # kg.tsv would take minutes; these are the names the model writes most).
+        mf.check_tokenizer(tok, facts[-20000:])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tok.save(str(args.out), pretty=False)
     print(f"tokenizer: {tok.get_vocab_size()} tokens -> {args.out}", file=sys.stderr)

@@ -15,9 +15,11 @@
 #   5. stage 1, knowledge-graph reconstruction (RECON_STEPS batches);
 #   6. stage 2, retrieval training (EPOCHS), dev path@k by Trellis after each epoch;
 #   7. the best epoch exported (int8 weights, QUANTIZE=0 for float) to OUT;
-#   8. the generator's targets: `trellis targets` with a generator spec (tools/train/generator.json)
-#      on the training and the dev dialogs (encoder input with the gold paths, reply ids);
-#   9. stage 3, the generator (GEN_EPOCHS, from stage 1's model), dev loss after each epoch;
+#   8. the generator's own tokenizer (cased, with the delexicalization placeholders:
+#      tokenizer.py --generator 12) and its targets: `trellis targets` with a generator spec
+#      (tools/train/generator.json) on the training and the dev dialogs (encoder input with the
+#      gold paths, reply ids, entity names replaced by placeholders as the engine does);
+#   9. stage 3, the generator (GEN_EPOCHS, from nothing), dev loss after each epoch;
 #  10. its best epoch exported (int8 unless QUANTIZE=0) to OUT_GEN.
 #
 # Knobs (environment): ONLY (retriever | generator; default both), SHAPE (small-cpu |
@@ -64,14 +66,18 @@ bin="$CARGO_TARGET_DIR/release/trellis"
 mkdir -p "$run"
 say() { echo "train.sh: $*" >&2; }
 
-[ -f "$run/tokenizer.json" ] || { say "tokenizer"; "$PY" tools/train/tokenizer.py --out "$run/tokenizer.json"; }
+[ "$ONLY" = generator ] || [ -f "$run/tokenizer.json" ] || { say "tokenizer"; "$PY" tools/train/tokenizer.py --out "$run/tokenizer.json"; }
+[ "$ONLY" = retriever ] || [ -f "$run/gen-tokenizer.json" ] || {
+    say "generator tokenizer"
+    "$PY" tools/train/tokenizer.py --generator 12 --out "$run/gen-tokenizer.json"
+}
 
 # A spec-only model directory (no ONNX files yet): what `trellis targets` needs.
-make_spec() { # DIR TRELLIS_JSON
+make_spec() { # DIR TRELLIS_JSON TOKENIZER
     local spec=$1
     [ -f "$spec/config.json" ] && return
     mkdir -p "$spec"
-    cp "$run/tokenizer.json" "$spec/"
+    cp "$3" "$spec/tokenizer.json"
     cp "$2" "$spec/trellis.json"
     "$PY" - "$spec" "$SHAPE" "$SEED" <<'PY'
 import sys
@@ -84,8 +90,8 @@ PY
 }
 spec="$run/spec"
 gen_spec="$run/gen-spec"
-[ "$ONLY" = generator ] || make_spec "$spec" tools/train/trellis.json
-[ "$ONLY" = retriever ] || make_spec "$gen_spec" tools/train/generator.json
+[ "$ONLY" = generator ] || make_spec "$spec" tools/train/trellis.json "$run/tokenizer.json"
+[ "$ONLY" = retriever ] || make_spec "$gen_spec" tools/train/generator.json "$run/gen-tokenizer.json"
 
 store_for() { # NAME FILES...
     local store="$run/$1"; shift
@@ -97,8 +103,10 @@ store_for() { # NAME FILES...
         touch "$store/.indexed"
     fi
 }
-store_for store-train "$data/kg.tsv" "$data/kg_train_paths.tsv"
-store_for store-dev "$data/kg.tsv"
+if [ "$ONLY" != generator ]; then
+    store_for store-train "$data/kg.tsv" "$data/kg_train_paths.tsv"
+    store_for store-dev "$data/kg.tsv"
+fi
 
 if [ "$ONLY" != generator ] && [ ! -f "$run/train-targets.jsonl" ]; then
     say "training targets"
@@ -107,7 +115,7 @@ if [ "$ONLY" != generator ] && [ ! -f "$run/train-targets.jsonl" ]; then
 fi
 
 common=(--run "$run" --tokenizer "$run/tokenizer.json" --shape "$SHAPE" --seed "$SEED" --threads "$THREADS" --lr "$LR")
-if [ ! -d "$run/recon/final" ]; then
+if [ "$ONLY" != generator ] && [ ! -d "$run/recon/final" ]; then
     say "stage 1: knowledge-graph reconstruction"
     "$PY" tools/train/train.py recon "${common[@]}" --kg "$data/kg.tsv" "$data/kg_train_paths.tsv" --steps "$RECON_STEPS"
 fi
@@ -139,8 +147,8 @@ gen_targets gen-dev-targets "$data/dialogs_dev.csv"
 say "stage 3: generator"
 budget=()
 [ -n "$GEN_MINUTES" ] && budget=(--time-budget-min "$GEN_MINUTES")
-"$PY" tools/train/train.py generator --run "$run" --tokenizer "$run/tokenizer.json" --shape "$SHAPE" --seed "$SEED" \
-    --threads "$THREADS" --lr "$GEN_LR" --init "$run/recon/final" --targets "$run/gen-train-targets.jsonl" \
+"$PY" tools/train/train.py generator --run "$run" --tokenizer "$run/gen-tokenizer.json" --shape "$SHAPE" --seed "$SEED" \
+    --threads "$THREADS" --lr "$GEN_LR" --targets "$run/gen-train-targets.jsonl" \
     --dev-targets "$run/gen-dev-targets.jsonl" --epochs "$GEN_EPOCHS" --batch "$GEN_BATCH" \
     --max-target "$GEN_MAX_TARGET" --trellis-json tools/train/generator.json "${budget[@]}"
 # Exported again only when the best changed (or the export is missing): a rerun after the
@@ -148,7 +156,7 @@ budget=()
 stamp="$run/generator/exported.stamp"
 { cat "$run/generator/best.json"; echo "$OUT_GEN ${q[*]}"; } > "$stamp.new"
 if [ ! -f "$OUT_GEN/trellis.json" ] || ! cmp -s "$stamp.new" "$stamp"; then
-    "$PY" tools/train/export.py --hf "$run/generator/best/hf" --tokenizer "$run/tokenizer.json" \
+    "$PY" tools/train/export.py --hf "$run/generator/best/hf" --tokenizer "$run/gen-tokenizer.json" \
         --trellis-json tools/train/generator.json --out "$OUT_GEN" "${q[@]}"
     mv "$stamp.new" "$stamp"
 else
