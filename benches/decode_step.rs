@@ -11,8 +11,8 @@
 //!   (`forget_allowed`): store reads cached, every allowed set and its prior recomputed;
 //! - memo: the same walks again as beams meet them in production (allowed sets memoized).
 //!
-//! The percentiles are printed as one JSON line (`decode_step figures: {...}`) for the README;
-//! criterion then times two single steps.
+//! The percentiles are printed as one JSON line (`decode_step figures: {...}`) for
+//! docs/benchmarks-2026-11-25.md ("Constraint automaton"); criterion then times two single steps.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;

@@ -1,7 +1,8 @@
 //! Query and ingest benchmarks on the shared OpenDialKG graph (`../shared/data`).
 //!
 //! `cargo bench --bench store`. The neighbourhood query runs on a warm store against an
-//! entity of degree about 100, as the README's performance table states.
+//! entity of degree about 100, as docs/benchmarks-2026-11-25.md's query table
+//! ("Queries") states.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use std::hint::black_box;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Ingest throughput, peak RSS and size on disk on the shared data sets and on synthetic
 # power-law graphs, side by side with Oxigraph's bulk loader on the same N-Triples file.
-# Prints the README's performance table (markdown) on stdout.
+# Prints the ingest table of docs/benchmarks-2026-11-25.md (markdown) on stdout.
 #
 #   bash tools/bench_ingest.sh            # everything (50M synthetic: about 2.5 GB of disk)
 #   QUICK=1 bash tools/bench_ingest.sh    # skip the 50M-fact graph

@@ -10,7 +10,8 @@
 #       bash tools/check_batch_independence.sh
 #
 # BIN and the model directories default to this checkout's; naming another binary and other
-# models compares an earlier version (the README's before/after figures).
+# models compares an earlier version (the before/after figures of
+# docs/results-2026-11-25.md, "Batch independence").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/kg_gsr_store.sh

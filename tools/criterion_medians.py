@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Print the README's query table from criterion's results (medians, i.e. p50).
+"""Print a table of docs/benchmarks-2026-11-25.md from criterion's results (medians, i.e. p50).
 
     cargo bench --bench store && python3 tools/criterion_medians.py
 """

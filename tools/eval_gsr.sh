@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The README's table of the trained retriever (the paper's Table 5 shape) on the OpenDialKG
-# dev dialogs, beside the baselines, on the store every baseline is measured on (kg.tsv):
-# GSR without the constraint, with the hard constraint, with the connection and the Katz
-# prior, the prior's start recency off and at 16 and 32, alpha in {0.6, 0.8, 1.0}, both
+# The table of the trained retriever in docs/results-2026-11-25.md (the paper's Table 5 shape)
+# on the OpenDialKG dev dialogs, beside the baselines, on the store every baseline is measured
+# on (kg.tsv): GSR without the constraint, with the hard constraint, with the connection and the
+# Katz prior, the prior's start recency off and at 16 and 32, alpha in {0.6, 0.8, 1.0}, both
 # candidate scopes, two-step retrieval, and the model's log-softmax over the whole vocabulary
 # (the paper's decoding) instead of over the allowed tokens. Rows take the model's trellis.json
 # defaults for what they do not name.
@@ -10,7 +10,7 @@
 #   BENCH_DIR=/tmp/bench MODEL=models/gsr-opendialkg bash tools/eval_gsr.sh [EXTRA ROWS...]
 #
 # EXTRA ROWS: `name|flags` (e.g. "float weights|--model DIR"). MAX_TURNS=N scores only the
-# first N dev turns (quick checks; the README's figures use all of them).
+# first N dev turns (quick checks; the published figures use all of them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/kg_gsr_store.sh

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The README's linking tables on the OpenDialKG dev dialogs: Trellis against the substring
-# baseline (all path actions, and the assistant's only), then one linking option changed
-# at a time. The defaults were chosen on these dev dialogs: the figures are tuned on dev.
+# The linking tables of docs/results-2026-11-25.md on the OpenDialKG dev dialogs: Trellis
+# against the substring baseline (all path actions, and the assistant's only), then one linking
+# option changed at a time. The defaults were chosen on these dev dialogs: the figures are tuned
+# on dev.
 #
 #   BENCH_DIR=/tmp/bench bash tools/eval_linking.sh
 set -euo pipefail

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The README's response table (the papers' shape): the shipped generator on the OpenDialKG dev
-# dialogs' assistant replies with no knowledge, the gold path, and the paths retrieved by bm25,
-# pcst and gsr (the shipped retriever), with the time of each stage, on the kg.tsv store.
+# The response table of docs/results-2026-11-25.md (the papers' shape): the shipped generator on
+# the OpenDialKG dev dialogs' assistant replies with no knowledge, the gold path, and the paths
+# retrieved by bm25, pcst and gsr (the shipped retriever), with the time of each stage, on the
+# kg.tsv store.
 #
 #   BENCH_DIR=/tmp/bench bash tools/eval_pipeline.sh
 #
-# MAX_TURNS=N scores only the first N actions (quick checks; the README uses all of them).
+# MAX_TURNS=N scores only the first N actions (quick checks; the published table uses all of them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tools/kg_gsr_store.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The README's retrieval tables: every retriever on the OpenDialKG dev dialogs (all path
-# actions, and the assistant's only) and on the MetaQA 1-hop dev questions, with the
-# P/R/F1 figures quoted in the text. A few minutes on 2 cores.
+# The retrieval tables of docs/results-2026-11-25.md: every retriever on the OpenDialKG dev
+# dialogs (all path actions, and the assistant's only) and on the MetaQA 1-hop dev questions,
+# with the P/R/F1 figures quoted in the text. A few minutes on 2 cores.
 #
 #   BENCH_DIR=/tmp/bench bash tools/eval_retrieval.sh
 set -euo pipefail

@@ -36,8 +36,9 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
         exit 1
     fi
 fi
-# One build profile (release) and one target directory outside the clone, so RocksDB
-# (about 14 minutes cold on 2 cores) compiles once per machine, not once per clone.
+# One build profile (release) and one target directory outside the clone, so the cold build
+# (RocksDB is most of it; the first tools/demo.sh on a fresh machine, cold build included, takes
+# about 15 minutes on this 2-core machine) happens once per machine, not once per clone.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/trellis/target}"
 mkdir -p "$CARGO_TARGET_DIR"
 # ONNX Runtime for the model (`ort` loads it at run time): the shared library of the PyPI

@@ -1,5 +1,5 @@
 //! `trellis eval retrieval`: retrievers scored on dialog turns with gold paths
-//! (definitions in method-notes.md and the README).
+//! (definitions in method-notes.md and docs/retrieval.md, "Metrics").
 
 use super::opendialkg::{Dialog, Triple};
 use crate::error::ReadError;

@@ -23,7 +23,8 @@ use std::sync::Arc;
 
 pub use stopwords::{is_stop_word, STOP_WORDS};
 
-/// Linking parameters; the defaults are the ones measured in the README.
+/// Linking parameters; the defaults are the ones measured in docs/results-2026-11-25.md
+/// ("Entity linking"; why: docs/linking.md).
 #[derive(Clone, Debug)]
 pub struct LinkConfig {
     /// Longest mention tried, in words.

@@ -1,5 +1,6 @@
 //! The four shared data sets, loaded by the real CLI: exact counts from the issue, each
-//! computed independently of Trellis (awk over the files; see the README).
+//! computed independently of Trellis (awk over the files; see docs/testing.md,
+//! "Data set counts").
 
 use crate::common::*;
 use serde_json::Value;

@@ -403,11 +403,12 @@ fn gold_paths_the_store_lacks_are_counted_by_cause() {
     assert_eq!(out["gold_empty_name"], 1);
 }
 
-/// The README's counts on the shared dev sets, computed independently with Python over the
-/// files (json/csv readers, the KB as a set of triples): OpenDialKG has 4,214 path actions,
-/// 2,753 the assistant's and 1,461 the user's, and 2 gold paths with an empty entity name
-/// (every other gold triple is in kg.tsv); MetaQA has 9,990 questions, 903 with a gold
-/// triple missing from kb.txt, 81 of them naming an entity or relation kb.txt lacks.
+/// The counts on the shared dev sets in docs/results-2026-11-25.md ("Retrieval baselines"),
+/// computed independently with Python over the files (json/csv readers, the KB as a set of
+/// triples): OpenDialKG has 4,214 path actions, 2,753 the assistant's and 1,461 the user's, and
+/// 2 gold paths with an empty entity name (every other gold triple is in kg.tsv); MetaQA has
+/// 9,990 questions, 903 with a gold triple missing from kb.txt, 81 of them naming an entity or
+/// relation kb.txt lacks.
 #[test]
 fn gold_counts_on_the_shared_dev_sets() {
     let dir = tempfile::tempdir().unwrap();

@@ -16,7 +16,8 @@ greedy decoding with onnxruntime against transformers `generate`).
 decoder's weights are stored once; `split` writes the two decoder files. `--quantize` stores
 the weights of the matrix products as int8, about a quarter of the size, and quantizes their
 activations per row at run time (tools/train/row_quant.py), so a request's answer does not
-depend on the other requests of its batch; its cost on dev is measured, not assumed (README).
+depend on the other requests of its batch; its cost on dev is measured, not assumed
+(docs/results-2026-11-25.md, "Batch independence").
 """
 import argparse
 import json
