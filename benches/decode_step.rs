@@ -19,8 +19,8 @@ use std::hint::black_box;
 use std::time::Instant;
 use trellis::decode::{Boundaries, CandidateMode, PathGraph, PriorConfig, PriorMode, PriorNorm, State};
 use trellis::graph::candidates::CandidateConfig;
+use trellis::ingest::NameTokenizer;
 use trellis::linearize::Linearization;
-use trellis::model::NameTokenizer;
 use trellis::store::tokens::TokenIndex;
 use trellis::{Direction, EntityId, Store};
 

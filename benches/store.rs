@@ -94,7 +94,7 @@ fn ingest(c: &mut Criterion) {
 fn linking(c: &mut Criterion) {
     let (_dir, store_dir) = load_kg();
     let store = std::sync::Arc::new(Store::open_read_only(&store_dir).unwrap());
-    let dialogs = trellis::eval::opendialkg::read(&kg().with_file_name("dialogs_dev.csv")).unwrap();
+    let dialogs = trellis::dataset::opendialkg::read(&kg().with_file_name("dialogs_dev.csv")).unwrap();
     let dialogs: Vec<_> = dialogs.into_iter().take(50).collect();
     let messages: u64 = dialogs.iter().map(|d| d.messages.len() as u64).sum();
     let linker = trellis::link::Linker::new(store.clone(), trellis::link::LinkConfig::default()).unwrap();
@@ -120,7 +120,7 @@ fn retrieval(c: &mut Criterion) {
     use trellis::retrieve::{Retriever, RetrieverConfig, RetrieverKind};
     let (_dir, store_dir) = load_kg();
     let store = std::sync::Arc::new(Store::open_read_only(&store_dir).unwrap());
-    let dialogs = trellis::eval::opendialkg::read(&kg().with_file_name("dialogs_dev.csv")).unwrap();
+    let dialogs = trellis::dataset::opendialkg::read(&kg().with_file_name("dialogs_dev.csv")).unwrap();
     // The first 50 turns with a gold path, as eval retrieval sees them.
     let turns: Vec<Vec<trellis::link::Message>> = dialogs.iter().flat_map(|d| d.samples.iter().map(move |s| d.messages[..s.upto].to_vec())).take(50).collect();
     let mut g = c.benchmark_group("retrieve");

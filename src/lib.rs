@@ -23,9 +23,11 @@
 //! The library never prints and never installs a tracing subscriber; long work reports
 //! progress through callbacks. The command line (`src/cli`, feature `cli`) is the binary's.
 
+pub mod dataset;
 pub mod decode;
 pub mod error;
 pub mod eval;
+pub mod files;
 pub mod generate;
 pub mod graph;
 pub mod ids;
@@ -39,15 +41,11 @@ pub mod pipeline;
 pub mod retrieve;
 pub mod store;
 
-pub use error::{Error, MigrateError, OpenError, ReadError, WriteError};
+pub use error::Error;
 pub use ids::{Direction, EntityId, RelationId};
 pub use ingest::{BulkLoader, IngestError, InputSpec};
+pub use store::{build_name, MigrateError, OpenError, ReadError, WriteError};
 pub use store::{Edge, Store};
-
-/// `trellis <version>`, recorded in the meta record of the stores this build writes.
-pub fn build_name() -> String {
-    format!("trellis {}", env!("CARGO_PKG_VERSION"))
-}
 
 // The handles a host application builds once and shares across threads: a compile error
 // here, not a surprise downstream, if one stops being `Send + Sync`.

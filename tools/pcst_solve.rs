@@ -116,8 +116,8 @@ fn main() -> Result<()> {
         Command::Instances { store, dataset, input, variant, pruning, limit, output } => {
             let store = std::sync::Arc::new(Store::open_read_only(&store).with_context(|| format!("opening store {}", store.display()))?);
             let dialogs = match dataset {
-                Dataset::Opendialkg => trellis::eval::opendialkg::read(&input)?,
-                Dataset::Metaqa => trellis::eval::metaqa::read(&input)?,
+                Dataset::Opendialkg => trellis::dataset::opendialkg::read(&input)?,
+                Dataset::Metaqa => trellis::dataset::metaqa::read(&input)?,
             };
             let mut cfg = RetrieverConfig::new(RetrieverKind::Pcst);
             cfg.pcst = PcstConfig::new(variant);

@@ -8,9 +8,9 @@ use tokenizers::models::TrainerWrapper;
 use tokenizers::normalizers::{NormalizerWrapper, Replace, Sequence, NFKC};
 use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
 use tokenizers::{AddedToken, Tokenizer};
+use trellis::ingest::NameTokenizer;
 use trellis::ingest::{BulkLoader, InputSpec};
 use trellis::linearize::Linearization;
-use trellis::model::NameTokenizer;
 use trellis::store::tokens::TokenIndex;
 use trellis::Store;
 

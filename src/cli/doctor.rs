@@ -7,8 +7,8 @@ use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use trellis::limits;
-use trellis::model::doctor::{doctor, DoctorOptions};
 use trellis::model::{Device, Layout};
+use trellis::pipeline::doctor::{doctor, DoctorOptions};
 
 #[derive(Args)]
 pub struct DoctorArgs {

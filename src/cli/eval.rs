@@ -1,13 +1,15 @@
 //! `trellis eval retrieval` and `trellis eval linking`.
 
+use super::dialogs::{keep_first_samples, ActionsOption};
 use super::link::LinkOptions;
 use super::retrieve::RetrieverOptions;
 use anyhow::{Context, Result};
 use clap::Subcommand;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use trellis::eval::opendialkg::{self, Dialog};
-use trellis::eval::{linking, metaqa, retrieval};
+use trellis::dataset::metaqa;
+use trellis::dataset::opendialkg;
+use trellis::eval::{linking, retrieval};
 use trellis::limits;
 use trellis::link::Linker;
 use trellis::Store;
@@ -41,7 +43,7 @@ pub enum EvalCommand {
     Responses(super::eval_responses::ResponsesArgs),
     /// Link, retrieve and generate over OpenDialKG turns: response metrics with no, gold or
     /// retrieved knowledge, retrieval metrics, and the time of each stage.
-    Pipeline(Box<super::respond::EvalPipelineArgs>),
+    Pipeline(Box<super::eval_pipeline::EvalPipelineArgs>),
     /// Recall of the gold start entity among a turn's linked entities (OpenDialKG csv).
     Linking {
         #[arg(long)]
@@ -70,44 +72,6 @@ pub enum Dataset {
     Opendialkg,
     /// MetaQA one-hop questions, JSON lines.
     Metaqa,
-}
-
-/// Whose path actions are evaluated (OpenDialKG: both the user and the assistant pick
-/// facts from the graph; about a third of the dev actions are the user's).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Actions {
-    /// Every action with a gold path, whoever took it.
-    All,
-    /// The assistant's actions only.
-    Assistant,
-    /// The user's actions only.
-    User,
-}
-
-#[derive(clap::Args, Clone, Copy)]
-pub struct ActionsOption {
-    /// Whose path actions are the samples.
-    #[arg(long, value_enum, default_value_t = Actions::All)]
-    actions: Actions,
-}
-
-impl ActionsOption {
-    pub fn apply(self, dialogs: &mut [Dialog]) {
-        match self.actions {
-            Actions::All => {}
-            Actions::Assistant => opendialkg::keep_samples_of(dialogs, "assistant"),
-            Actions::User => opendialkg::keep_samples_of(dialogs, "user"),
-        }
-    }
-}
-
-/// Keeps the first `n` samples of the file, in order.
-pub(super) fn keep_first_samples(dialogs: &mut [Dialog], mut n: usize) {
-    for d in dialogs {
-        let keep = d.samples.len().min(n);
-        d.samples.truncate(keep);
-        n -= keep;
-    }
 }
 
 fn open(store: &Path) -> Result<std::sync::Arc<Store>> {
@@ -150,7 +114,7 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         EvalCommand::Responses(args) => super::eval_responses::run(args),
-        EvalCommand::Pipeline(args) => super::respond::eval_pipeline(*args),
+        EvalCommand::Pipeline(args) => super::eval_pipeline::eval_pipeline(*args),
         EvalCommand::Linking { store, input, actions, no_substring, misses, json, options } => {
             let store = open(&store)?;
             let mut dialogs = opendialkg::read(&input)?;

@@ -1,8 +1,10 @@
 //! Argument parsing and dispatch.
 
 mod batch;
+mod dialogs;
 mod doctor;
 mod eval;
+mod eval_pipeline;
 mod eval_responses;
 mod ingest;
 mod link;
@@ -177,7 +179,7 @@ pub fn main() -> ExitCode {
             }
             let data_error = err.chain().any(|e| {
                 e.downcast_ref::<BadInputLine>().is_some()
-                    || matches!(e.downcast_ref::<trellis::eval::DatasetError>(), Some(trellis::eval::DatasetError::Bad { .. }))
+                    || matches!(e.downcast_ref::<trellis::dataset::DatasetError>(), Some(trellis::dataset::DatasetError::Bad { .. }))
                     || matches!(
                         e.downcast_ref::<trellis::IngestError>(),
                         Some(trellis::IngestError::BadLine { .. } | trellis::IngestError::UnknownFormat { .. } | trellis::IngestError::Truncated { .. })

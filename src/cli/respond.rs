@@ -1,11 +1,9 @@
-//! `trellis respond`, `trellis run` and `trellis eval pipeline`: link, retrieve, generate.
+//! `trellis respond` and `trellis run`: link, retrieve, generate.
 
 use super::retrieve::RetrieverOptions;
 use anyhow::{Context, Result};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -96,7 +94,7 @@ impl GeneratorOptions {
 }
 
 /// Opens the store's retriever and the generator into one pipeline.
-fn open_pipeline(store: Arc<Store>, retriever: &RetrieverOptions, generator: &GeneratorOptions) -> Result<Pipeline> {
+pub(super) fn open_pipeline(store: Arc<Store>, retriever: &RetrieverOptions, generator: &GeneratorOptions) -> Result<Pipeline> {
     let r = retriever.open_with_sessions(store, generator.sessions.max(1))?;
     let runtime =
         RuntimeOptions { device: retriever.gsr.device, threads: retriever.gsr.model_threads, sessions: generator.sessions.max(1), ..Default::default() };
@@ -113,7 +111,7 @@ fn open_pipeline(store: Arc<Store>, retriever: &RetrieverOptions, generator: &Ge
     Ok(Pipeline::new(r, g, Some(settings))?)
 }
 
-fn open_store(path: &std::path::Path) -> Result<Arc<Store>> {
+pub(super) fn open_store(path: &std::path::Path) -> Result<Arc<Store>> {
     Ok(Arc::new(Store::open_read_only(path).with_context(|| format!("opening store {}", path.display()))?))
 }
 
@@ -363,82 +361,5 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             per(stage_ms[2])
         );
     }
-    Ok(ExitCode::SUCCESS)
-}
-
-#[derive(Args)]
-pub struct EvalPipelineArgs {
-    #[arg(long)]
-    store: PathBuf,
-    /// OpenDialKG dialogs csv.
-    #[arg(long, alias = "dialogs")]
-    input: PathBuf,
-    #[command(flatten)]
-    actions: super::eval::ActionsOption,
-    #[command(flatten)]
-    retriever: RetrieverOptions,
-    #[command(flatten)]
-    generator: GeneratorOptions,
-    /// The knowledge the generator reads: none, the gold path, or the retriever's best --top.
-    #[arg(long, value_enum, default_value_t = trellis::eval::pipeline::KnowledgeMode::Retrieved)]
-    knowledge: trellis::eval::pipeline::KnowledgeMode,
-    /// Score only the first N actions of the file (quick checks; figures use all).
-    #[arg(long, value_parser = super::usize_in(&limits::MAX_TURNS), allow_hyphen_values = true)]
-    max_turns: Option<usize>,
-    /// Write every prediction (JSON lines: dialog, upto, response, reference, knowledge).
-    #[arg(long)]
-    predictions: Option<PathBuf>,
-    /// Worker threads (default, or 0: all cores).
-    #[arg(long, value_parser = super::usize_in(&limits::THREADS), allow_hyphen_values = true)]
-    threads: Option<usize>,
-    #[arg(long)]
-    json: bool,
-}
-
-pub fn eval_pipeline(args: EvalPipelineArgs) -> Result<ExitCode> {
-    let store = open_store(&args.store)?;
-    let mut dialogs = trellis::eval::opendialkg::read(&args.input)?;
-    args.actions.apply(&mut dialogs);
-    if let Some(n) = args.max_turns {
-        super::eval::keep_first_samples(&mut dialogs, n);
-    }
-    let pipeline = open_pipeline(store, &args.retriever, &args.generator)?;
-    let total: usize = dialogs.iter().map(|d| d.samples.len()).sum();
-    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-    let bar = ProgressBar::with_draw_target(Some(total as u64), target);
-    bar.set_style(ProgressStyle::with_template("pipeline {bar:30} {human_pos}/{human_len} turns ({per_sec}, ETA {eta})")?);
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
-    let progress = |n: usize| bar.inc(n as u64);
-    let (report, predictions) = pool.install(|| trellis::eval::pipeline::evaluate(&pipeline, &dialogs, args.knowledge, args.retriever.gsr.batch, &progress))?;
-    bar.finish_and_clear();
-    if let Some(path) = &args.predictions {
-        super::batch::write_replacing(path, |out| {
-            for p in &predictions {
-                serde_json::to_writer(&mut *out, p).with_context(|| format!("writing {}", path.display()))?;
-                out.write_all(b"\n").with_context(|| format!("writing {}", path.display()))?;
-            }
-            Ok(())
-        })?;
-    }
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    let s = &report.responses;
-    let b = &s.bleu_sacrebleu;
-    println!("knowledge {:?}: {} replies ({} actions without a reply of their speaker left out)", report.knowledge, report.samples, report.without_reply);
-    println!("| BLEU-1 | BLEU-2 | BLEU-3 | BLEU-4 | ROUGE-L | F1 | KF1 |");
-    println!("|---|---|---|---|---|---|---|");
-    let kf1 = s.kf1.map_or("-".to_string(), |k| format!("{k:.4}"));
-    println!("| {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {kf1} |", b.bleu1, b.bleu2, b.bleu3, b.bleu4, s.rouge.rouge_l, s.f1);
-    println!("(BLEU as sacrebleu computes it, on a 0..1 scale; --json has nltk's BLEU, ROUGE-1/2, stemmed ROUGE and distinct-n)");
-    if let Some(r) = &report.retrieval {
-        println!(
-            "retrieval: path@1 {:.4}, path@{} {:.4}, triple recall@{} {:.4}, top path starts at the gold entity {:.4}",
-            r.path_at_1, args.generator.top, r.path_at_top, args.generator.top, r.triple_recall_at_top, r.top_start_entity
-        );
-    }
-    let t = &report.timings;
-    println!("per reply: link {:.2} ms, retrieve {:.2} ms, generate {:.2} ms; {:.2} replies/s", t.link_ms, t.retrieve_ms, t.generate_ms, report.replies_per_s);
     Ok(ExitCode::SUCCESS)
 }

@@ -2,7 +2,7 @@
 //! model directory: encoder inputs, gold paths as decoder tokens, the constraint's allowed
 //! sets. For a generator's: encoder inputs (history and gold path) and replies as tokens.
 
-use super::eval::ActionsOption;
+use super::dialogs::ActionsOption;
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -10,13 +10,15 @@ use rayon::prelude::*;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use trellis::dataset::opendialkg;
 use trellis::decode::automaton::CandidateMode;
-use trellis::eval::opendialkg;
 use trellis::generate::targets::{response_target, ResponseTarget};
+use trellis::generate::GenerationConfig;
 use trellis::graph::candidates::{CandidateConfig, CandidateScope};
 use trellis::graph::informativeness::KatzConfig;
 use trellis::limits;
 use trellis::model::dir::ModelDir;
+use trellis::model::dir::TaskSection;
 use trellis::retrieve::targets::{TargetMaker, TrainingTarget};
 use trellis::Store;
 
@@ -58,8 +60,9 @@ pub fn run(args: TargetsArgs) -> Result<ExitCode> {
     let dir = ModelDir::open_spec(&args.model)?;
     let mut dialogs = opendialkg::read(&args.input)?;
     args.actions.apply(&mut dialogs);
-    if dir.trellis().generation.is_some() {
-        return generator_targets(&args, &dir, &dialogs);
+    if dir.trellis().task == GenerationConfig::TASK {
+        let config: GenerationConfig = dir.section()?;
+        return generator_targets(&args, &dir, &config, &dialogs);
     }
     let Some(store_path) = &args.store else {
         anyhow::bail!(super::Usage(format!("{} is a retriever: its targets need --store DIR (the store with its token index)", args.model.display())));
@@ -108,13 +111,14 @@ pub fn run(args: TargetsArgs) -> Result<ExitCode> {
 }
 
 /// A generator's targets: no store, no linking; the gold path is the knowledge.
-fn generator_targets(args: &TargetsArgs, dir: &ModelDir, dialogs: &[opendialkg::Dialog]) -> Result<ExitCode> {
+fn generator_targets(args: &TargetsArgs, dir: &ModelDir, config: &GenerationConfig, dialogs: &[opendialkg::Dialog]) -> Result<ExitCode> {
     let (mut tokens, mut skipped) = (0u64, std::collections::BTreeMap::<&'static str, u64>::new());
     let written = write_targets(
         args,
         &turns(dialogs),
         |(i, d, s)| {
-            response_target(dir, *i, d, s).with_context(|| format!("{}: dialog {} (0-based), the turn after message {}", args.input.display(), i, s.upto))
+            response_target(dir, config, *i, d, s)
+                .with_context(|| format!("{}: dialog {} (0-based), the turn after message {}", args.input.display(), i, s.upto))
         },
         |t: &ResponseTarget| match t.skipped {
             Some(why) => *skipped.entry(why).or_default() += 1,

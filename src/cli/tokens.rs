@@ -6,8 +6,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use trellis::ingest::NameTokenizer;
 use trellis::linearize::{Linearization, Side};
-use trellis::model::NameTokenizer;
 
 #[derive(Args)]
 pub struct IndexTokensArgs {

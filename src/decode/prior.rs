@@ -26,9 +26,9 @@
 //! old entity is made unlikely, never banned. Only the first entity: later ones are
 //! neighbours, which have no age.
 
-use crate::error::ReadError;
 use crate::graph::informativeness::{Depth, Informativeness, KatzConfig};
 use crate::ids::EntityId;
+use crate::store::error::ReadError;
 use crate::store::Store;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

@@ -6,9 +6,9 @@ use super::automaton::{Boundaries, CandidateMode, DecodeError, DecodedPath, Path
 use super::prior::{PriorConfig, PriorMode, PriorNorm};
 use crate::graph::candidates::{candidate_subgraph, CandidateConfig, Hop};
 use crate::ids::{Direction, EntityId};
+use crate::ingest::NameTokenizer;
 use crate::ingest::{BulkLoader, InputSpec};
 use crate::linearize::{Linearization, Position, Side};
-use crate::model::NameTokenizer;
 use crate::store::tokens::TokenIndex;
 use crate::store::Store;
 use proptest::prelude::*;

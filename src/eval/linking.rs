@@ -2,10 +2,10 @@
 //! path's first entity? Reported for Trellis's linker and for a case-insensitive substring
 //! matcher over every entity name, on the same turns and the same history window.
 
-use super::opendialkg::Dialog;
-use crate::error::ReadError;
+use crate::dataset::opendialkg::Dialog;
 use crate::ids::EntityId;
 use crate::link::Linker;
+use crate::store::error::ReadError;
 use crate::store::Store;
 use aho_corasick::AhoCorasick;
 use std::collections::HashSet;

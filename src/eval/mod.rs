@@ -1,35 +1,8 @@
-//! Data sets and evaluations.
+//! Evaluations: linking, retrieval, responses and the whole chain, on the data sets of
+//! `crate::dataset`.
 
 pub mod linking;
-pub mod metaqa;
-pub mod opendialkg;
 pub mod pipeline;
 pub mod porter;
 pub mod responses;
 pub mod retrieval;
-
-/// Errors reading an evaluation data set: the file, or one of its lines (bad input).
-#[derive(Debug, thiserror::Error)]
-pub enum DatasetError {
-    #[error("{path}: {source}")]
-    Io { path: std::path::PathBuf, source: std::io::Error },
-    #[error("{path}:{line}: {problem}")]
-    Bad { path: std::path::PathBuf, line: u64, problem: DatasetProblem },
-}
-
-/// What is wrong with one line of a data set.
-#[derive(Debug, thiserror::Error)]
-pub enum DatasetProblem {
-    #[error("{0}")]
-    Csv(csv::Error),
-    #[error("no `Messages` column")]
-    NoMessagesColumn,
-    #[error("row has no Messages field")]
-    NoMessagesField,
-    #[error("Messages is not the expected JSON: {0}")]
-    MessagesJson(serde_json::Error),
-    #[error("invalid UTF-8 at byte {byte} of the line")]
-    InvalidUtf8 { byte: usize },
-    #[error("not a MetaQA question: {0}")]
-    NotAQuestion(serde_json::Error),
-}

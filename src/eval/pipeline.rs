@@ -10,9 +10,9 @@
 //! read, written `head relation tail` per triple, a relation without its `~` and with `_`
 //! as spaces; with no knowledge there is no KF1.
 
-use super::opendialkg::{Dialog, Sample};
 use super::responses::{self, ResponsePair, ResponseScores, ResponsesError};
 use super::retrieval::resolve;
+use crate::dataset::opendialkg::{Dialog, Sample};
 use crate::generate::targets::{gold_knowledge, reply_of};
 use crate::generate::KnowledgePath;
 use crate::graph::candidates::Fact;

@@ -1,12 +1,12 @@
 //! `trellis eval retrieval`: retrievers scored on dialog turns with gold paths
 //! (definitions in method-notes.md and docs/retrieval.md, "Metrics").
 
-use super::opendialkg::{Dialog, Triple};
-use crate::error::ReadError;
+use crate::dataset::opendialkg::{Dialog, Triple};
 use crate::graph::candidates::Fact;
 use crate::ids::Direction;
 use crate::retrieve::RetrieveError;
 use crate::retrieve::Retriever;
+use crate::store::error::ReadError;
 use crate::store::Store;
 use std::collections::{BTreeMap, HashSet};
 
@@ -88,7 +88,7 @@ pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[
     let mut latencies = Vec::new();
     let prefix = store.meta().reverse_prefix.clone();
     let started = std::time::Instant::now();
-    let turns: Vec<(&Dialog, &super::opendialkg::Sample)> = dialogs.iter().flat_map(|d| d.samples.iter().map(move |s| (d, s))).collect();
+    let turns: Vec<(&Dialog, &crate::dataset::opendialkg::Sample)> = dialogs.iter().flat_map(|d| d.samples.iter().map(move |s| (d, s))).collect();
     // Turns are ranked a batch at a time (the generative retriever decodes a batch
     // together); a turn's latency is its linking plus its share of the batch.
     for chunk in turns.chunks(retriever.batch_size().max(1)) {

@@ -215,6 +215,8 @@ pub enum PlaceholderProblem {
     Blank { index: usize, text: String },
     #[error("placeholder {index} ({text:?}) is part of placeholder {other} ({other_text:?})")]
     Inside { index: usize, text: String, other: usize, other_text: String },
+    #[error("placeholder {index} ({text:?}) is not one token of tokenizer.json that decoding writes back (add it as an added token that is not special)")]
+    NotAToken { index: usize, text: String },
 }
 
 /// Every placeholder non-empty, without white space, and not inside another.

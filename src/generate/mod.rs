@@ -27,22 +27,24 @@
 //! request draws from its own generator, seeded by its `seed` (else the settings'), so its
 //! tokens do not depend on what else is in the batch.
 
+pub mod config;
 pub mod delex;
 pub mod encoding;
 pub mod sampling;
 pub mod targets;
 
+pub use config::GenerationConfig;
 pub use encoding::{InputEncoding, KnowledgePath, KnowledgeProblem, Template, TemplateError, Triple};
 pub use sampling::{Sampling, SplitMix64};
 
 use crate::decode::beam::{beam_search, SearchConfig, SearchError, Unconstrained};
+use crate::ingest::tokenizer::TokenizerError;
 use crate::limits::{self, OutOfRange, TooMuchMemory};
 use crate::linearize::Linearization;
 use crate::linearize::LinearizeError;
 use crate::link::Message;
-use crate::model::dir::{truncate_left, GenerationConfig, InputConfig, ModelDir, ModelDirError};
+use crate::model::dir::{truncate_left, InputConfig, ModelDir, ModelDirError, TaskSection};
 use crate::model::session::{RuntimeOptions, Seq2Seq, Seq2SeqError, SessionGuard, SessionSteps};
-use crate::model::tokenizer::ModelError;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use tokenizers::Tokenizer;
@@ -195,7 +197,7 @@ pub enum GenerateError {
     #[error(transparent)]
     ModelDir(#[from] ModelDirError),
     #[error(transparent)]
-    Tokenizer(#[from] ModelError),
+    Tokenizer(#[from] TokenizerError),
     #[error("{}: trellis.json says the model is a {task:?}, not a generator (a generator's trellis.json has \"task\": \"generator\")", model.display())]
     NotAGenerator { model: PathBuf, task: String },
     #[error("{}: no trellis.json, so not a generator (a generator's trellis.json has \"task\": \"generator\")", model.display())]
@@ -238,6 +240,8 @@ impl From<SearchError<Seq2SeqError, std::convert::Infallible>> for GenerateError
 pub struct Generator {
     model: Seq2Seq,
     defaults: GenerateSettings,
+    /// `generation.delexicalize` of `trellis.json`: part of the model, not of a call's settings.
+    delexicalize: Option<delex::DelexConfig>,
 }
 
 impl std::fmt::Debug for Generator {
@@ -304,12 +308,18 @@ fn history_text(messages: &[Message], input: &InputConfig) -> (String, Vec<usize
 
 /// The encoder input of a request for a generator's model directory (a spec-only one
 /// will do: no session is needed); `index` is the request's position, for errors.
-pub fn encoder_input_of(dir: &ModelDir, index: usize, input: &GenerationInput<'_>, encoding: &InputEncoding) -> Result<EncoderInput, GenerateError> {
+pub fn encoder_input_of(
+    dir: &ModelDir,
+    delexicalize: Option<&delex::DelexConfig>,
+    index: usize,
+    input: &GenerationInput<'_>,
+    encoding: &InputEncoding,
+) -> Result<EncoderInput, GenerateError> {
     for (path, p) in input.knowledge.iter().enumerate() {
         encoding::check_path(p).map_err(|problem| GenerateError::Knowledge { input: index, path, problem })?;
     }
     let maker = InputMaker { tokenizer: dir.tokenizer(), lin: dir.linearization(), cfg: &dir.trellis().input, eos: dir.config().eos_token_id };
-    match dir.trellis().generation.as_ref().and_then(|g| g.delexicalize.as_ref()) {
+    match delexicalize {
         None => Ok(maker.make(input.history, input.knowledge, encoding)?.0),
         Some(cfg) => {
             let d = delex::Delexicalizer::new(cfg, input.knowledge).request(input.history, input.knowledge);
@@ -341,7 +351,7 @@ struct InputMaker<'a> {
 
 impl InputMaker<'_> {
     fn encode(&self, text: &str) -> Result<tokenizers::Encoding, GenerateError> {
-        Ok(self.tokenizer.encode(text, true).map_err(|source| ModelError::Encode { text: text.to_owned(), source })?)
+        Ok(self.tokenizer.encode(text, true).map_err(|source| TokenizerError::Encode { text: text.to_owned(), source })?)
     }
 
     /// The text and tokens of the window without its first `dropped` messages.
@@ -454,11 +464,12 @@ impl Generator {
         if !model_dir.has_trellis_file() {
             return Err(GenerateError::NoTrellisFile { model: dir.into() });
         }
-        let Some(config) = model_dir.trellis().generation.clone() else {
+        if model_dir.trellis().task != GenerationConfig::TASK {
             return Err(GenerateError::NotAGenerator { model: dir.into(), task: model_dir.trellis().task.clone() });
-        };
+        }
+        let config: GenerationConfig = model_dir.section()?;
         let model = Seq2Seq::with_dir(model_dir, opts)?;
-        let generator = Generator { model, defaults: GenerateSettings::from_config(&config) };
+        let generator = Generator { model, defaults: GenerateSettings::from_config(&config), delexicalize: config.delexicalize };
         generator.check(&generator.defaults)?;
         Ok(generator)
     }
@@ -508,7 +519,7 @@ impl Generator {
     }
 
     fn encoder_input_at(&self, index: usize, input: &GenerationInput<'_>, encoding: &InputEncoding) -> Result<EncoderInput, GenerateError> {
-        encoder_input_of(self.dir(), index, input, encoding)
+        encoder_input_of(self.dir(), self.delexicalize.as_ref(), index, input, encoding)
     }
 
     /// Generates for many requests; per request its sequences, best first (one for greedy
@@ -534,7 +545,7 @@ impl Generator {
                     self.stepwise(&mut guard, &ids, Some(p), &seeds, settings)?.into_iter().map(|g| vec![g]).collect()
                 }
             };
-            match self.dir().trellis().generation.as_ref().and_then(|g| g.delexicalize.as_ref()) {
+            match &self.delexicalize {
                 None => out.extend(got),
                 Some(cfg) => out.extend(got.into_iter().zip(&names).map(|(seqs, names)| {
                     seqs.into_iter()

@@ -5,10 +5,10 @@
 //! reply as the token ids it should write (the tokenizer's encoding, EOS last).
 
 use super::encoding::{KnowledgePath, Triple};
-use super::{encoder_input_of, GenerateError, GenerationInput};
-use crate::eval::opendialkg::{Dialog, Sample};
+use super::{encoder_input_of, GenerateError, GenerationConfig, GenerationInput};
+use crate::dataset::opendialkg::{Dialog, Sample};
+use crate::ingest::tokenizer::TokenizerError;
 use crate::model::dir::ModelDir;
-use crate::model::tokenizer::ModelError;
 
 /// One turn's training example.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -38,7 +38,13 @@ pub fn reply_of<'d>(dialog: &'d Dialog, sample: &Sample) -> Option<&'d str> {
 }
 
 /// The example of one turn (`dialog_index` is the dialog's position in its file).
-pub fn response_target(dir: &ModelDir, dialog_index: usize, dialog: &Dialog, sample: &Sample) -> Result<ResponseTarget, GenerateError> {
+pub fn response_target(
+    dir: &ModelDir,
+    config: &GenerationConfig,
+    dialog_index: usize,
+    dialog: &Dialog,
+    sample: &Sample,
+) -> Result<ResponseTarget, GenerateError> {
     let mut out = ResponseTarget {
         dialog: dialog_index,
         upto: sample.upto,
@@ -56,20 +62,16 @@ pub fn response_target(dir: &ModelDir, dialog_index: usize, dialog: &Dialog, sam
         out.skipped = Some("bad_path");
         return Ok(out);
     }
-    let encoding = match dir.trellis().generation.as_ref() {
-        Some(g) => g.encoding.clone(),
-        None => return Err(GenerateError::NotAGenerator { model: dir.path().into(), task: dir.trellis().task.clone() }),
-    };
     let history = &dialog.messages[..sample.upto.min(dialog.messages.len())];
-    out.input_ids = encoder_input_of(dir, 0, &GenerationInput::new(history, &knowledge), &encoding)?.ids;
+    out.input_ids = encoder_input_of(dir, config.delexicalize.as_ref(), 0, &GenerationInput::new(history, &knowledge), &config.encoding)?.ids;
     // With delexicalization the reply names the knowledge's entities by placeholder, as the
     // model is to write them.
-    let reply = match dir.trellis().generation.as_ref().and_then(|g| g.delexicalize.as_ref()) {
+    let reply = match &config.delexicalize {
         Some(cfg) => super::delex::Delexicalizer::new(cfg, &knowledge).text(reply),
         None => reply.to_owned(),
     };
     let reply = reply.as_str();
-    let ids = dir.tokenizer().encode(reply, true).map_err(|source| ModelError::Encode { text: reply.to_owned(), source })?;
+    let ids = dir.tokenizer().encode(reply, true).map_err(|source| TokenizerError::Encode { text: reply.to_owned(), source })?;
     out.target_ids = ids.get_ids().to_vec();
     Ok(out)
 }

@@ -8,8 +8,8 @@
 //! per-relation cap at the second hop, never back to the entity itself (by any fact: an
 //! A-B-A loop tells nothing the 1-hop fact does not), at most `paths_per_entity`.
 
-use crate::error::ReadError;
 use crate::ids::{Direction, EntityId, RelationId};
+use crate::store::error::ReadError;
 use crate::store::{Edge, NeighborCursor, Store};
 use std::ops::ControlFlow;
 

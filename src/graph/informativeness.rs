@@ -17,8 +17,8 @@
 //! K >= 2 terms are skipped. Either way the result says so (`truncated`). The mentioned
 //! entities' lists are read once per mentioned set.
 
-use crate::error::ReadError;
 use crate::ids::EntityId;
+use crate::store::error::ReadError;
 use crate::store::Store;
 use std::collections::HashMap;
 use std::ops::ControlFlow;

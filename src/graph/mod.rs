@@ -4,8 +4,8 @@ pub mod candidates;
 pub mod informativeness;
 pub mod pcst;
 
-use crate::error::ReadError;
 use crate::ids::{Direction, EntityId, RelationId};
+use crate::store::error::ReadError;
 use crate::store::{Edge, Store};
 use std::ops::ControlFlow;
 

@@ -8,7 +8,7 @@ use super::error::IngestError;
 use super::sort::TripleSorter;
 use super::sst::SstOptions;
 use super::{adjacency, BulkLoader, InputSpec, LoadReport, Progress};
-use crate::error::OpenError;
+use crate::store::error::OpenError;
 use crate::store::generation::NextGeneration;
 use crate::store::meta::{LoadRecord, Meta};
 use crate::store::schema::{self, *};
@@ -182,12 +182,12 @@ fn run_locked(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport
     let label_names = state.apply_label_updates(db, files.label_updates)?;
     let mut meta = old_meta.unwrap_or_else(|| Meta {
         format_version: FORMAT_VERSION,
-        created_by: crate::build_name(),
+        created_by: crate::store::build_name(),
         reverse_prefix: state.loader.reverse_prefix.clone(),
         ..Meta::default()
     });
     meta.format_version = FORMAT_VERSION;
-    meta.updated_by = crate::build_name();
+    meta.updated_by = crate::store::build_name();
     meta.entities += state.report.new_entities;
     meta.relations += state.report.new_relations;
     meta.facts += state.report.new_facts;

@@ -8,8 +8,8 @@
 //! their next keys prefetch their slots (`prefetch`).
 //! Keys of an existing store are looked up in it (bloom-filtered point reads) and cached.
 
-use crate::error::ReadError;
 use crate::store::codec::{get_varint, put_varint};
+use crate::store::error::ReadError;
 use crate::store::TermKind;
 use hashbrown::{DefaultHashBuilder, HashMap};
 use std::hash::BuildHasher;

@@ -1,6 +1,6 @@
 //! Ingest errors: what went wrong, in which file, on which line.
 
-use crate::error::{OpenError, ReadError, WriteError};
+use crate::store::error::{OpenError, ReadError, WriteError};
 use std::path::PathBuf;
 
 /// Kinds of malformed input lines; `--on-error skip` counts rejects per kind.
@@ -107,7 +107,7 @@ pub enum IngestError {
     #[error("the load was cancelled; the store is unchanged")]
     Cancelled,
     #[error(transparent)]
-    Tokenizer(#[from] crate::model::ModelError),
+    Tokenizer(#[from] crate::ingest::TokenizerError),
     #[error("the tokenizer wrote token id {id} for {name:?}; that id is reserved by the trie")]
     ReservedToken { id: u32, name: String },
     #[error(transparent)]

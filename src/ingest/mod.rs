@@ -32,10 +32,12 @@ mod pipeline;
 mod rejects;
 pub mod sort;
 mod sst;
+pub mod tokenizer;
 pub mod tokens;
 
 pub use error::{IngestError, LineErrorKind, LineProblem};
 pub use input::{Compression, Format, InputSpec};
+pub use tokenizer::{NameTokenizer, TokenizerError};
 
 use crate::store::meta::InputRecord;
 use std::collections::BTreeMap;

@@ -5,10 +5,10 @@
 //! from (dictionary sizes and epoch, linearization), so a reader can refuse a stale one.
 
 use super::IngestError;
-use crate::error::{OpenError, ReadError};
+use crate::ingest::NameTokenizer;
 use crate::linearize::Side;
-use crate::model::NameTokenizer;
 use crate::store::codec::{decode_term, id_key};
+use crate::store::error::{OpenError, ReadError};
 use crate::store::generation::NextGeneration;
 use crate::store::schema::{self, CF_ENTITIES, CF_RELATIONS, CF_TERM_TOKENS, CF_TOKENIZERS, CF_TOKEN_TRIE, FORMAT_VERSION};
 use crate::store::tokens::{encode_tokens, fingerprint_range, term_key, tokenizer_key, trie_key, TokenizerInfo, END};
@@ -94,7 +94,7 @@ pub fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, progress:
         entities: meta.entities,
         relations: meta.relations,
         dictionary_epoch: meta.dictionary_epoch,
-        indexed_by: crate::build_name(),
+        indexed_by: crate::store::build_name(),
         indexed_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
     };
     db.put_cf(cf(CF_TOKENIZERS), tokenizer_key(fp), serde_json::to_vec(&info).expect("info serializes"))?;

@@ -13,10 +13,10 @@
 pub(crate) mod stopwords;
 pub mod words;
 
-use crate::error::ReadError;
 use crate::ids::{Direction, EntityId};
 use crate::limits::{self, OutOfRange};
 use crate::normalize::{fold_name, normalize_name};
+use crate::store::error::ReadError;
 use crate::store::{NameCursor, NameTarget, Store};
 use std::collections::HashMap;
 use std::sync::Arc;

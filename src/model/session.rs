@@ -37,6 +37,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
+/// One ONNX graph of a model as `trellis doctor` reports it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct GraphReport {
+    pub file: PathBuf,
+    /// `name: type` of each input, in the graph's order.
+    pub inputs: Vec<String>,
+    pub outputs: Vec<String>,
+}
+
 /// Where the model runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Device {
@@ -437,7 +446,7 @@ impl Seq2Seq {
     }
 
     /// Every graph's inputs and outputs (`name: type`), from a pool slot.
-    pub fn graphs(&self) -> Vec<crate::model::doctor::GraphReport> {
+    pub fn graphs(&self) -> Vec<GraphReport> {
         let describe = |o: &Outlet| format!("{}: {}", o.name(), o.dtype());
         let guard = match self.session() {
             Ok(g) => g,
@@ -450,11 +459,7 @@ impl Seq2Seq {
         }
         files
             .into_iter()
-            .map(|(file, s)| crate::model::doctor::GraphReport {
-                file,
-                inputs: s.inputs().iter().map(describe).collect(),
-                outputs: s.outputs().iter().map(describe).collect(),
-            })
+            .map(|(file, s)| GraphReport { file, inputs: s.inputs().iter().map(describe).collect(), outputs: s.outputs().iter().map(describe).collect() })
             .collect()
     }
 

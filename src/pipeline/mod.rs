@@ -8,14 +8,15 @@
 //! (the generative retriever decodes its requests as rows of one decoder call) and generated
 //! together.
 
-use crate::error::ReadError;
 use crate::generate::{GenerateError, GenerateSettings, Generated, GenerationInput, Generator, KnowledgePath, Triple};
 use crate::graph::candidates::distinct_terms;
 use crate::ids::{Direction, EntityId};
 use crate::link::Message;
 use crate::retrieve::{RetrievalInput, RetrieveError, Retriever, ScoredPath};
+use crate::store::error::ReadError;
 use std::time::Instant;
 
+pub mod doctor;
 pub mod jsonl;
 
 /// Why a batch got no replies: the store's, the models' or the settings' failure, or, as

@@ -10,16 +10,17 @@
 use crate::decode::automaton::{Boundaries, CandidateMode, DecodeError, DecodedPath, PathGraph, State};
 use crate::decode::beam::{beam_search, Allowed, Constraint, Hypothesis, ModelNorm, SearchConfig, SearchError, Unconstrained};
 use crate::decode::prior::{PriorConfig, PriorMode, PriorNorm};
-use crate::error::ReadError;
 use crate::graph::candidates::Hop;
 use crate::graph::informativeness::KatzConfig;
 use crate::ids::Direction;
 use crate::limits::{self, OutOfRange, TooMuchMemory};
 use crate::linearize::HopText;
-use crate::model::dir::{InputEntity, ModelDir, ModelDirError, TOKENIZER_FILE};
+use crate::model::dir::{FieldProblem, InputEntity, ModelDir, ModelDirError, TaskSection, TOKENIZER_FILE};
 use crate::model::session::{RuntimeOptions, Seq2Seq, Seq2SeqError, SessionSteps};
+use crate::store::error::ReadError;
 use crate::store::tokens::{TokenIndex, TokenIndexError};
 use crate::store::Store;
+use serde::Deserialize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -227,6 +228,61 @@ fn shortest_path_tokens(lin: &crate::linearize::Linearization) -> usize {
     lin.head.len() + hop + lin.tail.len() + 3 + 1
 }
 
+/// `trellis.json` `decoding`: the defaults command-line flags override.
+#[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DecodingConfig {
+    pub beams: usize,
+    pub return_sequences: usize,
+    pub alpha: f64,
+    pub prior: PriorMode,
+    pub prior_norm: PriorNorm,
+    pub prior_epsilon: f64,
+    /// gamma of the prior's start recency (0: off; src/decode/prior.rs).
+    pub start_recency: f64,
+    /// The model's log-softmax over the vocabulary or over the allowed tokens.
+    pub model_norm: ModelNorm,
+    pub length_penalty: f64,
+    pub max_new_tokens: usize,
+    pub early_stopping: bool,
+}
+
+impl Default for DecodingConfig {
+    fn default() -> Self {
+        DecodingConfig {
+            beams: 5,
+            return_sequences: 5,
+            alpha: 0.8,
+            prior: PriorMode::Katz,
+            prior_norm: PriorNorm::Proportional,
+            prior_epsilon: 0.001,
+            start_recency: 0.0,
+            model_norm: ModelNorm::Vocabulary,
+            length_penalty: 1.0,
+            max_new_tokens: 64,
+            early_stopping: true,
+        }
+    }
+}
+
+impl TaskSection for DecodingConfig {
+    const FIELD: &'static str = "decoding";
+    const TASK: &'static str = "retriever";
+
+    fn check(&self) -> Result<(), (String, FieldProblem)> {
+        use crate::limits::*;
+        let range = |e: OutOfRange| (e.name().to_owned(), FieldProblem::OutOfRange { range: e.range().into(), value: e.value().into() });
+        BEAMS.check_usize(self.beams).map_err(range)?;
+        RETURN_SEQUENCES.up_to(self.beams as u64).check_usize(self.return_sequences).map_err(range)?;
+        ALPHA.check(self.alpha).map_err(range)?;
+        PRIOR_EPSILON.check(self.prior_epsilon).map_err(range)?;
+        START_RECENCY.check(self.start_recency).map_err(range)?;
+        LENGTH_PENALTY.check(self.length_penalty).map_err(range)?;
+        MAX_NEW_TOKENS.check_usize(self.max_new_tokens).map_err(range)?;
+        Ok(())
+    }
+}
+
 fn search_error<M: std::fmt::Display, C: std::fmt::Display>(e: SearchError<M, C>) -> GsrError {
     GsrError::Search(e.to_string())
 }
@@ -241,12 +297,12 @@ impl GsrRetriever {
         if dir.trellis().task != "retriever" {
             return Err(GsrError::NotARetriever { model: opts.model.clone(), task: dir.trellis().task.clone() });
         }
+        let d: DecodingConfig = dir.section()?;
         let lin = dir.linearization().clone();
         let index = TokenIndex::open(store.clone(), dir.names().fingerprint(), &lin)
             .map_err(|e| GsrError::TokenIndex { model: opts.model.clone(), source: e.with_tokenizer(&dir.path().join(TOKENIZER_FILE)) })?;
         let cfg = dir.config();
         let boundaries = Boundaries::new(&lin, dir.tokenizer(), cfg.eos_token_id)?;
-        let d = &dir.trellis().decoding;
         let o = &opts.overrides;
         let prior = o.prior.unwrap_or(d.prior);
         // Each value is `trellis.json`'s (checked when read) or an override (checked above).
@@ -436,5 +492,46 @@ impl GsrRetriever {
             }
         }
         Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod section_tests {
+    use super::*;
+    use crate::model::dir::TrellisConfig;
+    use serde_json::json;
+    use std::path::Path;
+
+    fn parse(v: serde_json::Value) -> Result<DecodingConfig, ModelDirError> {
+        let p = Path::new("m/trellis.json");
+        TrellisConfig::from_value(p, v)?.section(p)
+    }
+
+    #[test]
+    fn the_decoding_section() {
+        let d = parse(json!({})).unwrap();
+        assert_eq!(d, DecodingConfig::default());
+        assert_eq!((d.beams, d.alpha, d.model_norm, d.start_recency), (5, 0.8, ModelNorm::Vocabulary, 0.0));
+        let d = parse(json!({"linearization": "trellis", "decoding": {"beams": 8, "prior": "hard", "prior_norm": "softmax"}})).unwrap();
+        assert_eq!((d.beams, d.return_sequences, d.prior, d.prior_norm), (8, 5, PriorMode::Hard, PriorNorm::Softmax));
+        assert_eq!(parse(json!({"decoding": {"model_norm": "allowed"}})).unwrap().model_norm, ModelNorm::Allowed);
+        let e = parse(json!({"decoding": {"model_norm": "allowed_tokens"}})).unwrap_err();
+        assert!(e.to_string().contains("unknown variant `allowed_tokens`"), "{e}");
+        assert_eq!(parse(json!({"decoding": {"start_recency": 32.0}})).unwrap().start_recency, 32.0);
+        let e = parse(json!({"decoding": {"start_recency": -1.0}})).unwrap_err();
+        assert_eq!(e.to_string(), "m/trellis.json: field `decoding.start_recency`: must be a finite number within [0, 1000000], not -1");
+        let e = parse(json!({"decoding": {"beam": 3}})).unwrap_err();
+        assert!(matches!(e, ModelDirError::Json { .. }) && e.to_string().contains("unknown field `beam`"), "{e}");
+        let e = parse(json!({"decoding": {"beams": 2}})).unwrap_err();
+        assert_eq!(e.to_string(), "m/trellis.json: field `decoding.return_sequences`: must be within 1..=2, not 5");
+        let e = parse(json!({"decoding": {"alpha": 1.5}})).unwrap_err();
+        assert!(matches!(&e, ModelDirError::Field { field, .. } if field == "decoding.alpha"), "{e:?}");
+        let e = parse(json!({"decoding": {"prior": "strong"}})).unwrap_err();
+        assert!(matches!(e, ModelDirError::Json { .. }), "{e:?}");
+        // Inside the old documented range, but 1000 beams of a batch of 8 took 1.3 GB a chunk.
+        let e = parse(json!({"decoding": {"beams": 1000}})).unwrap_err();
+        assert_eq!(e.to_string(), "m/trellis.json: field `decoding.beams`: must be within 1..=64, not 1000");
+        let e = parse(json!({"task": "generator"})).unwrap_err();
+        assert!(e.to_string().contains("field `task`"), "a generator's directory has no decoding section to read: {e}");
     }
 }

@@ -12,10 +12,10 @@
 //! has `"input_ids"`: the encoder input of the first retrieval step.
 
 use super::{RetrieveError, Retriever};
-use crate::error::ReadError;
 use crate::graph::candidates::distinct_terms;
 use crate::ids::{Direction, EntityId};
 use crate::link::Message;
+use crate::store::error::ReadError;
 use crate::store::Store;
 use serde_json::{json, Value};
 

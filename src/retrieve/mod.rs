@@ -8,14 +8,14 @@ pub mod jsonl;
 pub mod pcst;
 pub mod targets;
 
-use crate::error::ReadError;
 use crate::graph::candidates::{
     candidate_fact_paths, candidate_subgraph, distinct_terms, in_neighbourhood, CandidateConfig, CandidateScope, Candidates, Fact, Hop,
 };
 use crate::graph::informativeness::{Informativeness, KatzConfig};
 use crate::ids::EntityId;
+use crate::ingest::tokenizer::fnv1a64;
 use crate::link::{LinkConfig, Linker, Message};
-use crate::model::tokenizer::fnv1a64;
+use crate::store::error::ReadError;
 use crate::store::Store;
 use pcst::{PcstConfig, PcstVariant};
 use std::sync::Arc;

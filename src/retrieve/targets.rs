@@ -12,15 +12,15 @@
 
 use super::gsr::{encoder_input_ids, GsrError};
 use super::RetrievalInput;
+use crate::dataset::opendialkg::{Dialog, Sample, Triple};
 use crate::decode::automaton::{Allowed, Boundaries, CandidateMode, PathGraph};
 use crate::decode::prior::{PriorConfig, PriorMode, PriorNorm};
-use crate::error::ReadError;
-use crate::eval::opendialkg::{Dialog, Sample, Triple};
 use crate::graph::candidates::Hop;
 use crate::ids::{Direction, EntityId};
 use crate::linearize::Side;
 use crate::link::{LinkConfig, Linker};
 use crate::model::dir::{ModelDir, TOKENIZER_FILE};
+use crate::store::error::ReadError;
 use crate::store::tokens::TokenIndex;
 use crate::store::{Edge, Store};
 use std::sync::Arc;

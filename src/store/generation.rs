@@ -4,7 +4,7 @@
 use super::layout;
 use super::open_options;
 use super::schema::{descriptors, COLUMN_FAMILIES};
-use crate::error::WriteError;
+use crate::store::error::WriteError;
 use rocksdb::{checkpoint::Checkpoint, Cache, DB};
 use std::path::{Path, PathBuf};
 

@@ -19,7 +19,7 @@
 //! names it. Liveness is the flock itself, not a pid: the kernel drops the lock when the
 //! reader's process ends, however it ends, so a crashed reader's file is recognisably stale.
 
-use crate::error::{LayoutProblem, OpenError, WriteError};
+use crate::store::error::{LayoutProblem, OpenError, WriteError};
 use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};

@@ -9,7 +9,7 @@ use super::generation::NextGeneration;
 use super::layout::{self, WriterLock};
 use super::schema::{existing_descriptors, FORMAT_VERSION, OLDEST_SUPPORTED_VERSION};
 use super::{open_options, read_meta, read_version, write_meta};
-use crate::error::{MigrateError, OpenError, ReadError};
+use crate::store::error::{MigrateError, OpenError, ReadError};
 use rocksdb::{Cache, DB};
 use std::path::Path;
 
@@ -148,7 +148,7 @@ pub(crate) fn migrate_locked(dir: &Path, _lock: &WriterLock) -> Result<Migration
         version += 1;
         let mut meta = read_meta(&next.db)?;
         meta.format_version = version;
-        meta.updated_by = crate::build_name();
+        meta.updated_by = crate::store::build_name();
         write_meta(&next.db, &meta)?;
         report.steps.push(format!("step {} of {}: {}", i + 1, steps.len(), step.description));
     }

@@ -4,6 +4,7 @@
 //! cache. A `Store` is `Send + Sync`; share it (`Arc<Store>`) across reader threads.
 
 pub mod codec;
+pub mod error;
 pub mod generation;
 pub mod idlist;
 pub mod layout;
@@ -14,18 +15,23 @@ pub mod tokens;
 mod validate;
 
 pub use codec::{NameTarget, TermKind, TermRecord};
+pub use error::{MigrateError, OpenError, ReadError, WriteError};
 pub use layout::{ReaderPin, Registration};
 pub use meta::Meta;
 pub use migrate::{migrate, MigrationReport};
 pub use validate::ValidationReport;
 
-use crate::error::{OpenError, ReadError, WriteError};
 use crate::ids::{Direction, EntityId, RelationId};
 use crate::normalize::normalize_name;
 use rocksdb::{Cache, ColumnFamily, Options, ReadOptions, DB};
 use schema::*;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
+
+/// `trellis <version>`, recorded in the meta record of the stores this build writes.
+pub fn build_name() -> String {
+    format!("trellis {}", env!("CARGO_PKG_VERSION"))
+}
 
 /// Block cache shared by all column families of one open store.
 const DEFAULT_CACHE_BYTES: usize = 64 << 20;

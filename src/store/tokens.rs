@@ -12,8 +12,8 @@
 use super::codec::{be_u32, get_varint, put_varint};
 use super::schema::{CF_TERM_TOKENS, CF_TOKENIZERS, CF_TOKEN_TRIE};
 use super::Store;
-use crate::error::ReadError;
 use crate::linearize::{Linearization, Side};
+use crate::store::error::ReadError;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 

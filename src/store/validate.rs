@@ -14,8 +14,8 @@ use super::codec::{self, NameTarget};
 use super::idlist;
 use super::schema::*;
 use super::Store;
-use crate::error::ReadError;
 use crate::ids::{Direction, EntityId, RelationId};
+use crate::store::error::ReadError;
 
 const MAX_PROBLEMS: usize = 50;
 
@@ -74,7 +74,7 @@ fn check_dictionary(store: &Store, cf: &'static str, keys_cf: &'static str, expe
     let mut next_id: u64 = 0;
     while let Some((k, v)) = it.item() {
         let Some(id) = codec::be_u32(k) else {
-            report.problem(format!("{cf}: key {} is not a 4-byte id", crate::error::hex(k)));
+            report.problem(format!("{cf}: key {} is not a 4-byte id", crate::store::error::hex(k)));
             it.next();
             continue;
         };
@@ -88,7 +88,7 @@ fn check_dictionary(store: &Store, cf: &'static str, keys_cf: &'static str, expe
             Some(rec) => match db.get_pinned_cf(store.cf(keys_cf), rec.key.as_bytes()).map_err(|e| store.read_error(e))? {
                 None => report.problem(format!("{keys_cf}: no entry for {:?} (id {id})", rec.key)),
                 Some(b) if codec::be_u32(&b) != Some(id) => {
-                    report.problem(format!("{keys_cf}: {:?} maps to {}, not to id {id}", rec.key, crate::error::hex(&b)))
+                    report.problem(format!("{keys_cf}: {:?} maps to {}, not to id {id}", rec.key, crate::store::error::hex(&b)))
                 }
                 Some(_) => {}
             },
@@ -145,7 +145,7 @@ fn check_names(store: &Store, report: &mut ValidationReport) -> Result<(), ReadE
     while let Some((k, v)) = it.item() {
         report.names += 1;
         match codec::decode_name_key(k) {
-            None => report.problem(format!("names: malformed key {}", crate::error::hex(k))),
+            None => report.problem(format!("names: malformed key {}", crate::store::error::hex(k))),
             Some((norm, target)) => match expected(target)? {
                 None => report.problem(format!("names: {norm:?} points at missing {target:?}")),
                 Some((name, entries)) => match entries.get(norm) {
@@ -183,7 +183,7 @@ fn check_names(store: &Store, report: &mut ValidationReport) -> Result<(), ReadE
     while let Some(k) = it.key() {
         report.aliases += 1;
         match codec::decode_alias_key(k) {
-            None => report.problem(format!("aliases: malformed key {}", crate::error::hex(k))),
+            None => report.problem(format!("aliases: malformed key {}", crate::store::error::hex(k))),
             Some((e, alias)) if u64::from(e.0) >= store.meta().entities => report.problem(format!("aliases: {alias:?} belongs to {e}, past the dictionary")),
             Some(_) => {}
         }
@@ -223,7 +223,7 @@ fn check_token_index(store: &Store, report: &mut ValidationReport) -> Result<(),
                 Some(0) => Side::Entity,
                 Some(1) => Side::Relation,
                 _ => {
-                    report.problem(format!("term_tokens: bad key {}", crate::error::hex(k)));
+                    report.problem(format!("term_tokens: bad key {}", crate::store::error::hex(k)));
                     it.next();
                     continue;
                 }
@@ -236,7 +236,7 @@ fn check_token_index(store: &Store, report: &mut ValidationReport) -> Result<(),
                         report.problem(format!("token_trie: no entry for {side:?} {id} of tokenizer {}", info.fingerprint));
                     }
                 }
-                _ => report.problem(format!("term_tokens: bad entry under {}", crate::error::hex(k))),
+                _ => report.problem(format!("term_tokens: bad entry under {}", crate::store::error::hex(k))),
             }
             it.next();
         }
@@ -256,7 +256,7 @@ fn check_token_index(store: &Store, report: &mut ValidationReport) -> Result<(),
             }
             trie += 1;
             if k.len() < 17 || (k.len() - 9) % 4 != 0 || k.get(k.len() - 8..k.len() - 4).and_then(codec::be_u32) != Some(END) {
-                report.problem(format!("token_trie: malformed key {}", crate::error::hex(k)));
+                report.problem(format!("token_trie: malformed key {}", crate::store::error::hex(k)));
             }
             it.next();
         }
@@ -300,13 +300,13 @@ fn check_adjacency(store: &Store, report: &mut ValidationReport) -> Result<(), R
             if k >= &want[..] {
                 break;
             }
-            report.problem(format!("degrees: entry {} has no adjacency", crate::error::hex(k)));
+            report.problem(format!("degrees: entry {} has no adjacency", crate::store::error::hex(k)));
             degrees.next();
         }
         match degrees.item() {
             Some((k, v)) if k == want => {
                 if codec::be_u32(v).map(u64::from) != Some(deg) {
-                    report.problem(format!("degrees: {e} {dir:?} says {}, its lists hold {deg}", crate::error::hex(v)));
+                    report.problem(format!("degrees: {e} {dir:?} says {}, its lists hold {deg}", crate::store::error::hex(v)));
                 }
                 degrees.next();
             }
@@ -317,7 +317,7 @@ fn check_adjacency(store: &Store, report: &mut ValidationReport) -> Result<(), R
     };
     while let Some((k, v)) = it.item() {
         let Some((dir, e, r)) = codec::decode_adj_key(k) else {
-            report.problem(format!("adjacency: malformed key {}", crate::error::hex(k)));
+            report.problem(format!("adjacency: malformed key {}", crate::store::error::hex(k)));
             it.next();
             continue;
         };
@@ -327,13 +327,13 @@ fn check_adjacency(store: &Store, report: &mut ValidationReport) -> Result<(), R
             current_degree = 0;
         }
         if u64::from(e.0) >= n_entities || u64::from(r.0) >= n_relations {
-            report.problem(format!("adjacency: key {} names an id past the dictionaries", crate::error::hex(k)));
+            report.problem(format!("adjacency: key {} names an id past the dictionaries", crate::store::error::hex(k)));
         }
         match idlist::decode_ids(v) {
-            None => report.problem(format!("adjacency: list under {} does not decode", crate::error::hex(k))),
+            None => report.problem(format!("adjacency: list under {} does not decode", crate::store::error::hex(k))),
             Some(ids) => {
                 if ids.is_empty() {
-                    report.problem(format!("adjacency: empty list under {}", crate::error::hex(k)));
+                    report.problem(format!("adjacency: empty list under {}", crate::store::error::hex(k)));
                 }
                 for &other in &ids {
                     if u64::from(other) >= n_entities {
@@ -359,7 +359,7 @@ fn check_adjacency(store: &Store, report: &mut ValidationReport) -> Result<(), R
     it.status().map_err(|e| store.read_error(e))?;
     finish_entity(current, current_degree, report, &mut degrees)?;
     while let Some(k) = degrees.key() {
-        report.problem(format!("degrees: entry {} has no adjacency", crate::error::hex(k)));
+        report.problem(format!("degrees: entry {} has no adjacency", crate::store::error::hex(k)));
         degrees.next();
     }
     if report.facts_out != report.facts_in || sums[0] != sums[1] {

@@ -11,8 +11,8 @@ use std::path::Path;
 use std::sync::Arc;
 use trellis::decode::{Boundaries, CandidateMode, DecodedPath, PathGraph, PriorConfig, PriorMode, PriorNorm};
 use trellis::graph::candidates::{candidate_subgraph, CandidateConfig, Hop};
+use trellis::ingest::NameTokenizer;
 use trellis::linearize::{Linearization, Side};
-use trellis::model::NameTokenizer;
 use trellis::store::tokens::TokenIndex;
 use trellis::{Direction, EntityId, Store};
 

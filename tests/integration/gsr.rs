@@ -132,7 +132,7 @@ fn gsr_matches_the_python_reference_for_every_prior_and_layout() {
 /// capped and uncapped.
 #[test]
 fn every_path_for_every_dev_dialog_is_in_the_store() {
-    use trellis::eval::opendialkg;
+    use trellis::dataset::opendialkg;
     use trellis::graph::candidates::CandidateScope;
     let dir = tempfile::tempdir().unwrap();
     let s = dir.path().join("kg");

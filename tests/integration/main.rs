@@ -9,6 +9,7 @@ mod decode;
 mod generate;
 mod graph;
 mod gsr;
+mod layers;
 mod library;
 mod linking;
 mod metrics;

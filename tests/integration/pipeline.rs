@@ -320,7 +320,7 @@ fn eval_pipeline_agrees_with_eval_responses_on_its_predictions() {
         assert_eq!(report["responses"]["kf1"].is_null(), knowledge == "none");
         if knowledge == "gold" {
             // The gold knowledge is the annotated path of the turn, as the csv has it.
-            let dialogs = trellis::eval::opendialkg::read(&dev).unwrap();
+            let dialogs = trellis::dataset::opendialkg::read(&dev).unwrap();
             for l in &lines {
                 let sample = dialogs[l["dialog"].as_u64().unwrap() as usize].samples.iter().find(|s| s.upto as u64 == l["upto"].as_u64().unwrap()).unwrap();
                 let want: Vec<Vec<Value>> =
@@ -343,7 +343,7 @@ fn generator_targets_are_the_generators_inputs_and_the_replies() {
     let summary = json_of(trellis().args(["targets", "--json", "--model"]).arg(generator_dir()).arg("--dialogs").arg(&small).arg("--output").arg(&out));
     let lines: Vec<Value> = std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(summary["turns"].as_u64().unwrap() as usize, lines.len());
-    let dialogs = trellis::eval::opendialkg::read(&small).unwrap();
+    let dialogs = trellis::dataset::opendialkg::read(&small).unwrap();
     let g = open_generator(1);
     let tokenizer = tokenizers::Tokenizer::from_file(generator_dir().join("tokenizer.json")).unwrap();
     let mut with_reply = 0;

@@ -1,7 +1,8 @@
 //! Retrieval metrics on a hand-worked example, and the retrievers on the shared dialogs.
 
 use crate::common::*;
-use trellis::eval::{opendialkg, retrieval};
+use trellis::dataset::opendialkg;
+use trellis::eval::retrieval;
 use trellis::retrieve::{Retriever, RetrieverConfig, RetrieverKind};
 use trellis::Store;
 
@@ -173,7 +174,7 @@ fn metaqa_questions_walk_inverse_relations_backwards() {
         br#"{"question": "which films did [William Dieterle] direct", "triples": [{"h": "William Dieterle", "r": "directed_by [inverse]", "t": "Kismet"}, {"h": "William Dieterle", "r": "directed_by [inverse]", "t": "Juarez"}]}
 "#,
     );
-    let dialogs = trellis::eval::metaqa::read(&qa).unwrap();
+    let dialogs = trellis::dataset::metaqa::read(&qa).unwrap();
     assert_eq!(dialogs[0].messages[0].text, "which films did William Dieterle direct");
     assert_eq!(dialogs[0].samples[0].gold[0], ("William Dieterle".to_string(), "~directed_by".to_string(), "Kismet".to_string()));
     assert_eq!(dialogs[0].samples[0].paths.len(), 2);

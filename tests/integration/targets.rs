@@ -84,7 +84,7 @@ fn targets_are_the_rendered_gold_paths_and_the_candidates_next_tokens() {
     let tok = Tokenizer::from_file(model.join("tokenizer.json")).unwrap();
     let lin = Linearization::dialoggsr();
     let retriever = Retriever::new(store.clone(), RetrieverConfig::new(RetrieverKind::All)).unwrap();
-    let dialogs = trellis::eval::opendialkg::read(&csv).unwrap();
+    let dialogs = trellis::dataset::opendialkg::read(&csv).unwrap();
     let samples: Vec<_> = dialogs.iter().flat_map(|d| d.samples.iter().map(move |s| (d, s))).collect();
     for ((dialog, sample), row) in samples.iter().zip(&rows) {
         if !row["skipped"].is_null() {

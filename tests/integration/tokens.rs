@@ -6,8 +6,8 @@ use crate::common::*;
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use trellis::ingest::NameTokenizer;
 use trellis::linearize::{HopText, Linearization, Side};
-use trellis::model::NameTokenizer;
 use trellis::store::tokens::{StaleReason, TokenIndex, TokenIndexError, Within};
 use trellis::Store;
 

@@ -43,10 +43,10 @@
 pub use super::boundaries::Boundaries;
 use super::boundaries::{BWD1, BWD2, FWD1, FWD2, INT2, INT4, NAMES, REV2, REV4, TAIL};
 use super::prior::{log_p_from_masses, log_uniform, start_recency, EntityMass, PriorConfig, PriorMode};
-use crate::error::ReadError;
 use crate::graph::candidates::{candidate_subgraph, CandidateConfig, Hop};
 use crate::ids::{Direction, EntityId, RelationId};
 use crate::linearize::Side;
+use crate::store::error::ReadError;
 use crate::store::tokens::TokenIndex;
 use crate::store::{Edge, Store};
 use std::collections::HashMap;

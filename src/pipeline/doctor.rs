@@ -3,9 +3,12 @@
 //! and outputs against what the decoder needs. Problems of the model are collected, one
 //! sentence each; a runtime or device that cannot be used is an error.
 
-use crate::model::dir::Layout;
+use crate::generate::GenerationConfig;
+use crate::model::dir::{Layout, TaskSection};
 use crate::model::runtime::{self, Runtime, RuntimeError};
+use crate::model::session::GraphReport;
 use crate::model::session::{Device, RuntimeOptions, Seq2Seq, Seq2SeqError};
+use crate::retrieve::gsr::DecodingConfig;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -25,14 +28,6 @@ pub struct RuntimeReport {
     pub version: String,
     /// Providers the library was built with.
     pub providers: Vec<String>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct GraphReport {
-    pub file: PathBuf,
-    /// `name: type` of each input, in the graph's order.
-    pub inputs: Vec<String>,
-    pub outputs: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -104,6 +99,11 @@ fn check_model(dir: &Path, opts: &DoctorOptions) -> Result<ModelReport, Seq2SeqE
     let ro = RuntimeOptions { device: opts.device, threads: opts.threads, sessions: 1, layout: opts.layout, ..Default::default() };
     let m = Seq2Seq::open(dir, &ro)?;
     let d = m.dir();
+    // The task's own section of trellis.json, checked by the task's module.
+    match d.trellis().task.as_str() {
+        GenerationConfig::TASK => drop(d.section::<GenerationConfig>()?),
+        _ => drop(d.section::<DecodingConfig>()?),
+    }
     let c = d.config();
     Ok(ModelReport {
         path: dir.into(),

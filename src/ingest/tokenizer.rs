@@ -18,12 +18,12 @@ pub use crate::linearize::fnv1a64;
 /// Loading a tokenizer or encoding names with it. Strings here are data (a token, a
 /// name, the text encoded), never a message.
 #[derive(Debug, thiserror::Error)]
-pub enum ModelError {
+pub enum TokenizerError {
     #[error("{path}: cannot load the tokenizer: {source}")]
     Read { path: PathBuf, source: std::io::Error },
     /// A directory, FIFO or device in place of the file, or a file over the limit.
     #[error("{path}: cannot load the tokenizer: {problem}")]
-    File { path: PathBuf, problem: crate::model::files::FileProblem },
+    File { path: PathBuf, problem: crate::files::FileProblem },
     #[error("{path}: cannot load the tokenizer: not JSON: {source}")]
     NotJson { path: PathBuf, source: serde_json::Error },
     /// The `tokenizers` crate refused the file (its error type is a boxed error).
@@ -64,24 +64,24 @@ impl NameTokenizer {
     /// Loads a Hugging Face `tokenizer.json`. The fingerprint is taken over its canonical
     /// JSON (keys sorted), so formatting does not change it. Every boundary token of the
     /// linearization must be one token of the vocabulary.
-    pub fn from_file(path: &std::path::Path, linearization: Linearization) -> Result<NameTokenizer, ModelError> {
-        use crate::model::files::{read_limited, FileProblem, TOKENIZER_LIMIT};
+    pub fn from_file(path: &std::path::Path, linearization: Linearization) -> Result<NameTokenizer, TokenizerError> {
+        use crate::files::{read_limited, FileProblem, TOKENIZER_LIMIT};
         let bytes = read_limited(path, TOKENIZER_LIMIT).map_err(|problem| match problem {
-            FileProblem::Io(source) => ModelError::Read { path: path.into(), source },
-            problem => ModelError::File { path: path.into(), problem },
+            FileProblem::Io(source) => TokenizerError::Read { path: path.into(), source },
+            problem => TokenizerError::File { path: path.into(), problem },
         })?;
-        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|source| ModelError::NotJson { path: path.into(), source })?;
+        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|source| TokenizerError::NotJson { path: path.into(), source })?;
         let fingerprint = fnv1a64(value.to_string().as_bytes());
-        let tokenizer = Tokenizer::from_bytes(&bytes).map_err(|source| ModelError::Load { path: path.into(), source })?;
+        let tokenizer = Tokenizer::from_bytes(&bytes).map_err(|source| TokenizerError::Load { path: path.into(), source })?;
         Self::new(tokenizer, fingerprint, linearization)
     }
 
     /// A tokenizer built in memory (benches, tools); `fingerprint` names it in the store.
-    pub fn new(tokenizer: Tokenizer, fingerprint: u64, linearization: Linearization) -> Result<NameTokenizer, ModelError> {
+    pub fn new(tokenizer: Tokenizer, fingerprint: u64, linearization: Linearization) -> Result<NameTokenizer, TokenizerError> {
         for (role, tokens) in linearization.boundaries() {
             for t in tokens {
                 if tokenizer.token_to_id(t).is_none() {
-                    return Err(ModelError::MissingBoundary { token: t.clone(), role, linearization: linearization.name.clone() });
+                    return Err(TokenizerError::MissingBoundary { token: t.clone(), role, linearization: linearization.name.clone() });
                 }
             }
         }
@@ -110,34 +110,34 @@ impl NameTokenizer {
 
     /// Token ids of each name as written inside a path, at the index's slot (parallel
     /// over the batch).
-    pub fn encode(&self, side: Side, names: &[&str]) -> Result<Vec<Vec<u32>>, ModelError> {
+    pub fn encode(&self, side: Side, names: &[&str]) -> Result<Vec<Vec<u32>>, TokenizerError> {
         self.encode_in(side, self.linearization.slots(side)[0], names)
     }
 
     /// Token ids of each name between the boundaries of `slot`.
-    pub fn encode_in(&self, side: Side, slot: Slot<'_>, names: &[&str]) -> Result<Vec<Vec<u32>>, ModelError> {
+    pub fn encode_in(&self, side: Side, slot: Slot<'_>, names: &[&str]) -> Result<Vec<Vec<u32>>, TokenizerError> {
         let texts: Vec<String> = names.iter().map(|n| self.linearization.in_slot(side, slot, n)).collect();
         let encodings = self
             .tokenizer
             .encode_batch(texts.clone(), false)
-            .map_err(|source| ModelError::Encode { text: texts.first().cloned().unwrap_or_default(), source })?;
+            .map_err(|source| TokenizerError::Encode { text: texts.first().cloned().unwrap_or_default(), source })?;
         let (open, close) = (self.ids_of(slot.open), self.ids_of(slot.close));
         encodings
             .iter()
             .zip(&texts)
-            .map(|(enc, text)| between(enc.get_ids(), &open, &close).map(<[u32]>::to_vec).ok_or_else(|| ModelError::LostBoundary { text: text.clone() }))
+            .map(|(enc, text)| between(enc.get_ids(), &open, &close).map(<[u32]>::to_vec).ok_or_else(|| TokenizerError::LostBoundary { text: text.clone() }))
             .collect()
     }
 
     /// Encodes `names` at every slot of `side` and fails on the first name whose ids differ
     /// from those of the index's slot.
-    pub fn check_position_independent(&self, side: Side, names: &[&str]) -> Result<(), ModelError> {
+    pub fn check_position_independent(&self, side: Side, names: &[&str]) -> Result<(), TokenizerError> {
         let slots = self.linearization.slots(side);
         let first = self.encode_in(side, slots[0], names)?;
         for slot in &slots[1..] {
             let other = self.encode_in(side, *slot, names)?;
             if let Some(i) = (0..names.len()).find(|&i| first[i] != other[i]) {
-                return Err(ModelError::PositionDependent(Box::new(PositionDependence {
+                return Err(TokenizerError::PositionDependent(Box::new(PositionDependence {
                     side,
                     name: names[i].to_owned(),
                     first_open: slots[0].open.concat(),
@@ -170,20 +170,20 @@ mod tests {
 
     #[test]
     fn a_bad_tokenizer_file_is_named_with_what_is_wrong() {
-        use super::{ModelError, NameTokenizer};
+        use super::{NameTokenizer, TokenizerError};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tok.json");
         std::fs::write(&path, b"{ not json").unwrap();
         let e = NameTokenizer::from_file(&path, crate::linearize::Linearization::trellis()).err().expect("refused");
         assert!(e.to_string().starts_with(&format!("{}: cannot load the tokenizer: not JSON: ", path.display())), "{e}");
-        assert!(matches!(&e, ModelError::NotJson { path: p, .. } if *p == path), "{e:?}");
+        assert!(matches!(&e, TokenizerError::NotJson { path: p, .. } if *p == path), "{e:?}");
         // Valid JSON that is no tokenizer: the tokenizers crate's own error, kept as the source.
         std::fs::write(&path, b"{}").unwrap();
         let e = NameTokenizer::from_file(&path, crate::linearize::Linearization::trellis()).err().expect("refused");
-        assert!(matches!(e, ModelError::Load { .. }), "{e:?}");
+        assert!(matches!(e, TokenizerError::Load { .. }), "{e:?}");
         assert!(std::error::Error::source(&e).is_some());
         let e = NameTokenizer::from_file(&dir.path().join("missing.json"), crate::linearize::Linearization::trellis()).err().expect("refused");
-        assert!(matches!(&e, ModelError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound), "{e:?}");
+        assert!(matches!(&e, TokenizerError::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound), "{e:?}");
         // `--tokenizer` names a device or a directory: refused before reading, by what it is.
         std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.json")).unwrap();
         let e = NameTokenizer::from_file(&dir.path().join("zero.json"), crate::linearize::Linearization::trellis()).err().expect("refused");
@@ -192,6 +192,6 @@ mod tests {
             format!("{}: cannot load the tokenizer: is not a regular file (a FIFO, socket or device)", dir.path().join("zero.json").display())
         );
         let e = NameTokenizer::from_file(dir.path(), crate::linearize::Linearization::trellis()).err().expect("refused");
-        assert!(matches!(&e, ModelError::File { problem: crate::model::files::FileProblem::Directory, .. }), "{e:?}");
+        assert!(matches!(&e, TokenizerError::File { problem: crate::files::FileProblem::Directory, .. }), "{e:?}");
     }
 }

@@ -1,0 +1,207 @@
+//! The store's errors, one enum per operation family so callers can match what an operation
+//! can produce: [`OpenError`] (opening a store: layout, format, lock), [`ReadError`] (every
+//! read of an open store: corruption, a removed generation, RocksDB), [`WriteError`]
+//! (writing and committing a generation), [`MigrateError`]. Corruption names the column
+//! family and key; user mistakes name the path and the command to run. The other families
+//! live beside their operations; `crate::Error` gathers them all.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// A key as it appears in an error: shown as lowercase hex.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Key(pub Box<[u8]>);
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&hex(&self.0))
+    }
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// What is wrong with a stored key or value.
+#[derive(Debug, thiserror::Error)]
+pub enum Corruption {
+    /// A key or value that does not decode; the text says which part (fixed per call site).
+    #[error("{0}")]
+    Malformed(&'static str),
+    /// A JSON record (meta, tokenizer info) that does not parse.
+    #[error("{record} record: {source}")]
+    Json { record: &'static str, source: serde_json::Error },
+    /// The two directions of the adjacency disagree on how many facts a load adds.
+    #[error("the load adds {outgoing} outgoing but {incoming} incoming facts")]
+    DirectionCounts { outgoing: u64, incoming: u64 },
+}
+
+/// A failed read of an open store.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("corrupt store: column family `{cf}`, key {key}: {what}")]
+    Corrupt { cf: &'static str, key: Key, what: Corruption },
+    #[error("{store}: files of generation {generation} were removed while this reader had it open (by hand, or by a Trellis that does not see registered readers); reopen the store to read its current generation ({source})")]
+    GenerationRemoved { store: PathBuf, generation: PathBuf, source: rocksdb::Error },
+    /// Any other RocksDB failure (no `From`: every read maps its error through
+    /// `Store::read_error`, so a removed generation is always reported as such).
+    #[error("rocksdb: {0}")]
+    Rocks(rocksdb::Error),
+}
+
+impl ReadError {
+    pub(crate) fn corrupt(cf: &'static str, key: &[u8], what: &'static str) -> ReadError {
+        ReadError::Corrupt { cf, key: Key(key.into()), what: Corruption::Malformed(what) }
+    }
+
+    pub(crate) fn json(cf: &'static str, key: &[u8], record: &'static str, source: serde_json::Error) -> ReadError {
+        ReadError::Corrupt { cf, key: Key(key.into()), what: Corruption::Json { record, source } }
+    }
+}
+
+/// Why a store directory is not a valid layout.
+#[derive(Debug, thiserror::Error)]
+pub enum LayoutProblem {
+    /// `found` is the text of CURRENT (trimmed), shown as data.
+    #[error("CURRENT should name a generation like `gen-000001`, found {found:?}")]
+    BadCurrent { found: String },
+    #[error("CURRENT names {}, which does not exist", generation.file_name().unwrap_or(generation.as_os_str()).to_string_lossy())]
+    MissingGeneration { generation: PathBuf },
+    #[error("CURRENT changed {attempts} times while a reader was opening the store; try again")]
+    CurrentChurn { attempts: usize },
+}
+
+/// The store cannot be opened: not a store, another format, locked, a broken layout.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{path}: not a Trellis store (no CURRENT file); create one with `trellis ingest --store {path} FILE`")]
+    NotAStore { path: PathBuf },
+    #[error("{path}: the store is format version {found}, written by a newer Trellis; this build reads versions up to {supported}. Upgrade Trellis")]
+    TooNew { path: PathBuf, found: u32, supported: u32 },
+    #[error("{path}: the store is format version {found}, older than this build's {current}; run `trellis migrate --store {path}`")]
+    NeedsMigration { path: PathBuf, found: u32, current: u32 },
+    #[error("{path}: store is locked by another loader or migration (lock file {lock})")]
+    Locked { path: PathBuf, lock: PathBuf },
+    #[error("{path}: {problem}")]
+    Layout { path: PathBuf, problem: LayoutProblem },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    /// RocksDB refused to open a generation directory.
+    #[error("{path}: rocksdb: {source}")]
+    Rocks { path: PathBuf, source: rocksdb::Error },
+    /// Reading the format version or meta record while opening.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// `Store::open` migrates an older format first; that migration failed.
+    #[error(transparent)]
+    Migrate(Box<MigrateError>),
+}
+
+impl OpenError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> OpenError {
+        OpenError::Io { path: path.into(), source }
+    }
+
+    pub(crate) fn rocks(path: impl Into<PathBuf>) -> impl FnOnce(rocksdb::Error) -> OpenError {
+        let path = path.into();
+        move |source| OpenError::Rocks { path, source }
+    }
+}
+
+impl From<MigrateError> for OpenError {
+    fn from(e: MigrateError) -> OpenError {
+        match e {
+            MigrateError::Open(e) => e,
+            e => OpenError::Migrate(Box::new(e)),
+        }
+    }
+}
+
+/// Writing or committing a new generation (loads, migrations, token indexing).
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("rocksdb: {0}")]
+    Rocks(#[from] rocksdb::Error),
+}
+
+impl WriteError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> WriteError {
+        WriteError::Io { path: path.into(), source }
+    }
+}
+
+/// `trellis migrate` and the migration `Store::open` runs.
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error(
+        "{path}: format version {found} is older than the oldest this build migrates ({oldest}); migrate it with an older Trellis first, or reload the data"
+    )]
+    TooOld { path: PathBuf, found: u32, oldest: u32 },
+    #[error("{path}: no migration step from format version {from}")]
+    NoStep { path: PathBuf, from: u32 },
+}
+
+impl From<rocksdb::Error> for MigrateError {
+    fn from(e: rocksdb::Error) -> MigrateError {
+        MigrateError::Write(WriteError::Rocks(e))
+    }
+}
+
+/// Lowercase hex of a key, for error messages.
+pub fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2 + 2);
+    s.push_str("0x");
+    for b in bytes {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corruption_names_the_column_family_and_the_key() {
+        let e = ReadError::corrupt("adjacency", &[0x01, 0xab, 0x00], "malformed id list");
+        assert_eq!(e.to_string(), "corrupt store: column family `adjacency`, key 0x01ab00: malformed id list");
+        assert!(matches!(e, ReadError::Corrupt { cf: "adjacency", what: Corruption::Malformed("malformed id list"), ref key } if key.0[..] == [1, 0xab, 0]));
+        let json = serde_json::from_slice::<serde_json::Value>(b"{").unwrap_err();
+        let e = ReadError::json("meta", b"meta", "meta", json);
+        let text = e.to_string();
+        assert!(text.starts_with("corrupt store: column family `meta`, key 0x6d657461: meta record: EOF while parsing"), "{text}");
+        assert!(matches!(e, ReadError::Corrupt { what: Corruption::Json { record: "meta", .. }, .. }));
+    }
+
+    #[test]
+    fn user_mistakes_name_the_path_and_the_command() {
+        let e = OpenError::NeedsMigration { path: "/data/kg".into(), found: 1, current: 3 };
+        assert_eq!(e.to_string(), "/data/kg: the store is format version 1, older than this build's 3; run `trellis migrate --store /data/kg`");
+        let e = OpenError::NotAStore { path: "/data/kg".into() };
+        assert_eq!(e.to_string(), "/data/kg: not a Trellis store (no CURRENT file); create one with `trellis ingest --store /data/kg FILE`");
+        let e = OpenError::Layout { path: "/data/kg/CURRENT".into(), problem: LayoutProblem::MissingGeneration { generation: "/data/kg/gen-000004".into() } };
+        assert_eq!(e.to_string(), "/data/kg/CURRENT: CURRENT names gen-000004, which does not exist");
+        let e = MigrateError::TooOld { path: "/data/kg".into(), found: 0, oldest: 1 };
+        assert!(e.to_string().starts_with("/data/kg: format version 0 is older than the oldest this build migrates (1)"), "{e}");
+    }
+
+    #[test]
+    fn a_migration_refused_at_open_is_the_open_error_itself() {
+        // `Store::open` migrates; a lock or layout refusal inside stays matchable as `OpenError`.
+        let e = OpenError::from(MigrateError::Open(OpenError::Locked { path: "/s".into(), lock: "/s/LOCK".into() }));
+        assert!(matches!(e, OpenError::Locked { .. }), "{e:?}");
+        let e = OpenError::from(MigrateError::NoStep { path: "/s".into(), from: 2 });
+        assert!(matches!(&e, OpenError::Migrate(m) if matches!(**m, MigrateError::NoStep { from: 2, .. })), "{e:?}");
+        assert_eq!(e.to_string(), "/s: no migration step from format version 2");
+    }
+}
