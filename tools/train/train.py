@@ -20,7 +20,7 @@ section 3.4 does:
    epoch the mean token cross-entropy on dev targets, the best epoch exported (export.py,
    tools/train/generator.json) and named in `generator/best.json`.
 
-    PY=$(tools/gsr/venv.sh)
+    PY=$(bash tools/venv.sh train)
     $PY tools/train/train.py recon --run RUN --tokenizer RUN/tokenizer.json --minutes 20
     $PY tools/train/train.py retrieval --run RUN --targets RUN/train-targets.jsonl --epochs 6 \
         --dev-store STORE --dev-dialogs dialogs_dev.csv --trellis BIN
@@ -46,21 +46,14 @@ from pathlib import Path
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "gsr"))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
+# Neighbours in tools/train/ (this file runs as a script: its folder is on sys.path).
+import t5  # noqa: E402
 from data import Graph, read_kg, reconstruction_examples  # noqa: E402
-
-# The shape that trains to a useful point on 2 CPU cores in about an hour (toolchain.md's
-# measured speeds); `--shape` picks a bigger one on a GPU.
-SHAPES = {
-    "small-cpu": dict(d_model=256, d_kv=64, num_heads=4, d_ff=1024, num_layers=3, num_decoder_layers=3),
-    "base-gpu": dict(d_model=512, d_kv=64, num_heads=8, d_ff=2048, num_layers=6, num_decoder_layers=6),
-}
 
 
 def log(msg):
@@ -72,22 +65,9 @@ def device():
 
 
 def make_model(shape, vocab_size, seed):
-    from transformers import T5Config, T5ForConditionalGeneration
-
-    cfg = T5Config(
-        vocab_size=vocab_size,
-        dropout_rate=0.1,
-        feed_forward_proj="relu",
-        tie_word_embeddings=True,
-        decoder_start_token_id=0,
-        eos_token_id=1,
-        pad_token_id=0,
-        relative_attention_num_buckets=32,
-        relative_attention_max_distance=128,
-        **SHAPES[shape],
-    )
-    torch.manual_seed(seed)
-    return T5ForConditionalGeneration(cfg)
+    """A new model of a training shape (t5.TRAINING_SHAPES: the sizes, dropout 0.1), its
+    weights drawn from `seed`."""
+    return t5.build(shape, vocab_size, seed)
 
 
 def load_model(path):
@@ -458,7 +438,7 @@ def main():
         p = sub.add_parser(name)
         p.add_argument("--run", type=Path, required=True, help="the run's folder (checkpoints, exports, logs)")
         p.add_argument("--tokenizer", type=Path, required=True)
-        p.add_argument("--shape", choices=sorted(SHAPES), default="small-cpu")
+        p.add_argument("--shape", choices=t5.TRAINING_SHAPES, default="small-cpu")
         p.add_argument("--seed", type=int, default=20261124)
         p.add_argument("--threads", type=int, default=2)
         p.add_argument("--lr", type=float, default=1e-3)
