@@ -235,11 +235,11 @@ def retrieve(trellis, store, histories):
         req, out = Path(tmp) / "req.jsonl", Path(tmp) / "out.jsonl"
         req.write_text("".join(json.dumps({"id": i, "history": h}) + "\n" for i, h in enumerate(histories)))
         subprocess.run(
-            [trellis, "retrieve", "--store", str(store), "--retriever", "all", "--input", str(req), "--output", str(out), "--top", "1000000", "--json"],
+            [trellis, "retrieve", "--store", str(store), "--retriever", "all", "--input", str(req), "--output", str(out), "--top", str(mg.TOP_ALL), "--json"],
             check=True,
             stdout=subprocess.DEVNULL,
         )
-        return [json.loads(line) for line in out.read_text().splitlines()]
+        return mg.all_candidates([json.loads(line) for line in out.read_text().splitlines()])
 
 
 if __name__ == "__main__":

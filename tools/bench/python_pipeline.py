@@ -17,10 +17,10 @@ The rules mirror the Rust code they are named after:
   retrievers    src/retrieve/mod.rs, src/retrieve/bm25.rs
 
 Example:
-  trellis retrieve --store kg --retriever all --input req.jsonl --output all.jsonl --top 100000
-  trellis retrieve --store kg --retriever bm25 --input req.jsonl --output bm25.jsonl --top 100000
+  trellis retrieve --store kg --retriever all --input req.jsonl --output all.jsonl --top 1000
+  trellis retrieve --store kg --retriever bm25 --input req.jsonl --output bm25.jsonl --top 1000
   python3 tools/bench/python_pipeline.py --kg kg.tsv --requests req.jsonl --mentioned all.jsonl \\
-      --retriever bm25 --compare bm25.jsonl --out py_bm25.jsonl
+      --retriever bm25 --top 1000 --compare bm25.jsonl --out py_bm25.jsonl
 
 A retriever is a function `rank(kg, paths, history, mentioned)` returning a list of
 Scored, best first, registered in RETRIEVERS. `pcst` needs pcst_fast with numpy < 2 (its
@@ -557,7 +557,7 @@ def main():
     ap.add_argument("--requests", required=True, help="JSON lines {\"id\", \"history\"}, the input of `trellis retrieve`")
     ap.add_argument("--mentioned", required=True, help="a `trellis retrieve` output for the same requests: its \"mentioned\" are used")
     ap.add_argument("--retriever", required=True, choices=sorted(RETRIEVERS), help="how to rank the candidates")
-    ap.add_argument("--top", type=int, default=None, help="paths kept per request (default: all, as `--top 100000`)")
+    ap.add_argument("--top", type=int, default=None, help="paths kept per request (default: all; `trellis retrieve --top` takes at most 1000)")
     ap.add_argument("--out", help="write the answers here, in `trellis retrieve`'s JSON-lines shape")
     ap.add_argument("--compare", help="a `trellis retrieve` output (same retriever and --top) to check against")
     ap.add_argument("--memo", action="store_true", help="keep each entity's sorted neighbours once computed (default: sort on every visit)")

@@ -14,7 +14,7 @@
 set -euo pipefail
 source "$(dirname "$0")/python_env.sh"
 "$py" tools/data/opendialkg_requests.py "$data/opendialkg/dialogs_dev.csv" -o "$work/req.jsonl"
-"$bin/trellis" retrieve --store "$work/kg" --retriever all --input "$work/req.jsonl" --output "$work/linked.jsonl" --top 0 2>/dev/null
+"$bin/trellis" retrieve --store "$work/kg" --retriever all --input "$work/req.jsonl" --output "$work/linked.jsonl" --top 1 2>/dev/null
 "$py" - "$work/req.jsonl" "$work/linked.jsonl" "$work/req-entities.jsonl" <<'PY'
 import json, sys
 with open(sys.argv[1]) as req, open(sys.argv[2]) as linked, open(sys.argv[3], "w") as out:
@@ -37,10 +37,10 @@ for spec in "bm25" "pcst seed003" "pcst g-retriever"; do
         pyopts+=(--pcst-variant "$2")
         name="pcst ($2)"
     fi
-    # Every path, for the agreement check; then the timed runs.
-    "$bin/trellis" retrieve --store "$work/kg" "${opts[@]}" --input "$work/req-entities.jsonl" --output "$work/t-full.jsonl" --top 100000 2>/dev/null
+    # The best 1,000 paths (the most `--top` takes), for the agreement check; then the timed runs.
+    "$bin/trellis" retrieve --store "$work/kg" "${opts[@]}" --input "$work/req-entities.jsonl" --output "$work/t-full.jsonl" --top 1000 2>/dev/null
     "$py" tools/bench/python_pipeline.py --kg "$data/opendialkg/kg.tsv" --requests "$work/req-entities.jsonl" \
-        --mentioned "$work/linked.jsonl" "${pyopts[@]}" --compare "$work/t-full.jsonl" >"$work/py.json" 2>"$work/py.err" || true
+        --mentioned "$work/linked.jsonl" "${pyopts[@]}" --top 1000 --compare "$work/t-full.jsonl" >"$work/py.json" 2>"$work/py.err" || true
     /usr/bin/time -o "$work/t1.txt" -f "%e" "$bin/trellis" retrieve --store "$work/kg" "${opts[@]}" --input "$work/req-entities.jsonl" \
         --output "$work/t-top.jsonl" --top 10 --threads 1 2>/dev/null
     /usr/bin/time -o "$work/tn.txt" -f "%e" "$bin/trellis" retrieve --store "$work/kg" "${opts[@]}" --input "$work/req-entities.jsonl" \

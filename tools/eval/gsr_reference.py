@@ -90,7 +90,8 @@ def main():
 
     pool = mg.dev_prefixes(DATA / "dialogs_dev.csv", 4 * args.dialogs)
     histories = [h for _, h, _ in pool]
-    cands, _, _ = trellis_answers(args.trellis, args.store, args.model, histories, ["--retriever", "all", "--top", "1000000"])
+    cands, _, _ = trellis_answers(args.trellis, args.store, args.model, histories, ["--retriever", "all", "--top", str(mg.TOP_ALL)])
+    mg.all_candidates(cands)
     keep = [i for i, a in enumerate(cands) if a["mentioned"] and a["paths"]][: args.dialogs]
     histories = [histories[i] for i in keep]
     cands = [cands[i] for i in keep]

@@ -87,6 +87,17 @@ from tools.train import t5  # noqa: E402
 from tools.train.linearize import preset, render_path  # noqa: E402
 
 DEV_DIALOGS = Path("/work/shared/data/opendialkg/dialogs_dev.csv")
+
+# Every candidate path: `--top` at the largest value `trellis retrieve` takes (src/limits.rs
+# TOP); an answer that reaches it may have been cut, and the script stops rather than use it.
+TOP_ALL = 1000
+
+
+def all_candidates(answers):
+    cut = [a["id"] for a in answers if len(a["paths"]) >= TOP_ALL]
+    if cut:
+        raise SystemExit(f"requests {cut[:5]}: {TOP_ALL} candidate paths or more, the most `trellis retrieve --top` returns; the candidate set may be cut")
+    return answers
 # (prior, prior_norm, model_norm): the model's log-softmax over the vocabulary, or over the
 # allowed tokens (schema/gsr-decoding.md §4, `model_norm`; the mode's name ends in "@allowed").
 MODES = [
@@ -156,13 +167,13 @@ def run_trellis(trellis, histories, entities=None):
             "".join(json.dumps({"id": i, "history": h} | ({"entities": e} if e else {})) + "\n" for i, (h, e) in enumerate(zip(histories, entities)))
         )
         subprocess.run(
-            [trellis, "retrieve", "--store", str(store), "--retriever", "all", "--input", str(req), "--output", str(out), "--top", "1000000", "--threads", "1", "--json"],
+            [trellis, "retrieve", "--store", str(store), "--retriever", "all", "--input", str(req), "--output", str(out), "--top", str(TOP_ALL), "--threads", "1", "--json"],
             check=True,
             stdout=subprocess.DEVNULL,
         )
         answers = [json.loads(line) for line in out.read_text().splitlines()]
     assert [a["id"] for a in answers] == list(range(len(histories)))
-    return answers
+    return all_candidates(answers)
 
 
 def path_hops(triples):
