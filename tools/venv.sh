@@ -9,7 +9,7 @@
 # pcst       tools/requirements/pcst.txt    ~/.cache/trellis/venv-pcst          about 130 MB
 # train      tools/requirements/train.txt   ~/.cache/trellis/venv-tools         about 5.7 GB
 #
-# train is big because PyPI's torch wheel is the CUDA build: it depends on about 20 nvidia-*
+# train is big because PyPI's torch wheel is the CUDA build: it depends on 18 nvidia-*
 # and cuda-* wheels (cuBLAS, cuDNN, NCCL, ...), and torch loads libcudart and libcublasLt when
 # it is imported, even on a machine without a GPU, so they cannot be left out
 # (tools/README.md). Which scripts need which environment: tools/README.md.
