@@ -133,7 +133,7 @@ def main():
     ap.add_argument("--model-norm", choices=["vocabulary", "allowed"], default="vocabulary", help="the model's log-softmax over the vocabulary or the allowed tokens")
     ap.add_argument("--kg", type=Path, default=mf.SAMPLE_KG, help="triples (TSV) of the store and of S(e, M)")
     ap.add_argument("--store", type=Path, help="an existing store of --kg (default: ingest --kg into a temporary one)")
-    ap.add_argument("--trellis", default=str(Path.home() / ".cache/trellis/target-pytools/release/trellis"))
+    ap.add_argument("--trellis", default=str(Path(os.environ.get("CARGO_TARGET_DIR", Path.home() / ".cache/trellis/target")) / "release/trellis"))
     ap.add_argument("--requests-out", type=Path, help="write the requests (JSON lines) for the Rust side")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)

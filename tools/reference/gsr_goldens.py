@@ -445,7 +445,7 @@ def spec_beam_search(model, ids, scorer):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trellis", default=str(Path.home() / ".cache/trellis/target-pytools/release/trellis"))
+    ap.add_argument("--trellis", default=str(Path(os.environ.get("CARGO_TARGET_DIR", Path.home() / ".cache/trellis/target")) / "release/trellis"))
     ap.add_argument("--dialogs", type=int, default=20)
     ap.add_argument("--out", type=Path, default=mf.FIXTURES / "goldens.json")
     ap.add_argument("--force", action="store_true", help="rewrite the committed (frozen) goldens")
@@ -518,7 +518,7 @@ def main():
         "to head), the first candidate with that token string; homonyms = candidates with it. Sequences transformers returns with "
         "a score below -1e6 (its -1e9 placeholders and step-0 ghost beams) or -inf are dropped (dropped_ghosts counts them), and "
         "so are sequences cut at max_new_tokens (dropped_unfinished). spec5_agrees: a direct implementation of schema/gsr-decoding.md §5 "
-        "(make_goldens.py spec_beam_search) returned the same tokens and scores (1e-4); when not, spec5_sequences holds its "
+        "(gsr_goldens.py spec_beam_search) returned the same tokens and scores (1e-4); when not, spec5_sequences holds its "
         "answer (transformers' ghost beams ended the search early: see the script's docstring, point 2).",
         "settings": SETTINGS,
         "modes": [mode_name(*m) for m in MODES],
