@@ -8,6 +8,8 @@ import os
 import sys
 
 root = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.expanduser("~/.cache/trellis/target")), "criterion")
+if not os.path.isdir(root):
+    sys.exit(f"criterion_medians.py: no criterion results in {root}: run `cargo bench --bench store` first (same CARGO_TARGET_DIR)")
 print("| benchmark | median (p50) | mean |")
 print("|---|---|---|")
 for group in sorted(os.listdir(root)):
