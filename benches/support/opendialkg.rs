@@ -31,7 +31,7 @@ pub fn cache_dir() -> PathBuf {
     d
 }
 
-/// T5's recipe (tools/train_tokenizer.py, at 32k): NFKC, runs of spaces as one, Metaspace
+/// T5's recipe (tools/reference/tokenizer_fixture.py, at 32k): NFKC, runs of spaces as one, Metaspace
 /// with `▁` prepended, Unigram; `<pad>`, `</s>`, `<unk>` first, the boundary tokens added.
 fn train_tokenizer(out: &Path, lin: &Linearization) {
     let text = std::fs::read_to_string(kg()).unwrap();

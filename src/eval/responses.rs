@@ -1,6 +1,6 @@
 //! Response metrics for knowledge-grounded dialog: corpus BLEU-1..4 (two definitions), ROUGE-1/2/L,
 //! unigram F1, knowledge F1 and distinct-1/2, each computed as a named Python reference computes
-//! it, so that numbers can be compared with published ones. `tools/metrics/reference.py`
+//! it, so that numbers can be compared with published ones. `tools/reference/metrics.py`
 //! writes the reference values; `tests/integration/metrics.rs` checks every one to 1e-6.
 //!
 //! Every score is a fraction in 0..1 (sacrebleu prints BLEU on 0..100: 100 times

@@ -23,7 +23,7 @@
 //! Simultaneous events (common: the retrievers' prizes are small integers and the costs
 //! equal) are taken in `pcst_fast`'s order: deactivations before edge events, clusters by
 //! index, edge parts by the shape of their pairing heap, which follows the same linking
-//! rules. tools/check_pcst.py checks the answers are the same nodes and edges as
+//! rules. tools/reference/check_pcst.py checks the answers are the same nodes and edges as
 //! `pcst_fast` 1.0.10's, on random and real instances; the unit tests hold a sample.
 
 /// Which pruning to apply after the growth phase.
@@ -780,7 +780,7 @@ mod tests {
         cases: Vec<Case>,
     }
 
-    /// pcst_fast 1.0.10's answers (tools/check_pcst.py --write-fixture), half of the
+    /// pcst_fast 1.0.10's answers (tools/reference/check_pcst.py --write-fixture), half of the
     /// instances with integer prizes and costs in {0, 0.5, 1}, so full of ties.
     #[test]
     fn same_answers_as_pcst_fast() {

@@ -199,7 +199,7 @@ mod tests {
         scores: Vec<f64>,
     }
 
-    /// Scores from rank_bm25 0.2.2 (tools/bm25_reference.py), same token lists, bit for bit.
+    /// Scores from rank_bm25 0.2.2 (tools/reference/bm25.py), same token lists, bit for bit.
     #[test]
     fn agrees_with_rank_bm25() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/bm25_cases.json");

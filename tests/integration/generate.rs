@@ -2,7 +2,7 @@
 //! texts and ids of an independent Python statement of the rules, and the token sequences
 //! of transformers `generate` (greedy, greedy with a stop id, beam search with 2 returned
 //! sequences) on the PyTorch twin of tests/fixtures/generate/tiny-* (written by
-//! tools/generate/make_fixture.py), with both model layouts; seeded sampling, stop texts and
+//! tools/reference/generate_fixture.py), with both model layouts; seeded sampling, stop texts and
 //! refusals.
 
 use crate::common::fixture;
@@ -20,7 +20,7 @@ use trellis::model::RuntimeOptions;
 const SCORE_TOLERANCE: f64 = 1e-3;
 
 fn goldens() -> Value {
-    serde_json::from_str(&std::fs::read_to_string(fixture("generate/goldens.json")).expect("tools/generate/make_fixture.py writes it")).unwrap()
+    serde_json::from_str(&std::fs::read_to_string(fixture("generate/goldens.json")).expect("tools/reference/generate_fixture.py writes it")).unwrap()
 }
 
 fn model(layout: &str) -> PathBuf {

@@ -1,5 +1,5 @@
 //! Generative retrieval against the goldens of an independent Python reference
-//! (tools/gsr/make_goldens.py: transformers `generate` on the PyTorch twin of the fixture
+//! (tools/reference/gsr_goldens.py: transformers `generate` on the PyTorch twin of the fixture
 //! model, with the constraint and the graph prior as a logits processor, informativeness by
 //! numpy matrix powers): the same sequences in the same order, scores within 1e-4, for every
 //! prior mode and normalization, with both model layouts.

@@ -1,4 +1,4 @@
-//! Response metrics against the Python references (tools/metrics/reference.py: sacrebleu,
+//! Response metrics against the Python references (tools/reference/metrics.py: sacrebleu,
 //! nltk, rouge-score, and plain Python for F1, KF1 and distinct-n): every value to 1e-6, on
 //! 1,200 OpenDialKG dev pairs and on hand-written edge cases, corpus-wide and pair by pair.
 
@@ -73,7 +73,7 @@ fn opendialkg_pairs_match_the_python_references() {
     let (mut diffs, mut wrong) = (BTreeMap::new(), Vec::new());
     check("opendialkg", &pairs, expected, &mut diffs, &mut wrong);
     report(&diffs, &wrong);
-    // The references were made with the pinned libraries of tools/metrics/requirements.txt.
+    // The references were made with the pinned libraries of tools/requirements/metrics.txt.
     let versions = &reference["versions"];
     for lib in ["sacrebleu", "rouge-score", "nltk"] {
         assert!(versions[lib].is_string(), "{lib} version recorded");

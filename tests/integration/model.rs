@@ -1,8 +1,8 @@
 //! The T5 retriever on ONNX Runtime against PyTorch: encoder output and 5 cached decoder
-//! steps of a padded batch of 3 match `logits_golden.json` (written by tools/gsr from the
-//! same weights in PyTorch), for both layouts; reordering rows, stepping several tokens at
-//! once and the I/O-binding path give what decoding each row alone gives; broken model
-//! files and devices are errors.
+//! steps of a padded batch of 3 match `logits_golden.json` (written by
+//! tools/reference/gsr_fixture.py from the same weights in PyTorch), for both layouts;
+//! reordering rows, stepping several tokens at once and the I/O-binding path give what
+//! decoding each row alone gives; broken model files and devices are errors.
 
 use crate::common::{fixture, trellis};
 use std::path::{Path, PathBuf};
@@ -24,7 +24,7 @@ struct Golden {
 }
 
 fn golden() -> Golden {
-    let text = std::fs::read_to_string(fixture("gsr/logits_golden.json")).expect("tests/fixtures/gsr/logits_golden.json (tools/gsr writes it)");
+    let text = std::fs::read_to_string(fixture("gsr/logits_golden.json")).expect("tests/fixtures/gsr/logits_golden.json (tools/reference/gsr_fixture.py)");
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     let ints = |x: &serde_json::Value| {
         x.as_array().unwrap().iter().map(|r| r.as_array().unwrap().iter().map(|t| t.as_i64().unwrap()).collect::<Vec<i64>>()).collect::<Vec<_>>()

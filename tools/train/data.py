@@ -1,7 +1,7 @@
 """Data of the retriever's training: the knowledge graph's facts, the training dialogs'
 messages, paths written as the `trellis` linearization writes them (re-stated from
-src/linearize.rs; tools/gsr/make_fixture.py checks the same rules against the Rust side), and
-the knowledge-graph reconstruction examples of DialogGSR section 3.4."""
+src/linearize.rs; tools/train/linearize.py states the same rules and checks tokenizers against
+them), and the knowledge-graph reconstruction examples of DialogGSR section 3.4."""
 import csv
 import json
 import random

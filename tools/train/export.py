@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Exports a trained retriever or response generator (a transformers T5 saved with
 `save_pretrained`) to the model directory Trellis loads (schema/model.md): optimum's ONNX files
-through the same code as the golden fixtures (tools/gsr/make_fixture.py `export`), checked
+through the same code as the golden fixtures (tools/train/t5.py `export`), checked
 against PyTorch with onnxruntime before anything is written, then `config.json`,
 `tokenizer.json` and `trellis.json` (its `task` says which: a generator is also checked by
 greedy decoding with onnxruntime against transformers `generate`).
 
-    PY=$(tools/gsr/venv.sh)
+    PY=$(bash tools/venv.sh train)
     $PY tools/train/export.py --hf RUN/retrieval/best/hf --tokenizer RUN/tokenizer.json \
         --trellis-json tools/train/trellis.json --out models/gsr-opendialkg [--layout merged] [--quantize]
     $PY tools/train/export.py --hf RUN/generator/best/hf --tokenizer RUN/tokenizer.json \
@@ -32,14 +32,12 @@ if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
     os.environ["PYTHONHASHSEED"] = "0"
     os.execv(sys.executable, [sys.executable] + sys.argv)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gsr"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
-import make_fixture as mf  # noqa: E402
+# A neighbour in tools/train/ (this file runs as a script: its folder is on sys.path).
+import t5  # noqa: E402
 
 # A generator's check inputs: DialogGSR's encoding (schema/model.md) of two turns, and the
 # start of a reply.
@@ -154,7 +152,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         onnx_dir = Path(tmp) / "onnx"
         # Quantized: exported split, quantized, then merged (see quantize).
-        mf.export(args.hf, onnx_dir, merged and not args.quantize)
+        t5.export(args.hf, onnx_dir, merged and not args.quantize)
         # The check: two real inputs and a few cached decoder steps.
         if is_generator:
             enc = [tok.encode(t).ids for t in GENERATOR_TEXTS]
@@ -171,9 +169,9 @@ def main():
             quantize(onnx_dir, merged)
             # int8 weights move the logits by more than float rounding: checked loosely here,
             # on dev path@k (a generator: dev responses) by the caller.
-            worst = mf.verify(onnx_dir, merged, model, ids, mask, dec, tol=0.5)
+            worst = t5.verify(onnx_dir, merged, model, ids, mask, dec, tol=0.5)
         else:
-            worst = mf.verify(onnx_dir, merged, model, ids, mask, dec)
+            worst = t5.verify(onnx_dir, merged, model, ids, mask, dec)
         greedy = ""
         if is_generator:
             same, total = check_greedy(onnx_dir, merged, model, enc, spec.get("generation", {}).get("max_new_tokens", 64))

@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 work=${1:-$HOME/.cache/trellis/train/repro}
 export RECON_STEPS=${RECON_STEPS:-50} STOP_AFTER=${STOP_AFTER:-50} THREADS=${THREADS:-2} ONLY=retriever
-PY=$(bash tools/gsr/venv.sh)
+PY=$(bash tools/venv.sh train)
 rm -rf "$work"
 mkdir -p "$work"
 for r in a b; do

@@ -12,11 +12,11 @@ space before the full stop), and N delexicalization placeholders `[E1]`..`[EN]` 
 that are not special (decoding writes them back, and the engine replaces them by names:
 src/generate/delex.rs).
 
-    PY=$(tools/gsr/venv.sh)
+    PY=$(bash tools/venv.sh onnx)     # or the train environment: only `tokenizers` is needed
     $PY tools/train/tokenizer.py --out DIR/tokenizer.json [--vocab 8000] [--generator 12]
 
 Deterministic (one thread). Checks what the Rust side relies on before writing (the checks of
-tools/gsr/make_fixture.py: every name's ids are the same in every slot of a path).
+tools/train/linearize.py: every name's ids are the same in every slot of a path).
 """
 import argparse
 import json
@@ -27,12 +27,10 @@ from pathlib import Path
 os.environ.setdefault("RAYON_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gsr"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers  # noqa: E402
 
-import make_fixture as mf  # noqa: E402
+# Neighbours in tools/train/ (this file runs as a script: its folder is on sys.path).
+import linearize  # noqa: E402
 from data import ENTITY_MARKERS, MASK, chat_messages, entity_text, read_kg, relation_text  # noqa: E402
 
 EXTRA_TOKENS = ENTITY_MARKERS + [MASK]
@@ -82,7 +80,7 @@ def train(vocab_size, facts, messages, generator=0):
     names = sorted({entity_text(e) for s, _, o in facts for e in (s, o)} | {relation_text(r) for _, r, _ in facts})
     tok.train_from_iterator(names + messages, trainer=trainer)
     tok = canonical(tok)
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in mf.ADDED_TOKENS + EXTRA_TOKENS])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in linearize.ADDED_TOKENS + EXTRA_TOKENS])
     if generator:
         tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in placeholders(generator)])
     tok.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", tok.token_to_id("</s>"))])
@@ -109,7 +107,7 @@ def main():
     else:
         # The slot-independence checks on the names of the training paths' facts (all of
         # kg.tsv would take minutes; these are the names the model writes most).
-        mf.check_tokenizer(tok, facts[-20000:])
+        linearize.check_tokenizer(tok, facts[-20000:])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tok.save(str(args.out), pretty=False)
     print(f"tokenizer: {tok.get_vocab_size()} tokens -> {args.out}", file=sys.stderr)

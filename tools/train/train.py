@@ -20,7 +20,7 @@ section 3.4 does:
    epoch the mean token cross-entropy on dev targets, the best epoch exported (export.py,
    tools/train/generator.json) and named in `generator/best.json`.
 
-    PY=$(tools/gsr/venv.sh)
+    PY=$(bash tools/venv.sh train)
     $PY tools/train/train.py recon --run RUN --tokenizer RUN/tokenizer.json --minutes 20
     $PY tools/train/train.py retrieval --run RUN --targets RUN/train-targets.jsonl --epochs 6 \
         --dev-store STORE --dev-dialogs dialogs_dev.csv --trellis BIN
@@ -32,6 +32,9 @@ written every `--checkpoint-minutes` and at every epoch's end; rerunning the sam
 on from it (`generator` also stops cleanly at `--time-budget-min`, after a checkpoint and an
 export of what it has). Deterministic on CPU for a fixed seed and thread count. CUDA is used
 when present.
+
+The three stages run one loop (`fit`): they differ in their batches, their loss and what
+happens between steps and at an epoch's end.
 """
 import argparse
 import json
@@ -46,21 +49,14 @@ from pathlib import Path
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "gsr"))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
+# Neighbours in tools/train/ (this file runs as a script: its folder is on sys.path).
+import t5  # noqa: E402
 from data import Graph, read_kg, reconstruction_examples  # noqa: E402
-
-# The shape that trains to a useful point on 2 CPU cores in about an hour (toolchain.md's
-# measured speeds); `--shape` picks a bigger one on a GPU.
-SHAPES = {
-    "small-cpu": dict(d_model=256, d_kv=64, num_heads=4, d_ff=1024, num_layers=3, num_decoder_layers=3),
-    "base-gpu": dict(d_model=512, d_kv=64, num_heads=8, d_ff=2048, num_layers=6, num_decoder_layers=6),
-}
 
 
 def log(msg):
@@ -72,22 +68,9 @@ def device():
 
 
 def make_model(shape, vocab_size, seed):
-    from transformers import T5Config, T5ForConditionalGeneration
-
-    cfg = T5Config(
-        vocab_size=vocab_size,
-        dropout_rate=0.1,
-        feed_forward_proj="relu",
-        tie_word_embeddings=True,
-        decoder_start_token_id=0,
-        eos_token_id=1,
-        pad_token_id=0,
-        relative_attention_num_buckets=32,
-        relative_attention_max_distance=128,
-        **SHAPES[shape],
-    )
-    torch.manual_seed(seed)
-    return T5ForConditionalGeneration(cfg)
+    """A new model of a training shape (t5.TRAINING_SHAPES: the sizes, dropout 0.1), its
+    weights drawn from `seed`."""
+    return t5.build(shape, vocab_size, seed)
 
 
 def load_model(path):
@@ -152,6 +135,92 @@ def seq2seq_batch(inputs, targets, dev):
 
 
 # ---------------------------------------------------------------------------------------
+# The training loop of every stage.
+
+
+def fit(model, opt, sched, ck, state, args, *, steps, per_epoch, batches, loss_of, label, between=None, epoch_end=None):
+    """Trains until `state["step"]` reaches `steps`, going on from wherever it stands (a
+    checkpoint's state): epoch `state["step"] // per_epoch`, from its `state["step"] %
+    per_epoch`-th batch. `batches(epoch, within)` yields that epoch's batches from the
+    `within`-th on; `loss_of(batch)` is the loss of one. Each step: gradients clipped to norm
+    1, one optimizer and one schedule step, `state["step"]` counted, `state["loss"]` its
+    moving average; a progress line at steps 5, 20, every 50th and an epoch's last, with
+    `label(epoch)` in front.
+
+    Between two steps of an epoch (never after its last step, so a resumed run never skips
+    an epoch's end): `between(done)` (`done`: steps of this run) may stop the run by returning
+    True, after checkpointing what it needs; otherwise a checkpoint every
+    `args.checkpoint_minutes`. After an epoch's last step: `epoch_end(epoch, done)` (scores,
+    keeps the best, checkpoints), which may stop the run too. Returns True when every step is
+    done, False when a hook stopped it. Examples/s and the ETA count training time only."""
+    done = 0
+    trained, since = 0.0, time.time()
+    last_ck = time.time()
+
+    def hook(f, *a):
+        nonlocal trained, since
+        trained += time.time() - since
+        stop = f(*a)
+        since = time.time()
+        return stop
+
+    while state["step"] < steps:
+        epoch, within = divmod(state["step"], per_epoch)
+        model.train()
+        for k, batch in zip(range(within, per_epoch), batches(epoch, within)):
+            loss = loss_of(batch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            state["step"] += 1
+            done += 1
+            state["loss"] = loss.item() if state["loss"] is None else 0.98 * state["loss"] + 0.02 * loss.item()
+            last = k == per_epoch - 1
+            if state["step"] % 50 == 0 or state["step"] in (5, 20) or last:
+                rate = done / max(trained + time.time() - since, 1e-9)
+                eta = (steps - state["step"]) / max(rate, 1e-9)
+                log(f"{label(epoch)} step {state['step']}/{steps} loss {state['loss']:.3f} {rate * args.batch:.0f} examples/s eta {eta / 60:.1f} min")
+            if last:
+                break
+            if between is not None and hook(between, done):
+                return False
+            if time.time() - last_ck > args.checkpoint_minutes * 60:
+                ck.save(model, opt, sched, state)
+                last_ck = time.time()
+        if epoch_end is not None and hook(epoch_end, epoch, done):
+            return False
+        last_ck = time.time()
+    return True
+
+
+def shuffled(rows, batch, seed):
+    """`batches` of an epoch-based stage: epoch e's order is `random.Random(seed + e)`'s
+    shuffle of the rows, cut into `batch`-sized pieces (the last one shorter)."""
+    per_epoch = math.ceil(len(rows) / batch)
+
+    def batches(epoch, within):
+        order = list(range(len(rows)))
+        random.Random(seed + epoch).shuffle(order)
+        for k in range(within, per_epoch):
+            yield [rows[i] for i in order[k * batch : (k + 1) * batch]]
+
+    return batches, per_epoch
+
+
+def likelihood(model, dev):
+    """`loss_of` for rows whose first two fields are the encoder ids and the target ids:
+    transformers' token cross-entropy with teacher forcing."""
+
+    def loss_of(batch):
+        x, m, d, y = seq2seq_batch([r[0] for r in batch], [r[1] for r in batch], dev)
+        return model(input_ids=x, attention_mask=m, decoder_input_ids=d, labels=y).loss
+
+    return loss_of
+
+
+# ---------------------------------------------------------------------------------------
 # Stage 1: knowledge-graph reconstruction.
 
 
@@ -170,33 +239,20 @@ def recon(args):
     opt, sched = optimizer(model, args.lr, steps)
     state = ck.load(model, opt, sched) or {"step": 0, "loss": None}
     log(f"recon: {len(facts)} facts, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, {steps} steps of {args.batch}, from step {state['step']}")
-    examples = reconstruction_examples(graph, args.seed)
-    # Resuming replays the example stream to where it stopped (cheap: no model work).
-    for _ in range(state["step"] * args.batch):
-        next(examples)
-    model.train()
-    started, last_ck, done_here = time.time(), time.time(), 0
-    while state["step"] < steps:
-        pairs = [next(examples) for _ in range(args.batch)]
-        inputs = [e.ids for e in tok.encode_batch([p[0] for p in pairs])]
-        targets = [e.ids for e in tok.encode_batch([p[1] for p in pairs])]
-        x, m, d, y = seq2seq_batch(inputs, targets, dev)
-        loss = model(input_ids=x, attention_mask=m, decoder_input_ids=d, labels=y).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        state["step"] += 1
-        done_here += 1
-        state["loss"] = loss.item() if state["loss"] is None else 0.98 * state["loss"] + 0.02 * loss.item()
-        if state["step"] % 50 == 0 or state["step"] in (5, 20) or state["step"] == steps:
-            rate = done_here / (time.time() - started)
-            eta = (steps - state["step"]) / max(rate, 1e-9)
-            log(f"recon step {state['step']}/{steps} loss {state['loss']:.3f} {rate * args.batch:.0f} examples/s eta {eta / 60:.1f} min")
-        if time.time() - last_ck > args.checkpoint_minutes * 60:
-            ck.save(model, opt, sched, state)
-            last_ck = time.time()
+
+    def batches(epoch, within):
+        """One endless stream of examples (one "epoch" of `steps` batches)."""
+        examples = reconstruction_examples(graph, args.seed)
+        # Resuming replays the example stream to where it stopped (cheap: no model work).
+        for _ in range(within * args.batch):
+            next(examples)
+        while True:
+            pairs = [next(examples) for _ in range(args.batch)]
+            inputs = [e.ids for e in tok.encode_batch([p[0] for p in pairs])]
+            targets = [e.ids for e in tok.encode_batch([p[1] for p in pairs])]
+            yield list(zip(inputs, targets))
+
+    fit(model, opt, sched, ck, state, args, steps=steps, per_epoch=steps, batches=batches, loss_of=likelihood(model, dev), label=lambda epoch: "recon")
     ck.save(model, opt, sched, state)
     model.save_pretrained(out / "final")
     log(f"recon: done, model in {out / 'final'}")
@@ -225,59 +281,44 @@ def retrieval(args):
     ck = Checkpoint(out)
     model = load_model(args.init) if args.init else make_model(args.shape, Tokenizer.from_file(str(args.tokenizer)).get_vocab_size(), args.seed)
     model.to(dev)
-    per_epoch = math.ceil(len(rows) / args.batch)
+    batches, per_epoch = shuffled(rows, args.batch, args.seed)
     steps = per_epoch * args.epochs
     opt, sched = optimizer(model, args.lr, steps)
     state = ck.load(model, opt, sched) or {"step": 0, "loss": None, "best": None, "history": []}
     log(f"retrieval: {len(rows)} examples, {per_epoch} steps an epoch, {args.epochs} epochs, from step {state['step']}")
-    started, last_ck, done_here = time.time(), time.time(), 0
-    while state["step"] < steps:
-        epoch, within = divmod(state["step"], per_epoch)
-        order = list(range(len(rows)))
-        random.Random(args.seed + epoch).shuffle(order)
-        model.train()
-        for k in range(within, per_epoch):
-            batch = [rows[i] for i in order[k * args.batch : (k + 1) * args.batch]]
-            x, m, d, y = seq2seq_batch([r[0] for r in batch], [r[1] for r in batch], dev)
-            logits = model(input_ids=x, attention_mask=m, decoder_input_ids=d).logits
-            lm = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100)
-            loss = lm
-            if args.constrained_weight > 0:
-                t = logits.shape[1]
-                mask = torch.zeros(logits.shape, dtype=torch.bool)
-                have = torch.zeros(logits.shape[:2], dtype=torch.bool)
-                for i, r in enumerate(batch):
-                    for j, s in enumerate(r[2][:t]):
-                        mask[i, j, s] = True
-                        have[i, j] = True
-                if have.any():
-                    mask, have = mask.to(dev), have.to(dev)
-                    lp = torch.log_softmax(logits.masked_fill(~mask, float("-inf")), dim=-1)
-                    gold = y.clamp(min=0).unsqueeze(-1)
-                    picked = lp.gather(-1, gold).squeeze(-1)
-                    loss = loss + args.constrained_weight * -(picked[have].mean())
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            state["step"] += 1
-            done_here += 1
-            state["loss"] = loss.item() if state["loss"] is None else 0.98 * state["loss"] + 0.02 * loss.item()
-            if state["step"] % 50 == 0:
-                rate = done_here / (time.time() - started)
-                eta = (steps - state["step"]) / max(rate, 1e-9)
-                log(f"epoch {epoch + 1} step {state['step']}/{steps} loss {state['loss']:.3f} {rate * args.batch:.0f} examples/s eta {eta / 60:.1f} min")
-            # Never at an epoch's last step: the epoch's end below scores it first.
-            if args.stop_after and done_here >= args.stop_after and k < per_epoch - 1:
-                ck.save(model, opt, sched, state)
-                log(f"retrieval: stopped after {done_here} steps (--stop-after), checkpoint {ck.path}")
-                return
-            # Not at an epoch's last step: resuming from there would skip the epoch's scoring.
-            if k < per_epoch - 1 and time.time() - last_ck > args.checkpoint_minutes * 60:
-                ck.save(model, opt, sched, state)
-                last_ck = time.time()
-        # End of an epoch: export, let Trellis score it on dev, keep the best.
+
+    def loss_of(batch):
+        """The likelihood over the vocabulary plus `--constrained-weight` times the one
+        normalized over the tokens the constraint allows at each step."""
+        x, m, d, y = seq2seq_batch([r[0] for r in batch], [r[1] for r in batch], dev)
+        logits = model(input_ids=x, attention_mask=m, decoder_input_ids=d).logits
+        lm = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100)
+        loss = lm
+        if args.constrained_weight > 0:
+            t = logits.shape[1]
+            mask = torch.zeros(logits.shape, dtype=torch.bool)
+            have = torch.zeros(logits.shape[:2], dtype=torch.bool)
+            for i, r in enumerate(batch):
+                for j, s in enumerate(r[2][:t]):
+                    mask[i, j, s] = True
+                    have[i, j] = True
+            if have.any():
+                mask, have = mask.to(dev), have.to(dev)
+                lp = torch.log_softmax(logits.masked_fill(~mask, float("-inf")), dim=-1)
+                gold = y.clamp(min=0).unsqueeze(-1)
+                picked = lp.gather(-1, gold).squeeze(-1)
+                loss = loss + args.constrained_weight * -(picked[have].mean())
+        return loss
+
+    def between(done):
+        if args.stop_after and done >= args.stop_after:
+            ck.save(model, opt, sched, state)
+            log(f"retrieval: stopped after {done} steps (--stop-after), checkpoint {ck.path}")
+            return True
+        return False
+
+    def epoch_end(epoch, done):
+        """Export, let Trellis score it on dev, keep the best."""
         model.eval()
         folder = out / f"epoch-{epoch + 1}"
         model.save_pretrained(folder / "hf")
@@ -293,11 +334,14 @@ def retrieval(args):
             (out / "best").symlink_to(folder.name)
         ck.save(model, opt, sched, state)
         (out / "history.json").write_text(json.dumps(state["history"], indent=1) + "\n")
-        last_ck = time.time()
-        if args.stop_after and done_here >= args.stop_after:
-            log(f"retrieval: stopped after {done_here} steps (--stop-after), at the end of epoch {epoch + 1}")
-            return
-    log(f"retrieval: done; best epoch {state['best']['epoch']} ({out / 'best'})")
+        if args.stop_after and done >= args.stop_after:
+            log(f"retrieval: stopped after {done} steps (--stop-after), at the end of epoch {epoch + 1}")
+            return True
+        return False
+
+    if fit(model, opt, sched, ck, state, args, steps=steps, per_epoch=per_epoch, batches=batches, loss_of=loss_of,
+           label=lambda epoch: f"epoch {epoch + 1}", between=between, epoch_end=epoch_end):
+        log(f"retrieval: done; best epoch {state['best']['epoch']} ({out / 'best'})")
 
 
 def dev_scores(args, folder):
@@ -383,19 +427,16 @@ def generator(args):
     dev_rows = read_gen_targets(args.dev_targets, args.max_target, model.config.vocab_size, args.dev_lines)
     if not rows or not dev_rows:
         raise SystemExit(f"{args.targets if not rows else args.dev_targets}: no line with a reply (a retriever's targets?)")
-    per_epoch = math.ceil(len(rows) / args.batch)
+    batches, per_epoch = shuffled(rows, args.batch, args.seed)
     steps = per_epoch * args.epochs
     opt, sched = optimizer(model, args.lr, steps)
     state = ck.load(model, opt, sched) or {"step": 0, "loss": None, "best": None, "history": []}
     log(f"generator: {len(rows)} examples, {len(dev_rows)} dev, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, {per_epoch} steps an epoch, {args.epochs} epochs, from step {state['step']}")
-    started, last_ck, done_here = time.time(), time.time(), 0
+    started = time.time()
     budget = args.time_budget_min * 60 if args.time_budget_min else None
-    # Training time only, for examples/s and the ETA (dev loss and exports take their share).
-    clock = {"training": 0.0, "since": time.time()}
 
     def evaluate(name, epoch):
         """Dev loss of the current weights; exported and named in best.json when the best."""
-        clock["training"] += time.time() - clock["since"]
         loss = token_loss(model, dev_rows, args.batch, dev)
         log(f"{name}: dev loss {loss:.4f} (train {state['loss']:.4f})")
         state["history"].append({"name": name, "epoch": epoch, "step": state["step"], "loss": state["loss"], "dev_loss": loss})
@@ -408,47 +449,27 @@ def generator(args):
         (out / "history.json").write_text(json.dumps(state["history"], indent=1) + "\n")
         best = dict(state["best"], model=str(out / state["best"]["name"] / "model"), finished=state["step"] >= steps)
         (out / "best.json").write_text(json.dumps(best, indent=1) + "\n")
-        clock["since"] = time.time()
 
-    while state["step"] < steps:
-        epoch, within = divmod(state["step"], per_epoch)
-        order = list(range(len(rows)))
-        random.Random(args.seed + epoch).shuffle(order)
-        model.train()
-        for k in range(within, per_epoch):
-            batch = [rows[i] for i in order[k * args.batch : (k + 1) * args.batch]]
-            x, m, d, y = seq2seq_batch([r[0] for r in batch], [r[1] for r in batch], dev)
-            loss = model(input_ids=x, attention_mask=m, decoder_input_ids=d, labels=y).loss
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            state["step"] += 1
-            done_here += 1
-            state["loss"] = loss.item() if state["loss"] is None else 0.98 * state["loss"] + 0.02 * loss.item()
-            if state["step"] % 50 == 0 or state["step"] in (5, 20) or k == per_epoch - 1:
-                rate = done_here / (clock["training"] + time.time() - clock["since"])
-                eta = (steps - state["step"]) / max(rate, 1e-9)
-                log(f"epoch {epoch + 1} step {state['step']}/{steps} loss {state['loss']:.3f} {rate * args.batch:.0f} examples/s eta {eta / 60:.1f} min")
-            if k == per_epoch - 1:
-                break  # the epoch's end below checkpoints (resuming from here would skip it)
-            if budget is not None and time.time() - started > budget:
-                # What a session has when it stops: the best so far, this state if better.
-                evaluate(f"step-{state['step']}", None)
-                ck.save(model, opt, sched, state)
-                log(f"generator: time budget of {args.time_budget_min:g} min spent at step {state['step']}/{steps}; rerun to go on")
-                return
-            if time.time() - last_ck > args.checkpoint_minutes * 60:
-                ck.save(model, opt, sched, state)
-                last_ck = time.time()
+    def between(done):
+        if budget is not None and time.time() - started > budget:
+            # What a session has when it stops: the best so far, this state if better.
+            evaluate(f"step-{state['step']}", None)
+            ck.save(model, opt, sched, state)
+            log(f"generator: time budget of {args.time_budget_min:g} min spent at step {state['step']}/{steps}; rerun to go on")
+            return True
+        return False
+
+    def epoch_end(epoch, done):
         evaluate(f"epoch-{epoch + 1}", epoch + 1)
         ck.save(model, opt, sched, state)
-        last_ck = time.time()
         if budget is not None and time.time() - started > budget and state["step"] < steps:
             log(f"generator: time budget of {args.time_budget_min:g} min spent after epoch {epoch + 1}; rerun to go on")
-            return
-    log(f"generator: done; best {state['best']['name']}, dev loss {state['best']['dev_loss']:.4f} ({out / 'best.json'})")
+            return True
+        return False
+
+    if fit(model, opt, sched, ck, state, args, steps=steps, per_epoch=per_epoch, batches=batches, loss_of=likelihood(model, dev),
+           label=lambda epoch: f"epoch {epoch + 1}", between=between, epoch_end=epoch_end):
+        log(f"generator: done; best {state['best']['name']}, dev loss {state['best']['dev_loss']:.4f} ({out / 'best.json'})")
 
 
 def main():
@@ -458,7 +479,7 @@ def main():
         p = sub.add_parser(name)
         p.add_argument("--run", type=Path, required=True, help="the run's folder (checkpoints, exports, logs)")
         p.add_argument("--tokenizer", type=Path, required=True)
-        p.add_argument("--shape", choices=sorted(SHAPES), default="small-cpu")
+        p.add_argument("--shape", choices=t5.TRAINING_SHAPES, default="small-cpu")
         p.add_argument("--seed", type=int, default=20261124)
         p.add_argument("--threads", type=int, default=2)
         p.add_argument("--lr", type=float, default=1e-3)

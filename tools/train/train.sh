@@ -5,7 +5,7 @@
 #   bash tools/train/train.sh [RUN_DIR]            # default ~/.cache/trellis/train/run
 #
 # Steps (each skipped when its output exists, so a rerun resumes an interrupted run):
-#   1. the Python venv (tools/gsr/venv.sh) and the trellis binary;
+#   1. the Python venv (`tools/venv.sh train`) and the trellis binary;
 #   2. the tokenizer (tools/train/tokenizer.py);
 #   3. two stores: the training KG (kg.tsv + kg_train_paths.tsv) for the training targets, the
 #      dev KG (kg.tsv, the store every baseline is measured on) for dev scores; token indexes
@@ -59,7 +59,7 @@ case "$ONLY" in
     *) echo "train.sh: ONLY must be retriever or generator (or unset for both), not '$ONLY'" >&2; exit 2 ;;
 esac
 
-PY=$(bash tools/gsr/venv.sh)
+PY=$(bash tools/venv.sh train)
 source tools/setup.sh
 cargo build --release --locked --bin trellis
 bin="$CARGO_TARGET_DIR/release/trellis"
@@ -79,13 +79,13 @@ make_spec() { # DIR TRELLIS_JSON TOKENIZER
     mkdir -p "$spec"
     cp "$3" "$spec/tokenizer.json"
     cp "$2" "$spec/trellis.json"
+    # Run from the repository root: `tools` is importable (tools/train/t5.py, the one builder).
     "$PY" - "$spec" "$SHAPE" "$SEED" <<'PY'
 import sys
-sys.path.insert(0, "tools/train")
 from tokenizers import Tokenizer
-from train import make_model
+from tools.train import t5
 spec, shape, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
-make_model(shape, Tokenizer.from_file(f"{spec}/tokenizer.json").get_vocab_size(), seed).config.to_json_file(f"{spec}/config.json")
+t5.build(shape, Tokenizer.from_file(f"{spec}/tokenizer.json").get_vocab_size(), seed).config.to_json_file(f"{spec}/config.json")
 PY
 }
 spec="$run/spec"

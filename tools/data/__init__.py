@@ -1,0 +1,1 @@
+"""Sample and request makers (tools/README.md)."""

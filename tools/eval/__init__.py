@@ -1,0 +1,1 @@
+"""Quality tables and checks on the dev data (tools/README.md)."""
