@@ -8,6 +8,7 @@ use crate::store::error::{MigrateError, OpenError, ReadError, WriteError};
 /// Any library error, for applications that want one type; each operation returns its
 /// own narrow enum, which converts into this.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     #[error(transparent)]
     Open(#[from] OpenError),
@@ -22,23 +23,44 @@ pub enum Error {
     #[error(transparent)]
     Ingest(#[from] crate::ingest::IngestError),
     #[error(transparent)]
-    Model(#[from] crate::ingest::TokenizerError),
+    Tokenizer(#[from] crate::ingest::TokenizerError),
+    #[error(transparent)]
+    Pcst(#[from] crate::graph::pcst::PcstError),
+    #[error(transparent)]
+    Dataset(#[from] crate::dataset::DatasetError),
+    #[error(transparent)]
+    Decode(#[from] crate::decode::DecodeError),
+    #[error(transparent)]
+    Runtime(#[from] crate::model::RuntimeError),
+    #[error(transparent)]
+    ModelDir(#[from] crate::model::ModelDirError),
     #[error(transparent)]
     Seq2Seq(#[from] crate::model::Seq2SeqError),
     #[error(transparent)]
     Retrieve(#[from] crate::retrieve::RetrieveError),
     #[error(transparent)]
-    Decode(#[from] crate::decode::DecodeError),
-    #[error(transparent)]
     Gsr(#[from] crate::retrieve::gsr::GsrError),
     #[error(transparent)]
     Generate(#[from] crate::generate::GenerateError),
     #[error(transparent)]
+    Template(#[from] crate::generate::TemplateError),
+    #[error(transparent)]
+    Pipeline(#[from] crate::pipeline::PipelineError),
+    #[error(transparent)]
+    Doctor(#[from] crate::pipeline::doctor::DoctorError),
+    #[error(transparent)]
     Linearize(#[from] crate::linearize::LinearizeError),
     #[error(transparent)]
-    Dataset(#[from] crate::dataset::DatasetError),
+    Responses(#[from] crate::eval::responses::ResponsesError),
+    #[error(transparent)]
+    PipelineEval(#[from] crate::eval::pipeline::PipelineEvalError),
     #[error(transparent)]
     Matcher(#[from] crate::eval::linking::MatcherError),
+    /// A setting outside its range (`crate::limits`).
+    #[error(transparent)]
+    Setting(#[from] crate::limits::OutOfRange),
+    #[error(transparent)]
+    Memory(#[from] crate::limits::TooMuchMemory),
 }
 
 #[cfg(test)]
@@ -57,5 +79,11 @@ mod tests {
         assert_eq!(e.to_string(), "beams must be within 1..=64, not 0");
         let e: Error = crate::generate::GenerateError::Setting(crate::limits::BEAMS.refuse(0)).into();
         assert!(matches!(e, Error::Generate(crate::generate::GenerateError::Setting(_))), "{e:?}");
+        let e: Error = crate::graph::pcst::PcstError::NoClusters.into();
+        assert!(matches!(e, Error::Pcst(_)), "{e:?}");
+        let e: Error = crate::model::ModelDirError::NotADirectory { path: "/m".into() }.into();
+        assert_eq!(e.to_string(), "/m: not a model directory (no such directory)");
+        let e: Error = crate::limits::BEAMS.refuse(0).into();
+        assert!(matches!(e, Error::Setting(_)), "{e:?}");
     }
 }

@@ -27,7 +27,7 @@ pub mod dataset;
 pub mod decode;
 pub mod error;
 pub mod eval;
-pub mod files;
+pub(crate) mod files;
 pub mod generate;
 pub mod graph;
 pub mod ids;

@@ -3,6 +3,6 @@
 
 pub mod linking;
 pub mod pipeline;
-pub mod porter;
+pub(crate) mod porter;
 pub mod responses;
 pub mod retrieval;

@@ -21,23 +21,23 @@
 
 mod adjacency;
 mod build;
-pub mod dict;
+pub(crate) mod dict;
 mod dictionaries;
-pub mod error;
-pub mod input;
+pub(crate) mod error;
+pub(crate) mod input;
 mod intern;
 mod naming;
-pub mod parse;
+pub(crate) mod parse;
 mod pipeline;
 mod rejects;
-pub mod sort;
+pub(crate) mod sort;
 mod sst;
-pub mod tokenizer;
+pub(crate) mod tokenizer;
 pub mod tokens;
 
-pub use error::{IngestError, LineErrorKind, LineProblem};
+pub use error::{IngestError, LineError, LineErrorKind, LineProblem};
 pub use input::{Compression, Format, InputSpec};
-pub use tokenizer::{NameTokenizer, TokenizerError};
+pub use tokenizer::{NameTokenizer, PositionDependence, TokenizerError};
 
 use crate::store::meta::InputRecord;
 use std::collections::BTreeMap;

@@ -39,6 +39,8 @@ pub fn degree_key(dir: Direction, e: EntityId) -> [u8; DEGREE_KEY_LEN] {
     adj_prefix(dir, e)
 }
 
+/// The inverse of [`degree_key`] (the codec's property tests use it).
+#[cfg(test)]
 pub fn decode_degree_key(k: &[u8]) -> Option<(Direction, EntityId)> {
     if k.len() != DEGREE_KEY_LEN {
         return None;

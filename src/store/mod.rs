@@ -3,19 +3,19 @@
 //! Reads go straight to RocksDB: nothing of the graph is held in memory beyond the block
 //! cache. A `Store` is `Send + Sync`; share it (`Arc<Store>`) across reader threads.
 
-pub mod codec;
-pub mod error;
-pub mod generation;
-pub mod idlist;
-pub mod layout;
-pub mod meta;
+pub(crate) mod codec;
+pub(crate) mod error;
+pub(crate) mod generation;
+pub(crate) mod idlist;
+pub(crate) mod layout;
+pub(crate) mod meta;
 mod migrate;
-pub mod schema;
+pub(crate) mod schema;
 pub mod tokens;
 mod validate;
 
 pub use codec::{NameTarget, TermKind, TermRecord};
-pub use error::{MigrateError, OpenError, ReadError, WriteError};
+pub use error::{Corruption, Key, LayoutProblem, MigrateError, OpenError, ReadError, WriteError};
 pub use layout::{ReaderPin, Registration};
 pub use meta::Meta;
 pub use migrate::{migrate, MigrationReport};

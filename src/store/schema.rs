@@ -114,6 +114,3 @@ pub fn existing_descriptors(path: &std::path::Path, cache: &Cache) -> Result<Vec
         .collect())
 }
 
-pub fn spec(name: &str) -> &'static CfSpec {
-    COLUMN_FAMILIES.iter().find(|s| s.name == name).expect("known column family")
-}
