@@ -127,8 +127,9 @@ fn retrieval(c: &mut Criterion) {
     g.throughput(Throughput::Elements(turns.len() as u64));
     g.sample_size(20);
     for kind in [RetrieverKind::All, RetrieverKind::Random, RetrieverKind::Bm25, RetrieverKind::Katz, RetrieverKind::Pcst] {
+        let name = kind.name();
         let r = Retriever::new(store.clone(), RetrieverConfig::new(kind)).unwrap();
-        g.bench_function(format!("{kind:?}_50_turns").to_lowercase(), |b| b.iter(|| turns.iter().map(|h| r.retrieve(h).unwrap().len()).sum::<usize>()));
+        g.bench_function(format!("{name}_50_turns"), |b| b.iter(|| turns.iter().map(|h| r.retrieve(h).unwrap().len()).sum::<usize>()));
     }
     let mut cfg = RetrieverConfig::new(RetrieverKind::Pcst);
     cfg.pcst = trellis::retrieve::pcst::PcstConfig::new(trellis::retrieve::pcst::PcstVariant::GRetriever);

@@ -42,6 +42,7 @@ pub mod retrieve;
 pub mod store;
 
 pub use error::Error;
+pub use files::FileProblem;
 pub use ids::{Direction, EntityId, RelationId};
 pub use ingest::{BulkLoader, IngestError, InputSpec};
 pub use store::{build_name, MigrateError, OpenError, ReadError, WriteError};

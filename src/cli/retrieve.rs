@@ -18,11 +18,28 @@ use trellis::retrieve::pcst::{PcstConfig, PcstVariant};
 use trellis::retrieve::{RetrieveError, Retriever, RetrieverConfig, RetrieverKind};
 use trellis::Store;
 
+/// The retrievers by name (the library's `RetrieverKind`, whose `gsr` carries its model).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RetrieverName {
+    /// Every candidate path, in candidate order.
+    All,
+    /// The candidates in a seeded random order.
+    Random,
+    /// BM25 of verbalized paths against the last messages.
+    Bm25,
+    /// The informativeness of the path's entities.
+    Katz,
+    /// The paths inside a prize-collecting Steiner tree of the candidates.
+    Pcst,
+    /// Generative retrieval (DialogGSR; needs --model).
+    Gsr,
+}
+
 /// Which retriever, and the knobs of those that have any.
 #[derive(Args, Clone)]
 pub struct RetrieverOptions {
     #[arg(long, value_enum)]
-    pub retriever: RetrieverKind,
+    pub retriever: RetrieverName,
     /// pcst: whose prizes and costs (seed003: rank prizes, facts as virtual nodes at cost
     /// C/2; g-retriever: decayed fact prizes, costs lowered by prizes).
     #[arg(long, value_enum, default_value_t = PcstVariant::Seed003)]
@@ -99,16 +116,30 @@ pub struct GsrArgs {
 }
 
 impl RetrieverOptions {
-    pub fn config(&self) -> RetrieverConfig {
-        let mut cfg = RetrieverConfig::new(self.retriever);
+    /// The library's configuration; `None` for gsr without --model.
+    pub fn config(&self) -> Option<RetrieverConfig> {
+        let kind = match self.retriever {
+            RetrieverName::All => RetrieverKind::All,
+            RetrieverName::Random => RetrieverKind::Random,
+            RetrieverName::Bm25 => RetrieverKind::Bm25,
+            RetrieverName::Katz => RetrieverKind::Katz,
+            RetrieverName::Pcst => RetrieverKind::Pcst,
+            RetrieverName::Gsr => RetrieverKind::Gsr(self.gsr_options()?),
+        };
+        let mut cfg = RetrieverConfig::new(kind);
         cfg.pcst = PcstConfig::new(self.pcst_variant);
         cfg.pcst.pruning = self.pruning;
         cfg.bm25_turns = self.bm25_turns;
         cfg.seed = self.seed;
         cfg.link = self.link.config();
         cfg.scope = self.scope;
-        if let Some(model) = &self.gsr.model {
-            let g = &self.gsr;
+        Some(cfg)
+    }
+
+    fn gsr_options(&self) -> Option<GsrOptions> {
+        let model = self.gsr.model.as_ref()?;
+        let g = &self.gsr;
+        {
             let mut o = GsrOptions::new(model);
             o.runtime.device = g.device;
             o.runtime.threads = g.model_threads;
@@ -126,18 +157,17 @@ impl RetrieverOptions {
             };
             o.steps = g.steps;
             o.batch = g.batch;
-            cfg.gsr = Some(o);
+            Some(o)
         }
-        cfg
     }
 
     /// What the answers depend on, for `--resume` to compare: the configuration without
     /// the thread and session counts (answers do not depend on them), the model directory
     /// as an absolute path.
     pub fn fingerprint(&self) -> String {
-        let mut cfg = self.config();
+        let Some(mut cfg) = self.config() else { return format!("{:?} without a model", self.retriever) };
         let mut model = String::new();
-        if let Some(g) = &mut cfg.gsr {
+        if let RetrieverKind::Gsr(g) = &mut cfg.kind {
             // The model's files too: weights or trellis.json replaced in place change answers.
             model = format!(", model files {}", super::batch::model_identity(&g.model).as_str().unwrap_or_default());
             g.model = super::batch::absolute(&g.model).into();
@@ -154,17 +184,16 @@ impl RetrieverOptions {
 
     /// [`open`](Self::open) with `sessions` model sessions (threads that can decode at once).
     pub fn open_with_sessions(&self, store: std::sync::Arc<Store>, sessions: usize) -> Result<Retriever> {
-        if self.retriever == RetrieverKind::Gsr && self.gsr.model.is_none() {
-            anyhow::bail!(super::Usage("--retriever gsr needs --model DIR (an exported retriever: see schema/model.md)".into()));
-        }
-        if self.scope == CandidateScope::Uncapped && self.retriever != RetrieverKind::Gsr {
+        if self.scope == CandidateScope::Uncapped && self.retriever != RetrieverName::Gsr {
             anyhow::bail!(super::Usage("--scope uncapped needs --retriever gsr (the other retrievers enumerate their candidates)".into()));
         }
-        let mut cfg = self.config();
-        if let Some(g) = &mut cfg.gsr {
+        let Some(mut cfg) = self.config() else {
+            anyhow::bail!(super::Usage("--retriever gsr needs --model DIR (an exported retriever: see schema/model.md)".into()));
+        };
+        if let RetrieverKind::Gsr(g) = &mut cfg.kind {
             g.runtime.sessions = sessions.max(1);
         }
-        let r = Retriever::open(store, cfg)?;
+        let r = Retriever::new(store, cfg)?;
         if let Some(g) = r.generative() {
             note_batch("gsr", self.gsr.batch, g.settings().batch, g.settings().search.beams);
         }

@@ -30,9 +30,6 @@ pub enum RetrieveError {
     Pcst(#[from] crate::graph::pcst::PcstError),
     #[error("generative retrieval: {0}")]
     Gsr(#[from] gsr::GsrError),
-    /// `RetrieverKind::Gsr` built with [`Retriever::new`] instead of [`Retriever::open`].
-    #[error("the gsr retriever needs a model (--model DIR)")]
-    NoModel,
     /// A setting outside its range (`crate::limits`).
     #[error("{0}")]
     Setting(#[from] crate::limits::OutOfRange),
@@ -74,9 +71,10 @@ impl<'a> RetrievalInput<'a> {
     }
 }
 
-/// Which retriever.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+/// Which retriever; the generative one with what it needs (its model), so that no
+/// retriever can be built without it.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum RetrieverKind {
     /// Every candidate path, in candidate order.
     All,
@@ -90,8 +88,25 @@ pub enum RetrieverKind {
     /// G-Retriever prizes), by the mean BM25 relevance of their facts.
     Pcst,
     /// Generative retrieval (DialogGSR): a T5 model writes the paths under the graph
-    /// constraint and prior (needs `--model`).
-    Gsr,
+    /// constraint and prior.
+    Gsr(gsr::GsrOptions),
+}
+
+impl RetrieverKind {
+    /// The names, in the order of the variants.
+    pub const NAMES: &'static [&'static str] = &["all", "random", "bm25", "katz", "pcst", "gsr"];
+
+    /// The retriever's name (`all`, `random`, `bm25`, `katz`, `pcst`, `gsr`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            RetrieverKind::All => "all",
+            RetrieverKind::Random => "random",
+            RetrieverKind::Bm25 => "bm25",
+            RetrieverKind::Katz => "katz",
+            RetrieverKind::Pcst => "pcst",
+            RetrieverKind::Gsr(_) => "gsr",
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -106,8 +121,6 @@ pub struct RetrieverConfig {
     pub bm25_turns: usize,
     pub seed: u64,
     pub pcst: PcstConfig,
-    /// The generative retriever's model and decoding settings (`gsr` only).
-    pub gsr: Option<gsr::GsrOptions>,
 }
 
 impl RetrieverConfig {
@@ -121,7 +134,6 @@ impl RetrieverConfig {
             bm25_turns: 3,
             seed: 42,
             pcst: PcstConfig::new(PcstVariant::Seed003),
-            gsr: None,
         }
     }
 
@@ -130,7 +142,7 @@ impl RetrieverConfig {
     pub fn validate(&self) -> Result<(), crate::limits::OutOfRange> {
         self.link.validate()?;
         crate::limits::BM25_TURNS.check_usize(self.bm25_turns)?;
-        if let Some(g) = &self.gsr {
+        if let RetrieverKind::Gsr(g) = &self.kind {
             g.validate()?;
         }
         Ok(())
@@ -149,25 +161,15 @@ pub struct Retriever {
 }
 
 impl Retriever {
-    /// A retriever that needs no model (every kind but `gsr`; a `gsr` one built here
-    /// answers [`RetrieveError::NoModel`]).
-    /// Refused outside the ranges of [`RetrieverConfig::validate`].
+    /// Any retriever; `gsr` loads its model and opens its token index. Refused outside the
+    /// ranges of [`RetrieverConfig::validate`].
     pub fn new(store: Arc<Store>, cfg: RetrieverConfig) -> Result<Retriever, RetrieveError> {
         cfg.validate()?;
-        Ok(Retriever { linker: Linker::new(store.clone(), cfg.link.clone())?, store, cfg, names: Default::default(), gsr: None })
-    }
-
-    /// Any retriever; `gsr` loads its model (`cfg.gsr`) and opens its token index.
-    pub fn open(store: Arc<Store>, cfg: RetrieverConfig) -> Result<Retriever, RetrieveError> {
-        cfg.validate()?;
-        let gsr = match (&cfg.kind, &cfg.gsr) {
-            (RetrieverKind::Gsr, Some(opts)) => Some(gsr::GsrRetriever::open(store.clone(), opts, &cfg.katz)?),
-            (RetrieverKind::Gsr, None) => return Err(RetrieveError::NoModel),
+        let gsr = match &cfg.kind {
+            RetrieverKind::Gsr(opts) => Some(gsr::GsrRetriever::open(store.clone(), opts, &cfg.katz)?),
             _ => None,
         };
-        let mut r = Retriever::new(store, cfg)?;
-        r.gsr = gsr;
-        Ok(r)
+        Ok(Retriever { linker: Linker::new(store.clone(), cfg.link.clone())?, store, cfg, names: Default::default(), gsr })
     }
 
     /// The generative retriever, when this is one.
@@ -190,10 +192,9 @@ impl Retriever {
 
     /// Ranks many requests; the generative retriever decodes them together.
     pub fn rank_batch(&self, inputs: &[RetrievalInput<'_>]) -> Result<Vec<Vec<ScoredPath>>, RetrieveError> {
-        if self.cfg.kind != RetrieverKind::Gsr {
+        let Some(g) = &self.gsr else {
             return inputs.iter().map(|i| self.rank(i)).collect();
-        }
-        let g = self.gsr.as_ref().ok_or(RetrieveError::NoModel)?;
+        };
         let found = g.retrieve_batch(inputs, &self.candidate_mode())?;
         Ok(found
             .into_iter()
@@ -268,13 +269,13 @@ impl Retriever {
 
     /// Ranks the candidate paths of already linked entities.
     pub fn rank(&self, input: &RetrievalInput<'_>) -> Result<Vec<ScoredPath>, RetrieveError> {
-        if self.cfg.kind == RetrieverKind::Gsr {
+        if self.gsr.is_some() {
             return Ok(self.rank_batch(std::slice::from_ref(input))?.pop().unwrap_or_default());
         }
         let cand = candidate_subgraph(&self.store, &input.mentioned, &self.cfg.candidates)?;
         let mut paths: Vec<Vec<Hop>> = cand.one_hop.iter().map(|h| vec![*h]).collect();
         paths.extend(cand.two_hop.iter().map(|p| p.to_vec()));
-        let mut scored: Vec<ScoredPath> = match self.cfg.kind {
+        let mut scored: Vec<ScoredPath> = match &self.cfg.kind {
             RetrieverKind::All => paths.into_iter().map(|hops| ScoredPath { hops, score: 1.0, explanation: "candidate".into(), tokens: Vec::new() }).collect(),
             RetrieverKind::Random => {
                 let text: String = input.history.iter().map(|m| m.text.as_str()).collect();
@@ -323,7 +324,8 @@ impl Retriever {
                 out
             }
             RetrieverKind::Pcst => self.pcst_paths(&cand, paths, input.history)?,
-            RetrieverKind::Gsr => return Err(RetrieveError::NoModel),
+            // Answered above: a gsr retriever always has its model.
+            RetrieverKind::Gsr(_) => return self.rank_batch(std::slice::from_ref(input)).map(|mut v| v.pop().unwrap_or_default()),
         };
         // Stable: ties keep candidate order, so results are deterministic.
         scored.sort_by(|a, b| b.score.total_cmp(&a.score));

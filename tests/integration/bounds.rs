@@ -341,18 +341,16 @@ fn library_constructors_refuse_out_of_range_settings() {
     cfg.bm25_turns = 0;
     assert_eq!(refused(Retriever::new(store.clone(), cfg)), "bm25_turns must be within 1..=1024, not 0");
     // Refused before the model is loaded.
-    let mut cfg = RetrieverConfig::new(RetrieverKind::Gsr);
     let mut o = GsrOptions::new(fixture("gsr/tiny-split"));
     o.runtime.threads = 100_000;
-    cfg.gsr = Some(o);
-    assert_eq!(refused(Retriever::open(store.clone(), cfg)), "model_threads must be within 0..=256, not 100000");
+    let cfg = RetrieverConfig::new(RetrieverKind::Gsr(o));
+    assert_eq!(refused(Retriever::new(store.clone(), cfg)), "model_threads must be within 0..=256, not 100000");
     let mut o = GsrOptions::new(fixture("gsr/tiny-split"));
     o.runtime.threads = 1;
     o.overrides.beams = Some(3);
     o.overrides.return_sequences = Some(4);
-    let mut cfg = RetrieverConfig::new(RetrieverKind::Gsr);
-    cfg.gsr = Some(o);
-    assert_eq!(refused(Retriever::open(store, cfg)), "generative retrieval: return_sequences must be within 1..=3, not 4");
+    let cfg = RetrieverConfig::new(RetrieverKind::Gsr(o));
+    assert_eq!(refused(Retriever::new(store, cfg)), "generative retrieval: return_sequences must be within 1..=3, not 4");
 }
 
 fn refused<T>(r: Result<T, impl std::fmt::Display>) -> String {

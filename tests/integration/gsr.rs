@@ -60,9 +60,7 @@ fn retriever(store: &Arc<Store>, layout: &str, mode: &str) -> Retriever {
     o.overrides.prior_norm = norm.map(|n| n.parse::<PriorNorm>().unwrap());
     o.overrides.model_norm = model_norm;
     o.runtime.threads = 1;
-    let mut cfg = RetrieverConfig::new(RetrieverKind::Gsr);
-    cfg.gsr = Some(o);
-    Retriever::open(store.clone(), cfg).unwrap()
+    Retriever::new(store.clone(), RetrieverConfig::new(RetrieverKind::Gsr(o))).unwrap()
 }
 
 #[test]
@@ -152,10 +150,9 @@ fn every_path_for_every_dev_dialog_is_in_the_store() {
     for scope in [CandidateScope::Capped, CandidateScope::Uncapped] {
         let mut o = GsrOptions::new(fixture("gsr/tiny-split"));
         o.batch = 16;
-        let mut cfg = RetrieverConfig::new(RetrieverKind::Gsr);
-        cfg.gsr = Some(o);
+        let mut cfg = RetrieverConfig::new(RetrieverKind::Gsr(o));
         cfg.scope = scope;
-        let r = Retriever::open(store.clone(), cfg).unwrap();
+        let r = Retriever::new(store.clone(), cfg).unwrap();
         let (mut turns, mut paths) = (0, 0);
         // The last turn of every dev dialog, decoded 16 at a time.
         let inputs: Vec<RetrievalInput<'_>> = dialogs.iter().filter_map(|d| d.samples.last().map(|smp| r.input(&d.messages[..smp.upto]).unwrap())).collect();
@@ -388,9 +385,7 @@ fn a_second_step_conditions_on_the_first_path() {
     let open = |steps: usize| {
         let mut o = GsrOptions::new(fixture("gsr/tiny-split"));
         o.steps = steps;
-        let mut cfg = RetrieverConfig::new(RetrieverKind::Gsr);
-        cfg.gsr = Some(o);
-        Retriever::open(store.clone(), cfg).unwrap()
+        Retriever::new(store.clone(), RetrieverConfig::new(RetrieverKind::Gsr(o))).unwrap()
     };
     let two = open(2);
     let mentioned = two.mentioned(&history).unwrap();

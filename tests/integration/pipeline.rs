@@ -25,15 +25,22 @@ fn open_generator(sessions: usize) -> Generator {
     Generator::open(&generator_dir(), &RuntimeOptions { threads: 1, sessions, ..Default::default() }).unwrap()
 }
 
+/// `kind` is `RetrieverKind::Gsr` with any options for the fixture model.
 fn open_retriever(store: &Arc<Store>, kind: RetrieverKind, sessions: usize) -> Retriever {
-    let mut cfg = RetrieverConfig::new(kind);
-    if kind == RetrieverKind::Gsr {
-        let mut o = GsrOptions::new(fixture("gsr/tiny-split"));
-        o.runtime.threads = 1;
-        o.runtime.sessions = sessions;
-        cfg.gsr = Some(o);
-    }
-    Retriever::open(store.clone(), cfg).unwrap()
+    let kind = match kind {
+        RetrieverKind::Gsr(_) => {
+            let mut o = GsrOptions::new(fixture("gsr/tiny-split"));
+            o.runtime.threads = 1;
+            o.runtime.sessions = sessions;
+            RetrieverKind::Gsr(o)
+        }
+        other => other,
+    };
+    Retriever::new(store.clone(), RetrieverConfig::new(kind)).unwrap()
+}
+
+fn gsr() -> RetrieverKind {
+    RetrieverKind::Gsr(GsrOptions::new(fixture("gsr/tiny-split")))
 }
 
 fn pipeline(store: &Arc<Store>, kind: RetrieverKind, top: usize, sessions: usize) -> Pipeline {
@@ -76,9 +83,9 @@ fn named(store: &Store, hops: &[trellis::graph::candidates::Hop]) -> KnowledgePa
 fn a_reply_is_the_generator_on_the_retrievers_best_paths() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open_read_only(sample_store(dir.path())).unwrap());
-    for kind in [RetrieverKind::Bm25, RetrieverKind::Gsr] {
-        let p = pipeline(&store, kind, 2, 1);
-        let retriever = open_retriever(&store, kind, 1);
+    for kind in [RetrieverKind::Bm25, gsr()] {
+        let p = pipeline(&store, kind.clone(), 2, 1);
+        let retriever = open_retriever(&store, kind.clone(), 1);
         let generator = open_generator(1);
         let mut with_paths = 0;
         for history in dialogs().iter().take(8) {
@@ -103,7 +110,7 @@ fn a_reply_is_the_generator_on_the_retrievers_best_paths() {
 fn given_or_no_knowledge_skips_retrieval() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open_read_only(sample_store(dir.path())).unwrap());
-    let p = pipeline(&store, RetrieverKind::Gsr, 3, 1);
+    let p = pipeline(&store, gsr(), 3, 1);
     let generator = open_generator(1);
     let history = &dialogs()[0];
     let given = vec![vec![Triple::new("Jordan Spieth", "~Winner", "2015 Masters Tournament")]];
@@ -126,7 +133,7 @@ fn given_or_no_knowledge_skips_retrieval() {
 fn one_pipeline_from_eight_threads_gives_the_sequential_answers() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open_read_only(sample_store(dir.path())).unwrap());
-    let p = Arc::new(pipeline(&store, RetrieverKind::Gsr, 3, 2));
+    let p = Arc::new(pipeline(&store, gsr(), 3, 2));
     let dialogs = Arc::new(dialogs());
     let sequential: Vec<(Vec<KnowledgePath>, String)> = dialogs
         .iter()

@@ -87,9 +87,10 @@ fn retrievers_on_the_opendialkg_dev_dialogs() {
     let dialogs = &dialogs[..300];
     let mut at10 = Vec::new();
     for kind in [RetrieverKind::All, RetrieverKind::Random, RetrieverKind::Bm25, RetrieverKind::Katz, RetrieverKind::Pcst] {
+        let name = kind.name();
         let r = Retriever::new(store.clone(), RetrieverConfig::new(kind)).unwrap();
         let report = retrieval::evaluate(&store, &r, dialogs, &[1, 10]).unwrap();
-        at10.push((kind, report.triple_recall_at[&10], report.mean_size));
+        at10.push((name, report.triple_recall_at[&10], report.mean_size));
     }
     // The rankers order the same candidates; PCST keeps a small tree of them.
     let sizes: Vec<f64> = at10[..4].iter().map(|x| x.2).collect();
@@ -97,9 +98,9 @@ fn retrievers_on_the_opendialkg_dev_dialogs() {
     assert!(at10[4].2 > 1.0 && at10[4].2 < sizes[0] / 10.0, "{at10:?}");
     assert!(at10[4].1 > at10[1].1, "PCST beats the random order: {at10:?}");
     // Ranking beats chance: BM25 and Katz above the seeded random order.
-    let recall = |k: RetrieverKind| at10.iter().find(|x| x.0 == k).unwrap().1;
-    assert!(recall(RetrieverKind::Bm25) > recall(RetrieverKind::Random), "{at10:?}");
-    assert!(recall(RetrieverKind::Katz) > recall(RetrieverKind::Random), "{at10:?}");
+    let recall = |k: &str| at10.iter().find(|x| x.0 == k).unwrap().1;
+    assert!(recall("bm25") > recall("random"), "{at10:?}");
+    assert!(recall("katz") > recall("random"), "{at10:?}");
 }
 
 #[test]
@@ -356,12 +357,12 @@ fn batched_names_and_the_name_cache() {
 
     let history = [trellis::link::Message { speaker: String::new(), text: "Do you know Jordan Spieth? He plays golf.".into() }];
     for kind in [RetrieverKind::Bm25, RetrieverKind::Pcst] {
-        let warm = Retriever::new(store.clone(), RetrieverConfig::new(kind)).unwrap();
+        let warm = Retriever::new(store.clone(), RetrieverConfig::new(kind.clone())).unwrap();
         let view = |r: &Retriever| -> Vec<(String, f64)> { r.retrieve(&history).unwrap().iter().map(|p| (r.verbalize(&p.hops).unwrap(), p.score)).collect() };
         let first = view(&warm);
         assert!(!first.is_empty(), "{kind:?}");
         assert_eq!(view(&warm), first, "{kind:?}: second call, cached names");
-        assert_eq!(view(&Retriever::new(store.clone(), RetrieverConfig::new(kind)).unwrap()), first, "{kind:?}: fresh retriever");
+        assert_eq!(view(&Retriever::new(store.clone(), RetrieverConfig::new(kind.clone())).unwrap()), first, "{kind:?}: fresh retriever");
     }
 }
 
