@@ -19,6 +19,55 @@
 
 use std::fmt;
 
+/// A setting given by name (a retriever, a prior, a file format) that names none of its
+/// choices: what was given and what is allowed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} {value:?} ({})", .allowed.join(", "))]
+pub struct UnknownName {
+    /// What the setting is ("layout", "prior", ...).
+    pub what: &'static str,
+    /// The text given.
+    pub value: String,
+    /// The names it takes.
+    pub allowed: &'static [&'static str],
+}
+
+/// Names for a setting's enum: `NAMES`, `name()`, `Display` and `FromStr` (with
+/// [`UnknownName`]), one table per enum, so the command line, `trellis.json` and messages
+/// agree without the library knowing any command-line parser.
+macro_rules! named_choices {
+    ($ty:ident, $what:literal, { $($variant:ident => $name:literal),+ $(,)? }) => {
+        impl $ty {
+            /// The names this setting takes, in the order of its variants.
+            pub const NAMES: &'static [&'static str] = &[$($name),+];
+
+            /// This choice's name.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name),+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl std::str::FromStr for $ty {
+            type Err = $crate::limits::UnknownName;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($name => Ok($ty::$variant),)+
+                    _ => Err($crate::limits::UnknownName { what: $what, value: s.to_owned(), allowed: Self::NAMES }),
+                }
+            }
+        }
+    };
+}
+pub(crate) use named_choices;
+
 /// A range of whole numbers, both ends included.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IntRange {

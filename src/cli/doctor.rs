@@ -29,11 +29,11 @@ pub struct DoctorArgs {
     json: bool,
 }
 
-fn parse_device(s: &str) -> Result<Device, String> {
+fn parse_device(s: &str) -> Result<Device, trellis::limits::UnknownName> {
     s.parse()
 }
 
-fn parse_layout(s: &str) -> Result<Layout, String> {
+fn parse_layout(s: &str) -> Result<Layout, trellis::limits::UnknownName> {
     s.parse()
 }
 

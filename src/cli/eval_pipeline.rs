@@ -26,7 +26,7 @@ pub struct EvalPipelineArgs {
     #[command(flatten)]
     generator: GeneratorOptions,
     /// The knowledge the generator reads: none, the gold path, or the retriever's best --top.
-    #[arg(long, value_enum, default_value_t = trellis::eval::pipeline::KnowledgeMode::Retrieved)]
+    #[arg(long, value_parser = super::named::<trellis::eval::pipeline::KnowledgeMode>(trellis::eval::pipeline::KnowledgeMode::NAMES), default_value_t = trellis::eval::pipeline::KnowledgeMode::Retrieved)]
     knowledge: trellis::eval::pipeline::KnowledgeMode,
     /// Score only the first N actions of the file (quick checks; figures use all).
     #[arg(long, value_parser = super::usize_in(&limits::MAX_TURNS), allow_hyphen_values = true)]

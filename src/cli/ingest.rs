@@ -15,10 +15,10 @@ pub struct IngestArgs {
     #[arg(long)]
     store: PathBuf,
     /// Input format, for every file (default: from each file's name).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = super::named::<Format>(Format::NAMES))]
     format: Option<Format>,
     /// Input compression (default: from the name, then the magic bytes).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = super::named::<Compression>(Compression::NAMES))]
     compression: Option<Compression>,
     /// Memory budget of the load in MB (sort buffers and dictionaries).
     #[arg(long, default_value_t = 1024, value_parser = super::usize_in(&limits::MEMORY_MB), allow_hyphen_values = true)]
@@ -32,7 +32,7 @@ pub struct IngestArgs {
     threads: Option<usize>,
     /// `stop`: the first malformed line aborts the load and nothing is stored.
     /// `skip`: load the rest, count rejects per kind, write rejected lines to a file.
-    #[arg(long, value_enum, default_value_t = OnError::Stop)]
+    #[arg(long, value_parser = super::named::<OnError>(OnError::NAMES), default_value_t = OnError::Stop)]
     on_error: OnError,
     /// Where `--on-error skip` writes rejected lines (default: STORE/rejected-gen-N.tsv).
     #[arg(long)]

@@ -46,6 +46,16 @@ pub fn u64_in(range: &'static trellis::limits::IntRange) -> impl Fn(&str) -> Res
     move |text| range.parse(text)
 }
 
+/// A clap value parser for a library setting chosen by name (`NAMES`, `FromStr`): the
+/// names are the possible values `--help` lists and an unknown one is refused with them.
+pub fn named<T>(names: &'static [&'static str]) -> impl clap::builder::TypedValueParser<Value = T>
+where
+    T: std::str::FromStr<Err = trellis::limits::UnknownName> + Clone + Send + Sync + 'static,
+{
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(names).try_map(|s| s.parse::<T>())
+}
+
 /// See [`usize_in`].
 pub fn f64_in(range: &'static trellis::limits::FloatRange) -> impl Fn(&str) -> Result<f64, trellis::limits::OutOfRange> + Clone + Send + Sync + 'static {
     move |text| range.parse(text)

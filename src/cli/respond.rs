@@ -30,7 +30,7 @@ pub struct GeneratorOptions {
     /// The input encoding: dialoggsr, surge, invariant, efficient or template:TEXT.
     #[arg(long)]
     pub gen_encoding: Option<InputEncoding>,
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = super::named::<StrategyKind>(StrategyKind::NAMES))]
     pub gen_strategy: Option<StrategyKind>,
     /// Beam search: beams (and sequences returned with --gen-return-sequences).
     #[arg(long, value_parser = super::usize_in(&limits::BEAMS), allow_hyphen_values = true)]
@@ -230,7 +230,7 @@ pub struct RunArgs {
     threads: Option<usize>,
     /// `stop` at the first bad input line, or `skip` it (reported on stderr). A store or a
     /// model that fails, or an output that cannot be written, stops the run either way.
-    #[arg(long, value_enum, default_value_t = OnError::Stop)]
+    #[arg(long, value_parser = super::named::<OnError>(OnError::NAMES), default_value_t = OnError::Stop)]
     on_error: OnError,
     /// Print the summary (requests answered, skipped, mean stage times) as JSON on stdout.
     #[arg(long)]

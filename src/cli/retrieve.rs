@@ -42,10 +42,10 @@ pub struct RetrieverOptions {
     pub retriever: RetrieverName,
     /// pcst: whose prizes and costs (seed003: rank prizes, facts as virtual nodes at cost
     /// C/2; g-retriever: decayed fact prizes, costs lowered by prizes).
-    #[arg(long, value_enum, default_value_t = PcstVariant::Seed003)]
+    #[arg(long, value_parser = super::named::<PcstVariant>(PcstVariant::NAMES), default_value_t = PcstVariant::Seed003)]
     pub pcst_variant: PcstVariant,
     /// pcst: pruning after the Goemans-Williamson growth.
-    #[arg(long, value_enum, default_value_t = Pruning::Gw)]
+    #[arg(long, value_parser = super::named::<Pruning>(Pruning::NAMES), default_value_t = Pruning::Gw)]
     pub pruning: Pruning,
     /// bm25, pcst: relevance is the mean over the last 1..N messages.
     #[arg(long, default_value_t = 3, value_parser = super::usize_in(&limits::BM25_TURNS), allow_hyphen_values = true)]
@@ -58,7 +58,7 @@ pub struct RetrieverOptions {
     pub link: super::link::LinkOptions,
     /// Candidates: the capped candidate subgraph (every retriever), or the whole 1- and
     /// 2-hop neighbourhood walked lazily (gsr only).
-    #[arg(long, value_enum, default_value_t = CandidateScope::Capped)]
+    #[arg(long, value_parser = super::named::<CandidateScope>(CandidateScope::NAMES), default_value_t = CandidateScope::Capped)]
     pub scope: CandidateScope,
     #[command(flatten)]
     pub gsr: GsrArgs,
@@ -236,7 +236,7 @@ pub struct RetrieveArgs {
     threads: Option<usize>,
     /// `stop` at the first bad input line, or `skip` it (reported on stderr). A store that
     /// cannot be read, or an output that cannot be written, stops the run either way.
-    #[arg(long, value_enum, default_value_t = OnError::Stop)]
+    #[arg(long, value_parser = super::named::<OnError>(OnError::NAMES), default_value_t = OnError::Stop)]
     on_error: OnError,
     /// Print the summary (requests answered and skipped) as JSON on stdout.
     #[arg(long)]

@@ -39,7 +39,7 @@ pub struct TargetsArgs {
     actions: ActionsOption,
     /// Whose candidates the allowed sets are: the capped candidate subgraph, or the whole 1-
     /// and 2-hop neighbourhood (what `retrieve --scope` decodes over).
-    #[arg(long, value_enum, default_value_t = CandidateScope::Capped)]
+    #[arg(long, value_parser = super::named::<CandidateScope>(CandidateScope::NAMES), default_value_t = CandidateScope::Capped)]
     scope: CandidateScope,
     #[command(flatten)]
     link: super::link::LinkOptions,

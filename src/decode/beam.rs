@@ -39,16 +39,7 @@ pub enum ModelNorm {
     Allowed,
 }
 
-impl std::str::FromStr for ModelNorm {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "vocabulary" => Ok(ModelNorm::Vocabulary),
-            "allowed" => Ok(ModelNorm::Allowed),
-            _ => Err(format!("unknown model normalization {s:?} (vocabulary, allowed)")),
-        }
-    }
-}
+crate::limits::named_choices!(ModelNorm, "model normalization", { Vocabulary => "vocabulary", Allowed => "allowed" });
 
 /// How to search.
 #[derive(Clone, Debug, PartialEq)]

@@ -60,29 +60,9 @@ pub enum PriorNorm {
     Softmax,
 }
 
-impl std::str::FromStr for PriorMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "none" => Ok(PriorMode::None),
-            "hard" => Ok(PriorMode::Hard),
-            "connection" => Ok(PriorMode::Connection),
-            "katz" => Ok(PriorMode::Katz),
-            _ => Err(format!("unknown prior {s:?} (none, hard, connection, katz)")),
-        }
-    }
-}
+crate::limits::named_choices!(PriorMode, "prior", { None => "none", Hard => "hard", Connection => "connection", Katz => "katz" });
 
-impl std::str::FromStr for PriorNorm {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "proportional" => Ok(PriorNorm::Proportional),
-            "softmax" => Ok(PriorNorm::Softmax),
-            _ => Err(format!("unknown prior normalization {s:?} (proportional, softmax)")),
-        }
-    }
-}
+crate::limits::named_choices!(PriorNorm, "prior normalization", { Proportional => "proportional", Softmax => "softmax" });
 
 /// The prior of one request.
 #[derive(Clone, Debug)]

@@ -22,7 +22,6 @@ use std::collections::HashSet;
 
 /// Which knowledge the generator reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum KnowledgeMode {
     /// The dialog alone.
@@ -216,3 +215,5 @@ fn retrieved_scores(pipeline: &Pipeline, samples: &[Scored<'_>], replies: &[Repl
     }
     Ok(s)
 }
+
+crate::limits::named_choices!(KnowledgeMode, "knowledge", { None => "none", Gold => "gold", Retrieved => "retrieved" });

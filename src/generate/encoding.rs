@@ -223,18 +223,32 @@ pub enum InputEncoding {
     Template(Template),
 }
 
+/// Why a text names no input encoding.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EncodingNameError {
+    #[error(transparent)]
+    Unknown(#[from] crate::limits::UnknownName),
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+}
+
 impl std::str::FromStr for InputEncoding {
-    type Err = String;
+    type Err = EncodingNameError;
     /// A name (`dialoggsr`, `surge`, `invariant`, `efficient`) or `template:TEXT`.
-    fn from_str(s: &str) -> Result<InputEncoding, String> {
+    fn from_str(s: &str) -> Result<InputEncoding, EncodingNameError> {
         match s {
             "dialoggsr" => Ok(InputEncoding::DialogGsr),
             "surge" => Ok(InputEncoding::Surge),
             "invariant" => Ok(InputEncoding::Invariant),
             "efficient" => Ok(InputEncoding::Efficient),
             _ => match s.strip_prefix("template:") {
-                Some(t) => Template::new(t).map(InputEncoding::Template).map_err(|e| e.to_string()),
-                None => Err(format!("unknown input encoding {s:?} (dialoggsr, surge, invariant, efficient or template:TEXT)")),
+                Some(t) => Ok(Template::new(t).map(InputEncoding::Template)?),
+                None => Err(crate::limits::UnknownName {
+                    what: "input encoding",
+                    value: s.into(),
+                    allowed: &["dialoggsr", "surge", "invariant", "efficient", "template:TEXT"],
+                }
+                .into()),
             },
         }
     }

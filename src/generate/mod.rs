@@ -51,7 +51,6 @@ use tokenizers::Tokenizer;
 
 /// The decoding strategy by name (`trellis.json` `generation.strategy`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum StrategyKind {
     Greedy,
@@ -703,6 +702,8 @@ impl Generator {
         Ok(Generated { text, tokens, score, finish })
     }
 }
+
+crate::limits::named_choices!(StrategyKind, "strategy", { Greedy => "greedy", Beam => "beam", Sample => "sample" });
 
 #[cfg(test)]
 mod tests {

@@ -15,7 +15,6 @@ use std::ops::ControlFlow;
 
 /// Which paths a retriever chooses among.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum CandidateScope {
     /// The capped candidate subgraph ([`candidate_subgraph`]), as the DialogGSR authors.
     #[default]
@@ -192,3 +191,5 @@ pub fn in_neighbourhood(store: &Store, mentioned: &[EntityId], path: &[Fact], hu
 pub fn candidate_fact_paths(c: &Candidates) -> Vec<Vec<Fact>> {
     c.one_hop.iter().map(|h| vec![h.fact()]).chain(c.two_hop.iter().map(|p| vec![p[0].fact(), p[1].fact()])).collect()
 }
+
+crate::limits::named_choices!(CandidateScope, "candidate scope", { Capped => "capped", Uncapped => "uncapped" });

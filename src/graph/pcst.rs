@@ -28,7 +28,6 @@
 
 /// Which pruning to apply after the growth phase.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Pruning {
     None,
@@ -754,6 +753,8 @@ fn subtree_payoffs(prizes: &[f64], adjacency: &[Vec<(u32, f64)>], order: &[u32],
         payoff[x as usize] = total;
     }
 }
+
+crate::limits::named_choices!(Pruning, "pruning", { None => "none", Simple => "simple", Gw => "gw", Strong => "strong" });
 
 #[cfg(test)]
 mod tests {

@@ -15,7 +15,6 @@ const UTF8_BOM: &[u8] = b"\xef\xbb\xbf";
 
 /// Triple syntaxes the loader reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
     /// `subject \t relation \t object` (OpenDialKG, Freebase-Easy).
@@ -26,18 +25,7 @@ pub enum Format {
     Ntriples,
 }
 
-impl Format {
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Tsv => "tsv",
-            Format::Pipe => "pipe",
-            Format::Ntriples => "ntriples",
-        }
-    }
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum Compression {
     None,
     Gzip,
@@ -46,7 +34,8 @@ pub enum Compression {
 }
 
 impl Compression {
-    fn name(self) -> &'static str {
+    /// How messages call it (`plain` for no compression).
+    fn label(self) -> &'static str {
         match self {
             Compression::None => "plain",
             Compression::Gzip => "gzip",
@@ -249,7 +238,7 @@ pub fn decompress_error(file: &str, c: Compression, line: u64, e: io::Error) -> 
     if c == Compression::None {
         IngestError::Io { path: file.into(), source: e }
     } else {
-        IngestError::Truncated { file: file.into(), codec: c.name(), line, source: e }
+        IngestError::Truncated { file: file.into(), codec: c.label(), line, source: e }
     }
 }
 
@@ -381,3 +370,6 @@ fn chunk_lines(data: &[u8]) -> u64 {
         n
     }
 }
+
+crate::limits::named_choices!(Format, "format", { Tsv => "tsv", Pipe => "pipe", Ntriples => "ntriples" });
+crate::limits::named_choices!(Compression, "compression", { None => "none", Gzip => "gzip", Bzip2 => "bzip2", Zstd => "zstd" });

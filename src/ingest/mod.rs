@@ -48,7 +48,6 @@ use std::time::Duration;
 
 /// What to do with a malformed line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum OnError {
     /// Stop at the first malformed line; nothing of the load becomes visible.
     #[default]
@@ -193,3 +192,5 @@ impl BulkLoader {
         build::run(self, inputs)
     }
 }
+
+crate::limits::named_choices!(OnError, "error policy", { Stop => "stop", Skip => "skip" });

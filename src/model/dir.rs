@@ -32,25 +32,7 @@ pub enum Layout {
     Merged,
 }
 
-impl std::fmt::Display for Layout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Layout::Split => "split",
-            Layout::Merged => "merged",
-        })
-    }
-}
-
-impl std::str::FromStr for Layout {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Layout, String> {
-        match s {
-            "split" => Ok(Layout::Split),
-            "merged" => Ok(Layout::Merged),
-            other => Err(format!("unknown layout {other:?} (split or merged)")),
-        }
-    }
-}
+crate::limits::named_choices!(Layout, "layout", { Split => "split", Merged => "merged" });
 
 /// What is wrong with one field of a JSON file.
 #[derive(Debug, thiserror::Error)]

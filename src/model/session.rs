@@ -65,15 +65,15 @@ impl std::fmt::Display for Device {
 }
 
 impl std::str::FromStr for Device {
-    type Err = String;
+    type Err = crate::limits::UnknownName;
     /// `cpu`, `cuda` (device 0) or `cuda:N`.
-    fn from_str(s: &str) -> Result<Device, String> {
+    fn from_str(s: &str) -> Result<Device, Self::Err> {
         match s {
             "cpu" => Ok(Device::Cpu),
             "cuda" => Ok(Device::Cuda(0)),
             _ => match s.strip_prefix("cuda:").map(str::parse::<u32>) {
                 Some(Ok(n)) => Ok(Device::Cuda(n)),
-                _ => Err(format!("unknown device {s:?} (cpu, cuda or cuda:N)")),
+                _ => Err(crate::limits::UnknownName { what: "device", value: s.into(), allowed: &["cpu", "cuda", "cuda:N"] }),
             },
         }
     }

@@ -31,7 +31,6 @@ use crate::link::Message;
 use hashbrown::HashMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum PcstVariant {
     /// Seed 003: rank prizes on nodes and facts, facts as virtual nodes, edges cost C/2.
     Seed003,
@@ -201,6 +200,8 @@ pub fn select_facts(inst: &PcstInstance, pruning: Pruning) -> Result<Vec<bool>, 
     }
     Ok(chosen)
 }
+
+crate::limits::named_choices!(PcstVariant, "PCST variant", { Seed003 => "seed003", GRetriever => "g-retriever" });
 
 #[cfg(test)]
 mod tests {

@@ -113,4 +113,3 @@ pub fn existing_descriptors(path: &std::path::Path, cache: &Cache) -> Result<Vec
         })
         .collect())
 }
-

@@ -57,9 +57,9 @@ enum Command {
         #[arg(long)]
         input: PathBuf,
         /// The same flag name as `trellis retrieve`'s (`--variant` still accepted).
-        #[arg(long = "pcst-variant", alias = "variant", value_enum, default_value_t = PcstVariant::Seed003)]
+        #[arg(long = "pcst-variant", alias = "variant", value_parser = named::<PcstVariant>(PcstVariant::NAMES), default_value_t = PcstVariant::Seed003)]
         variant: PcstVariant,
-        #[arg(long, value_enum, default_value_t = Pruning::Gw)]
+        #[arg(long, value_parser = named::<Pruning>(Pruning::NAMES), default_value_t = Pruning::Gw)]
         pruning: Pruning,
         /// At most this many instances (the first turns).
         #[arg(long)]
@@ -157,4 +157,13 @@ fn main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A clap value parser for a setting chosen by name (as the `trellis` binary's).
+fn named<T>(names: &'static [&'static str]) -> impl clap::builder::TypedValueParser<Value = T>
+where
+    T: std::str::FromStr<Err = trellis::limits::UnknownName> + Clone + Send + Sync + 'static,
+{
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(names).try_map(|s| s.parse::<T>())
 }
