@@ -23,6 +23,7 @@
 //! The library never prints and never installs a tracing subscriber; long work reports
 //! progress through callbacks. The command line (`src/cli`, feature `cli`) is the binary's.
 
+pub mod backend;
 pub mod dataset;
 pub mod decode;
 pub mod error;
@@ -41,6 +42,7 @@ pub mod pipeline;
 pub mod retrieve;
 pub mod store;
 
+pub use backend::BackendError;
 pub use error::Error;
 pub use files::FileProblem;
 pub use ids::{Direction, EntityId, RelationId};

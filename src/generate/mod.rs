@@ -225,7 +225,7 @@ pub enum GenerateError {
     #[error("the model gave no token a finite logit (row {row})")]
     NoFiniteLogit { row: usize },
     #[error("decoding the generated ids {tokens:?}: {source}")]
-    Decode { tokens: Vec<u32>, source: tokenizers::Error },
+    Decode { tokens: Vec<u32>, source: crate::BackendError },
 }
 
 impl From<SearchError<Seq2SeqError, std::convert::Infallible>> for GenerateError {
@@ -350,7 +350,7 @@ struct InputMaker<'a> {
 
 impl InputMaker<'_> {
     fn encode(&self, text: &str) -> Result<tokenizers::Encoding, GenerateError> {
-        Ok(self.tokenizer.encode(text, true).map_err(|source| TokenizerError::Encode { text: text.to_owned(), source })?)
+        Ok(self.tokenizer.encode(text, true).map_err(|source| TokenizerError::Encode { text: text.to_owned(), source: crate::backend::tokenizers(source) })?)
     }
 
     /// The text and tokens of the window without its first `dropped` messages.
@@ -686,7 +686,7 @@ impl Generator {
     }
 
     fn decode(&self, tokens: &[u32]) -> Result<String, GenerateError> {
-        self.dir().tokenizer().decode(tokens, true).map_err(|source| GenerateError::Decode { tokens: tokens.to_vec(), source })
+        self.dir().tokenizer().decode(tokens, true).map_err(|source| GenerateError::Decode { tokens: tokens.to_vec(), source: crate::backend::tokenizers(source) })
     }
 
     fn generated(&self, tokens: Vec<u32>, score: f64, finish: Finish, settings: &GenerateSettings) -> Result<Generated, GenerateError> {

@@ -117,7 +117,7 @@ pub enum IngestError {
     #[error(transparent)]
     Write(#[from] WriteError),
     #[error("rocksdb: {0}")]
-    Rocks(#[from] rocksdb::Error),
+    Rocks(crate::BackendError),
 }
 
 impl IngestError {
@@ -127,5 +127,11 @@ impl IngestError {
 
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> IngestError {
         IngestError::Io { path: path.into(), source }
+    }
+}
+
+impl From<rocksdb::Error> for IngestError {
+    fn from(e: rocksdb::Error) -> IngestError {
+        IngestError::Rocks(e.into())
     }
 }

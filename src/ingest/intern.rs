@@ -80,7 +80,7 @@ impl Loading<'_> {
 /// The id of `key` in the store being added to (`None`: a first load, or a new key).
 pub(super) fn lookup_id(old: Option<&DB>, cf: &'static str, key: &[u8]) -> Result<Option<u32>, ReadError> {
     let Some(db) = old else { return Ok(None) };
-    match db.get_pinned_cf(db.cf_handle(cf).expect("cf"), key).map_err(ReadError::Rocks)? {
+    match db.get_pinned_cf(db.cf_handle(cf).expect("cf"), key).map_err(|e| ReadError::Rocks(e.into()))? {
         None => Ok(None),
         Some(v) => codec::be_u32(&v).map(Some).ok_or_else(|| ReadError::corrupt(cf, key, "id is not 4 bytes")),
     }
@@ -88,10 +88,10 @@ pub(super) fn lookup_id(old: Option<&DB>, cf: &'static str, key: &[u8]) -> Resul
 
 pub(super) fn lookup_value(old: Option<&DB>, cf: &'static str, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
     let Some(db) = old else { return Ok(None) };
-    Ok(db.get_pinned_cf(db.cf_handle(cf).expect("cf"), key).map_err(ReadError::Rocks)?.map(|v| v.to_vec()))
+    Ok(db.get_pinned_cf(db.cf_handle(cf).expect("cf"), key).map_err(|e| ReadError::Rocks(e.into()))?.map(|v| v.to_vec()))
 }
 
 pub(super) fn lookup_exists(old: Option<&DB>, cf: &'static str, key: &[u8]) -> Result<bool, ReadError> {
     let Some(db) = old else { return Ok(false) };
-    Ok(db.get_pinned_cf(db.cf_handle(cf).expect("cf"), key).map_err(ReadError::Rocks)?.is_some())
+    Ok(db.get_pinned_cf(db.cf_handle(cf).expect("cf"), key).map_err(|e| ReadError::Rocks(e.into()))?.is_some())
 }

@@ -28,11 +28,11 @@ pub enum TokenizerError {
     NotJson { path: PathBuf, source: serde_json::Error },
     /// The `tokenizers` crate refused the file (its error type is a boxed error).
     #[error("{path}: cannot load the tokenizer: {source}")]
-    Load { path: PathBuf, source: tokenizers::Error },
+    Load { path: PathBuf, source: crate::BackendError },
     #[error("the tokenizer has no token {token:?}; it is needed for the {role} boundary of linearization {linearization:?} (see --linearization)")]
     MissingBoundary { token: String, role: String, linearization: String },
     #[error("tokenizing {text:?}: {source}")]
-    Encode { text: String, source: tokenizers::Error },
+    Encode { text: String, source: crate::BackendError },
     #[error("tokenizing {text:?}: the boundary tokens did not survive tokenization")]
     LostBoundary { text: String },
     #[error("{0}")]
@@ -72,7 +72,7 @@ impl NameTokenizer {
         })?;
         let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|source| TokenizerError::NotJson { path: path.into(), source })?;
         let fingerprint = fnv1a64(value.to_string().as_bytes());
-        let tokenizer = Tokenizer::from_bytes(&bytes).map_err(|source| TokenizerError::Load { path: path.into(), source })?;
+        let tokenizer = Tokenizer::from_bytes(&bytes).map_err(|source| TokenizerError::Load { path: path.into(), source: crate::backend::tokenizers(source) })?;
         Self::new(tokenizer, fingerprint, linearization)
     }
 
@@ -120,7 +120,7 @@ impl NameTokenizer {
         let encodings = self
             .tokenizer
             .encode_batch(texts.clone(), false)
-            .map_err(|source| TokenizerError::Encode { text: texts.first().cloned().unwrap_or_default(), source })?;
+            .map_err(|source| TokenizerError::Encode { text: texts.first().cloned().unwrap_or_default(), source: crate::backend::tokenizers(source) })?;
         let (open, close) = (self.ids_of(slot.open), self.ids_of(slot.close));
         encodings
             .iter()

@@ -471,7 +471,7 @@ impl ModelDir {
         let names = NameTokenizer::from_file(&tok_path, trellis.linearization.clone())?;
         let mut tokenizer = names.tokenizer().clone();
         tokenizer.with_padding(None);
-        tokenizer.with_truncation(None).map_err(|source| TokenizerError::Load { path: tok_path.clone(), source })?;
+        tokenizer.with_truncation(None).map_err(|source| TokenizerError::Load { path: tok_path.clone(), source: crate::backend::tokenizers(source) })?;
         let tokens = tokenizer.get_vocab_size(true);
         if tokens > config.vocab_size as usize {
             // Ids past the logits' width could never be written (and would index out of them).
@@ -566,7 +566,7 @@ impl ModelDir {
     /// the last `max_tokens - 1` ids before the final EOS, then the EOS.
     pub fn encode_history(&self, history: &[Message], entities: &[InputEntity], previous_paths: &[String]) -> Result<Vec<u32>, ModelDirError> {
         let text = self.encoder_text(history, entities, previous_paths);
-        let enc = self.tokenizer.encode(text.as_str(), true).map_err(|source| TokenizerError::Encode { text: text.clone(), source })?;
+        let enc = self.tokenizer.encode(text.as_str(), true).map_err(|source| TokenizerError::Encode { text: text.clone(), source: crate::backend::tokenizers(source) })?;
         Ok(truncate_left(enc.get_ids(), self.trellis.input.max_tokens, self.appends_eos.then_some(self.config.eos_token_id)))
     }
 }

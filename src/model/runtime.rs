@@ -41,7 +41,7 @@ pub enum RuntimeError {
     #[error("ONNX Runtime is already loaded from {} in this process; {} cannot be loaded as well (one library per process)", loaded.display(), requested.display())]
     AlreadyLoaded { loaded: PathBuf, requested: PathBuf },
     #[error("cannot list ONNX Runtime's execution providers: {0}")]
-    Providers(String),
+    Providers(crate::BackendError),
 }
 
 /// What failed while `ort` set the library up.
@@ -50,7 +50,7 @@ pub enum InitFailure {
     #[error(transparent)]
     Load(ort::LoadDynamicError),
     #[error(transparent)]
-    Ort(ort::Error),
+    Ort(crate::BackendError),
     /// `ort` panicked; the panic's text (data).
     #[error("ort panicked: {0}")]
     Panicked(String),
@@ -184,7 +184,7 @@ impl Runtime {
         // rules the known cases out, and a panic left is turned into an error here.
         let built = std::panic::catch_unwind(move || -> Result<ort::environment::Environment, InitFailure> {
             let builder = ort::init_from(&path_owned).map_err(InitFailure::Load)?;
-            builder.with_name("trellis").with_telemetry(false).build().map_err(InitFailure::Ort)
+            builder.with_name("trellis").with_telemetry(false).build().map_err(|e| InitFailure::Ort(e.into()))
         });
         let env = match built {
             Ok(Ok(env)) => env,
@@ -230,7 +230,7 @@ impl Runtime {
             if !status.0.is_null() {
                 let msg = CStr::from_ptr((api.GetErrorMessage)(status.0)).to_string_lossy().into_owned();
                 (api.ReleaseStatus)(status.0);
-                return Err(RuntimeError::Providers(msg));
+                return Err(RuntimeError::Providers(ort::Error::new(msg).into()));
             }
             if names.is_null() {
                 return Ok(Vec::new());

@@ -143,13 +143,13 @@ pub enum Seq2SeqError {
         "--device {device}: the CUDA execution provider could not be registered with {} ({source}); use an ONNX Runtime built with CUDA (the onnxruntime-gpu==1.31.1 wheel's library, via ORT_DYLIB_PATH) on a machine with a CUDA device, or --device cpu",
         library.display()
     )]
-    Device { device: Device, library: PathBuf, source: ort::Error },
+    Device { device: Device, library: PathBuf, source: crate::BackendError },
     #[error("{}: ONNX Runtime cannot load this model: {source}", path.display())]
-    Load { path: PathBuf, source: ort::Error },
+    Load { path: PathBuf, source: crate::BackendError },
     #[error("the model's inputs and outputs are not what the decoder needs: {}", problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; "))]
     Interface { problems: Vec<InterfaceProblem> },
     #[error("{}: running the model failed: {source}", path.display())]
-    Run { path: PathBuf, source: ort::Error },
+    Run { path: PathBuf, source: crate::BackendError },
     /// The model ran but returned something else than its declared interface promised
     /// (a model whose shapes disagree with config.json).
     #[error("{}: output {name:?} has shape {found:?}, expected {expected:?}", path.display())]
@@ -157,7 +157,7 @@ pub enum Seq2SeqError {
     #[error("{}: output {name:?} {problem}", path.display())]
     Output { path: PathBuf, name: String, problem: OutputProblem },
     #[error("building the {what} failed: {source}")]
-    Internal { what: &'static str, source: ort::Error },
+    Internal { what: &'static str, source: crate::BackendError },
     #[error("decoder call: {0}")]
     Call(#[from] CallError),
 }
@@ -170,7 +170,7 @@ pub enum OutputProblem {
     #[error("is {found}, not a float32 tensor")]
     NotFloat { found: String },
     #[error("cannot be read on the host: {0}")]
-    Extract(ort::Error),
+    Extract(crate::BackendError),
 }
 
 type Result<T, E = Seq2SeqError> = std::result::Result<T, E>;
@@ -271,7 +271,7 @@ fn ort_msg(e: impl std::fmt::Display) -> String {
 }
 
 fn builder(rt: &Runtime, opts: &RuntimeOptions, prepacked: Option<&PrepackedWeights>) -> Result<SessionBuilder> {
-    let internal = |source: ort::Error| Seq2SeqError::Internal { what: "session options", source };
+    let internal = |source: ort::Error| Seq2SeqError::Internal { what: "session options", source: source.into() };
     let mut b = Session::builder(rt.env()).map_err(internal)?;
     b = b.with_optimization_level(GraphOptimizationLevel::Level3).map_err(|e| internal(e.into()))?;
     if opts.threads > 0 {
@@ -287,7 +287,7 @@ fn builder(rt: &Runtime, opts: &RuntimeOptions, prepacked: Option<&PrepackedWeig
     }
     if let Device::Cuda(n) = opts.device {
         let ep = ort::ep::CUDA::default().with_device_id(n as i32).build().error_on_failure();
-        b = b.with_execution_providers([ep]).map_err(|e| Seq2SeqError::Device { device: opts.device, library: rt.library().into(), source: e.into() })?;
+        b = b.with_execution_providers([ep]).map_err(|e| Seq2SeqError::Device { device: opts.device, library: rt.library().into(), source: ort::Error::new(e.message().to_owned()).into() })?;
     }
     Ok(b)
 }
@@ -297,9 +297,9 @@ fn commit(b: &mut SessionBuilder, path: &Path, device: Device, rt: &Runtime) -> 
         let message = ort_msg(&e);
         // Providers may fail at commit too: a CUDA failure is the device's, not the file's.
         if matches!(device, Device::Cuda(_)) && (message.contains("CUDA") || message.contains("cuda") || message.contains("execution provider")) {
-            Seq2SeqError::Device { device, library: rt.library().into(), source: e }
+            Seq2SeqError::Device { device, library: rt.library().into(), source: e.into() }
         } else {
-            Seq2SeqError::Load { path: path.into(), source: e }
+            Seq2SeqError::Load { path: path.into(), source: e.into() }
         }
     })
 }
@@ -309,7 +309,7 @@ fn commit(b: &mut SessionBuilder, path: &Path, device: Device, rt: &Runtime) -> 
 fn gather_session(rt: &Runtime, opts: &RuntimeOptions, inputs: usize) -> Result<Session> {
     use ort::editor::{Graph, Model, Node, Opset, ONNX_DOMAIN};
     use ort::value::{Shape, SymbolicDimensions};
-    let internal = |source: ort::Error| Seq2SeqError::Internal { what: "cache reorder graph", source };
+    let internal = |source: ort::Error| Seq2SeqError::Internal { what: "cache reorder graph", source: source.into() };
     let tensor = |ty, rank: usize| ValueType::Tensor { ty, shape: Shape::new(vec![-1; rank]), dimension_symbols: SymbolicDimensions::empty(rank) };
     let mut graph = Graph::new().map_err(internal)?;
     let mut ins = vec![Outlet::new("idx", tensor(TensorElementType::Int64, 1))];
@@ -327,7 +327,7 @@ fn gather_session(rt: &Runtime, opts: &RuntimeOptions, inputs: usize) -> Result<
     let b = builder(rt, opts, None)?;
     model.into_session(&b).map_err(|e| {
         if matches!(opts.device, Device::Cuda(_)) {
-            Seq2SeqError::Device { device: opts.device, library: rt.library().into(), source: e }
+            Seq2SeqError::Device { device: opts.device, library: rt.library().into(), source: e.into() }
         } else {
             internal(e)
         }
@@ -400,7 +400,7 @@ impl Seq2Seq {
     }
 
     fn bindings(rt: &Runtime, opts: &RuntimeOptions, first: &Session, with_past: Option<&Session>, kv: usize) -> Result<Bindings> {
-        let internal = |source: ort::Error| Seq2SeqError::Internal { what: "I/O binding", source };
+        let internal = |source: ort::Error| Seq2SeqError::Internal { what: "I/O binding", source: source.into() };
         let gather = gather_session(rt, opts, kv)?;
         let kv_memory = match opts.device {
             Device::Cuda(n) => MemoryInfo::new(AllocationDevice::CUDA, n as i32, AllocatorType::Device, MemoryType::Default),
@@ -501,7 +501,7 @@ impl Encoded {
         self.hidden.try_extract_tensor::<f32>().map(|(_, d)| d).map_err(|e| Seq2SeqError::Output {
             path: PathBuf::new(),
             name: "last_hidden_state".into(),
-            problem: OutputProblem::Extract(e),
+            problem: OutputProblem::Extract(e.into()),
         })
     }
 }
@@ -523,7 +523,7 @@ impl<'a> Input<'a> {
 }
 
 fn cache_error(e: NotHostF32) -> Seq2SeqError {
-    Seq2SeqError::Output { path: PathBuf::from("<cache reorder>"), name: "kv cache".into(), problem: OutputProblem::Extract(e.0) }
+    Seq2SeqError::Output { path: PathBuf::from("<cache reorder>"), name: "kv cache".into(), problem: OutputProblem::Extract(e.0.into()) }
 }
 
 /// A decoder's state: one row per hypothesis, each tied to an input of the batch.
@@ -581,7 +581,7 @@ impl Drop for SessionGuard<'_> {
 }
 
 fn host_tensor<T: ort::value::PrimitiveTensorElementType + std::fmt::Debug + Clone + 'static>(shape: Vec<i64>, data: Vec<T>) -> Result<DynValue> {
-    Tensor::from_array((shape, data)).map(|t| t.into_dyn()).map_err(|source| Seq2SeqError::Internal { what: "input tensor", source })
+    Tensor::from_array((shape, data)).map(|t| t.into_dyn()).map_err(|source| Seq2SeqError::Internal { what: "input tensor", source: source.into() })
 }
 
 /// Copies whole rows (axis 0) of a CPU tensor: new row i is old row `parents[i]`.
@@ -589,7 +589,7 @@ fn gather_host<T: ort::value::PrimitiveTensorElementType + std::fmt::Debug + Cop
     let (shape, data) = v.try_extract_tensor::<T>().map_err(|e| Seq2SeqError::Output {
         path: PathBuf::from("<cache reorder>"),
         name: what.into(),
-        problem: OutputProblem::Extract(e),
+        problem: OutputProblem::Extract(e.into()),
     })?;
     let rows = shape.first().copied().unwrap_or(0).max(0) as usize;
     let row = data.len().checked_div(rows).unwrap_or(0);
@@ -653,7 +653,7 @@ impl SessionGuard<'_> {
         let path = self.model.encoder_path.clone();
         let session = &mut self.slot().encoder;
         let inputs: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = vec![("input_ids".into(), (&ids_v).into()), ("attention_mask".into(), (&mask_v).into())];
-        let mut outputs = session.run(inputs).map_err(|source| Seq2SeqError::Run { path: path.clone(), source })?;
+        let mut outputs = session.run(inputs).map_err(|source| Seq2SeqError::Run { path: path.clone(), source: source.into() })?;
         let hidden = outputs.remove("last_hidden_state").ok_or_else(|| Seq2SeqError::Output {
             path: path.clone(),
             name: "last_hidden_state".into(),
@@ -760,7 +760,7 @@ impl SessionGuard<'_> {
             wanted.extend(model.names.present_cross.iter().map(String::as_str));
         }
         let path = io.path.clone();
-        let run_err = |source: ort::Error| Seq2SeqError::Run { path: path.clone(), source };
+        let run_err = |source: ort::Error| Seq2SeqError::Run { path: path.clone(), source: source.into() };
         let slot = self.slot.as_mut().expect("a guard holds its slot until dropped");
         let session = match (stage, slot.with_past.as_mut()) {
             (Stage::WithPast, Some(s)) => s,
@@ -776,7 +776,7 @@ impl SessionGuard<'_> {
                     let value = match v {
                         Input::Value(v) => SessionInputValue::from(*v),
                         Input::Host(shape, data) => SessionInputValue::from(
-                            TensorRef::from_array_view((shape.to_vec(), *data)).map_err(|source| Seq2SeqError::Internal { what: "cache view", source })?,
+                            TensorRef::from_array_view((shape.to_vec(), *data)).map_err(|source| Seq2SeqError::Internal { what: "cache view", source: source.into() })?,
                         ),
                     };
                     list.push((Cow::Borrowed(*n), value));
@@ -851,7 +851,7 @@ impl SessionGuard<'_> {
         l.try_extract_tensor::<f32>().map(|(_, d)| d).map_err(|e| Seq2SeqError::Output {
             path: PathBuf::new(),
             name: "logits".into(),
-            problem: OutputProblem::Extract(e),
+            problem: OutputProblem::Extract(e.into()),
         })
     }
 
@@ -934,11 +934,11 @@ impl SessionGuard<'_> {
         let Some(b) = slot.binding.as_mut() else {
             return Err(Seq2SeqError::Internal {
                 what: "cache reorder (no I/O binding)",
-                source: ort::Error::new("the device path was taken without a binding"),
+                source: ort::Error::new("the device path was taken without a binding").into(),
             });
         };
         // On the device: one Gather graph call for all layers' tensors.
-        let internal = |source: ort::Error| Seq2SeqError::Internal { what: "cache reorder", source };
+        let internal = |source: ort::Error| Seq2SeqError::Internal { what: "cache reorder", source: source.into() };
         let idx = host_tensor(vec![parents.len() as i64], parents.iter().map(|&p| p as i64).collect())?;
         let binding = &mut b.gather_binding;
         binding.clear();

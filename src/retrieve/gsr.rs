@@ -122,8 +122,9 @@ pub enum GsrError {
     Read(#[from] ReadError),
     #[error(transparent)]
     Linearize(#[from] crate::linearize::LinearizeError),
+    /// Boxed: the search's error is the biggest, and every caller's `Result` carries it.
     #[error("beam search: {0}")]
-    Search(String),
+    Search(Box<SearchError<Seq2SeqError, DecodeError>>),
     #[error("{model}: trellis.json says the model is a {task:?}, not a retriever")]
     NotARetriever { model: PathBuf, task: String },
     /// A setting outside its range (`crate::limits`).
@@ -283,8 +284,14 @@ impl TaskSection for DecodingConfig {
     }
 }
 
-fn search_error<M: std::fmt::Display, C: std::fmt::Display>(e: SearchError<M, C>) -> GsrError {
-    GsrError::Search(e.to_string())
+fn search_error<C: Into<DecodeError>>(e: SearchError<Seq2SeqError, C>) -> GsrError {
+    GsrError::Search(Box::new(match e {
+        SearchError::Model(m) => SearchError::Model(m),
+        SearchError::Constraint(c) => SearchError::Constraint(c.into()),
+        SearchError::LogitsShape { got, rows, vocab } => SearchError::LogitsShape { got, rows, vocab },
+        SearchError::NaN { row, token } => SearchError::NaN { row, token },
+        SearchError::TokenOutOfRange { token, vocab } => SearchError::TokenOutOfRange { token, vocab },
+    }))
 }
 
 impl GsrRetriever {

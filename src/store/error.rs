@@ -44,11 +44,11 @@ pub enum ReadError {
     #[error("corrupt store: column family `{cf}`, key {key}: {what}")]
     Corrupt { cf: &'static str, key: Key, what: Corruption },
     #[error("{store}: files of generation {generation} were removed while this reader had it open (by hand, or by a Trellis that does not see registered readers); reopen the store to read its current generation ({source})")]
-    GenerationRemoved { store: PathBuf, generation: PathBuf, source: rocksdb::Error },
+    GenerationRemoved { store: PathBuf, generation: PathBuf, source: crate::BackendError },
     /// Any other RocksDB failure (no `From`: every read maps its error through
     /// `Store::read_error`, so a removed generation is always reported as such).
     #[error("rocksdb: {0}")]
-    Rocks(rocksdb::Error),
+    Rocks(crate::BackendError),
 }
 
 impl ReadError {
@@ -90,7 +90,7 @@ pub enum OpenError {
     Io { path: PathBuf, source: std::io::Error },
     /// RocksDB refused to open a generation directory.
     #[error("{path}: rocksdb: {source}")]
-    Rocks { path: PathBuf, source: rocksdb::Error },
+    Rocks { path: PathBuf, source: crate::BackendError },
     /// Reading the format version or meta record while opening.
     #[error(transparent)]
     Read(#[from] ReadError),
@@ -106,7 +106,7 @@ impl OpenError {
 
     pub(crate) fn rocks(path: impl Into<PathBuf>) -> impl FnOnce(rocksdb::Error) -> OpenError {
         let path = path.into();
-        move |source| OpenError::Rocks { path, source }
+        move |source| OpenError::Rocks { path, source: source.into() }
     }
 }
 
@@ -125,7 +125,7 @@ pub enum WriteError {
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("rocksdb: {0}")]
-    Rocks(#[from] rocksdb::Error),
+    Rocks(crate::BackendError),
 }
 
 impl WriteError {
@@ -151,9 +151,15 @@ pub enum MigrateError {
     NoStep { path: PathBuf, from: u32 },
 }
 
+impl From<rocksdb::Error> for WriteError {
+    fn from(e: rocksdb::Error) -> WriteError {
+        WriteError::Rocks(e.into())
+    }
+}
+
 impl From<rocksdb::Error> for MigrateError {
     fn from(e: rocksdb::Error) -> MigrateError {
-        MigrateError::Write(WriteError::Rocks(e))
+        MigrateError::Write(WriteError::Rocks(e.into()))
     }
 }
 

@@ -497,7 +497,10 @@ impl Store {
 
     pub fn aliases(&self, e: EntityId) -> Result<Vec<String>, ReadError> {
         read_aliases(&self.db, e).map_err(|e| match e {
-            ReadError::Rocks(e) => self.read_error(e),
+            ReadError::Rocks(e) => match e.as_rocksdb() {
+                Some(r) => self.read_error(r.clone()),
+                None => ReadError::Rocks(e),
+            },
             other => other,
         })
     }
@@ -642,9 +645,9 @@ fn visit_list(
 /// See `Store::read_error`.
 fn read_error(dir: &Path, generation: &Path, e: rocksdb::Error) -> ReadError {
     if generation_files_missing(generation, &e) {
-        ReadError::GenerationRemoved { store: dir.to_path_buf(), generation: generation.to_path_buf(), source: e }
+        ReadError::GenerationRemoved { store: dir.to_path_buf(), generation: generation.to_path_buf(), source: e.into() }
     } else {
-        ReadError::Rocks(e)
+        ReadError::Rocks(e.into())
     }
 }
 
@@ -680,7 +683,7 @@ pub(crate) fn read_aliases(db: &DB, e: EntityId) -> Result<Vec<String>, ReadErro
         out.push(alias.to_owned());
         it.next();
     }
-    it.status().map_err(ReadError::Rocks)?;
+    it.status().map_err(|e| ReadError::Rocks(e.into()))?;
     Ok(out)
 }
 
@@ -688,14 +691,14 @@ pub(crate) fn read_version(db: &DB) -> Result<u32, ReadError> {
     let cf = db.cf_handle(CF_META).expect("meta column family");
     let v = db
         .get_pinned_cf(cf, meta::KEY_FORMAT_VERSION)
-        .map_err(ReadError::Rocks)?
+        .map_err(|e| ReadError::Rocks(e.into()))?
         .ok_or_else(|| ReadError::corrupt(CF_META, meta::KEY_FORMAT_VERSION, "no format version"))?;
     codec::be_u32(&v).ok_or_else(|| ReadError::corrupt(CF_META, meta::KEY_FORMAT_VERSION, "format version is not 4 bytes"))
 }
 
 pub(crate) fn read_meta(db: &DB) -> Result<Meta, ReadError> {
     let cf = db.cf_handle(CF_META).expect("meta column family");
-    let v = db.get_pinned_cf(cf, meta::KEY_META).map_err(ReadError::Rocks)?.ok_or_else(|| ReadError::corrupt(CF_META, meta::KEY_META, "no meta record"))?;
+    let v = db.get_pinned_cf(cf, meta::KEY_META).map_err(|e| ReadError::Rocks(e.into()))?.ok_or_else(|| ReadError::corrupt(CF_META, meta::KEY_META, "no meta record"))?;
     serde_json::from_slice(&v).map_err(|e| ReadError::json(CF_META, meta::KEY_META, "meta", e))
 }
 

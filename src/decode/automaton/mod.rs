@@ -78,6 +78,13 @@ pub enum DecodeError {
     AgesAfterStart,
 }
 
+/// The unconstrained search's constraint never fails.
+impl From<std::convert::Infallible> for DecodeError {
+    fn from(never: std::convert::Infallible) -> DecodeError {
+        match never {}
+    }
+}
+
 /// Where the paths come from.
 #[derive(Clone, Debug)]
 pub enum CandidateMode {
