@@ -14,6 +14,7 @@ pub const TOKENIZER_LIMIT: u64 = 64 << 20;
 
 /// Why a file of a model directory cannot be read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FileProblem {
     #[error("is a directory, not a file")]
     Directory,

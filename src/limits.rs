@@ -23,6 +23,7 @@ use std::fmt;
 /// choices: what was given and what is allowed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {what} {value:?} ({})", .allowed.join(", "))]
+#[non_exhaustive]
 pub struct UnknownName {
     /// What the setting is ("layout", "prior", ...).
     pub what: &'static str,
@@ -90,6 +91,7 @@ pub struct FloatRange {
 /// wide, so the error enums that carry it stay small.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{} must be {}, not {}", .0.name, .0.range, .0.value)]
+#[non_exhaustive]
 pub struct OutOfRange(Box<Refusal>);
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -60,6 +60,7 @@ pub struct Linearization {
 
 /// Why a linearization cannot be used. `path` is `<json>` for text given in memory.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LinearizeError {
     #[error("{path}: not a linearization: {source}")]
     Read { path: PathBuf, source: std::io::Error },
@@ -74,6 +75,7 @@ pub enum LinearizeError {
 
 /// A boundary no tokenizer can write as its own tokens. `boundary` and `token` are data.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BoundaryProblem {
     #[error("boundary {boundary} has no token")]
     NoToken { boundary: String },

@@ -38,7 +38,9 @@ fn parse_layout(s: &str) -> Result<Layout, trellis::limits::UnknownName> {
 }
 
 pub fn run(args: DoctorArgs) -> Result<ExitCode> {
-    let report = doctor(&DoctorOptions { model: args.model, device: args.device, threads: args.threads, layout: args.layout })?;
+    let mut opts = DoctorOptions::default();
+    (opts.model, opts.device, opts.threads, opts.layout) = (args.model, args.device, args.threads, args.layout);
+    let report = doctor(&opts)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

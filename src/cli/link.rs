@@ -27,13 +27,9 @@ pub struct LinkOptions {
 
 impl LinkOptions {
     pub fn config(&self) -> LinkConfig {
-        LinkConfig {
-            window: self.window,
-            max_ngram: self.max_ngram,
-            max_entities_per_mention: self.max_entities,
-            min_single_word_chars: self.min_word_chars,
-            ..LinkConfig::default()
-        }
+        let mut c = LinkConfig::default();
+        (c.window, c.max_ngram, c.max_entities_per_mention, c.min_single_word_chars) = (self.window, self.max_ngram, self.max_entities, self.min_word_chars);
+        c
     }
 }
 

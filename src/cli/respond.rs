@@ -65,8 +65,8 @@ impl GeneratorOptions {
         if let Some(e) = &self.gen_encoding {
             s.encoding = e.clone();
         }
-        let beam_default = || BeamSettings { beams: 4, return_sequences: 1, length_penalty: 1.0, early_stopping: true };
-        let sample_default = || Sampling { temperature: 1.0, top_k: 50, top_p: 1.0, seed: 0 };
+        let beam_default = BeamSettings::default;
+        let sample_default = Sampling::default;
         match self.gen_strategy {
             Some(StrategyKind::Greedy) => s.strategy = Strategy::Greedy,
             Some(StrategyKind::Beam) if !matches!(s.strategy, Strategy::Beam(_)) => s.strategy = Strategy::Beam(beam_default()),
@@ -86,6 +86,7 @@ impl GeneratorOptions {
                 p.top_p = self.gen_top_p.unwrap_or(p.top_p);
                 p.seed = self.gen_seed.unwrap_or(p.seed);
             }
+            _ => {}
         }
         s.max_new_tokens = self.gen_max_new_tokens.unwrap_or(s.max_new_tokens);
         s.stop.extend(self.gen_stop.iter().cloned());
@@ -96,8 +97,10 @@ impl GeneratorOptions {
 /// Opens the store's retriever and the generator into one pipeline.
 pub(super) fn open_pipeline(store: Arc<Store>, retriever: &RetrieverOptions, generator: &GeneratorOptions) -> Result<Pipeline> {
     let r = retriever.open_with_sessions(store, generator.sessions.max(1))?;
-    let runtime =
-        RuntimeOptions { device: retriever.gsr.device, threads: retriever.gsr.model_threads, sessions: generator.sessions.max(1), ..Default::default() };
+    let mut runtime = RuntimeOptions::default();
+    runtime.device = retriever.gsr.device;
+    runtime.threads = retriever.gsr.model_threads;
+    runtime.sessions = generator.sessions.max(1);
     let g = Generator::open(&generator.generator, &runtime).with_context(|| format!("opening the generator {}", generator.generator.display()))?;
     // One batch size for both stages (--batch): the requests of a call go through together.
     let mut generate = generator.settings(g.settings());
@@ -107,7 +110,7 @@ pub(super) fn open_pipeline(store: Arc<Store>, retriever: &RetrieverOptions, gen
         _ => 1,
     };
     super::retrieve::note_batch("generator", generate.batch, g.batch_for(&generate)?, beams);
-    let settings = PipelineSettings { top: generator.top, generate };
+    let settings = PipelineSettings::new(generator.top, generate);
     Ok(Pipeline::new(r, g, Some(settings))?)
 }
 

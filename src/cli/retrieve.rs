@@ -12,7 +12,7 @@ use trellis::graph::pcst::Pruning;
 use trellis::ingest::OnError;
 use trellis::limits;
 use trellis::model::session::Device;
-use trellis::retrieve::gsr::{GsrOptions, GsrOverrides};
+use trellis::retrieve::gsr::GsrOptions;
 use trellis::retrieve::jsonl::{answer_batch, parse_request_bytes, AnswerOptions, Request, RequestError};
 use trellis::retrieve::pcst::{PcstConfig, PcstVariant};
 use trellis::retrieve::{RetrieveError, Retriever, RetrieverConfig, RetrieverKind};
@@ -143,18 +143,9 @@ impl RetrieverOptions {
             let mut o = GsrOptions::new(model);
             o.runtime.device = g.device;
             o.runtime.threads = g.model_threads;
-            o.overrides = GsrOverrides {
-                prior: g.prior,
-                prior_norm: g.prior_norm,
-                alpha: g.alpha,
-                prior_epsilon: None,
-                start_recency: g.start_recency,
-                model_norm: g.model_norm,
-                beams: g.beams,
-                return_sequences: g.return_sequences,
-                length_penalty: g.length_penalty,
-                max_new_tokens: g.max_new_tokens,
-            };
+            let v = &mut o.overrides;
+            (v.prior, v.prior_norm, v.alpha, v.start_recency, v.model_norm) = (g.prior, g.prior_norm, g.alpha, g.start_recency, g.model_norm);
+            (v.beams, v.return_sequences, v.length_penalty, v.max_new_tokens) = (g.beams, g.return_sequences, g.length_penalty, g.max_new_tokens);
             o.steps = g.steps;
             o.batch = g.batch;
             Some(o)
@@ -254,7 +245,8 @@ pub fn run(args: RetrieveArgs) -> Result<ExitCode> {
     let retriever = args.retriever.open(store.clone())?;
     // Answering time, apart from opening the store and loading a model.
     let answering = std::time::Instant::now();
-    let opts = AnswerOptions { top: args.top, explain: args.explain };
+    let mut opts = AnswerOptions::new(args.top);
+    opts.explain = args.explain;
     // The input first: a missing input leaves an existing output file untouched.
     let mut input = super::batch::NumberedLines::open(&args.input)?;
     let mut settings = serde_json::Map::new();

@@ -7,6 +7,7 @@ pub mod opendialkg;
 
 /// Errors reading an evaluation data set: the file, or one of its lines (bad input).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DatasetError {
     #[error("{path}: {source}")]
     Io { path: std::path::PathBuf, source: std::io::Error },
@@ -16,6 +17,7 @@ pub enum DatasetError {
 
 /// What is wrong with one line of a data set.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DatasetProblem {
     #[error("{0}")]
     Csv(csv::Error),

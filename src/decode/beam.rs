@@ -126,6 +126,7 @@ pub struct Hypothesis<S> {
 
 /// A search failed: the model, a constraint, or logits no search can use.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SearchError<M, C> {
     #[error(transparent)]
     Model(M),

@@ -37,6 +37,7 @@ use std::sync::Arc;
 /// How the decoder is constrained and scored (`decoding.prior` in trellis.json, `--prior`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum PriorMode {
     /// No constraint, no prior: sequences that do not parse as a path are dropped afterwards.
     None,

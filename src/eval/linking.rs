@@ -41,6 +41,7 @@ pub struct LinkingReport {
 
 /// Building the substring baseline: reading the names, or the automaton refusing them.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum MatcherError {
     #[error(transparent)]
     Read(#[from] ReadError),

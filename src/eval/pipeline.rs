@@ -23,6 +23,7 @@ use std::collections::HashSet;
 /// Which knowledge the generator reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum KnowledgeMode {
     /// The dialog alone.
     None,
@@ -34,6 +35,7 @@ pub enum KnowledgeMode {
 
 /// Failures of the evaluation (none is a sample's fault: samples are read from the file).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PipelineEvalError {
     #[error(transparent)]
     Pipeline(#[from] PipelineError),

@@ -90,6 +90,7 @@ pub struct ResponseScores {
 
 /// Errors of [`score`] and [`read_pairs`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ResponsesError {
     #[error("no pairs to score")]
     NoPairs,
@@ -104,6 +105,7 @@ pub enum ResponsesError {
 
 /// What is wrong with one line of a predictions or gold file.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LineProblem {
     #[error("invalid UTF-8 at byte {byte} of the line")]
     InvalidUtf8 { byte: usize },

@@ -12,6 +12,7 @@ use serde::Deserialize;
 /// the decoding defaults a caller's settings start from.
 #[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct GenerationConfig {
     pub encoding: InputEncoding,
     pub strategy: StrategyKind,

@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 /// `trellis.json` `generation.delexicalize`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct DelexConfig {
     /// The placeholders, in order; each must be one token of the tokenizer (checked when the
     /// model directory is opened) and none may contain another.
@@ -210,6 +211,7 @@ pub fn relexicalize(text: &str, placeholders: &[String], names: &[String]) -> St
 
 /// Why a `delexicalize` section's placeholders are refused (besides the token check).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PlaceholderProblem {
     #[error("placeholder {index} ({text:?}) is empty or holds white space")]
     Blank { index: usize, text: String },

@@ -77,6 +77,7 @@ pub type KnowledgePath = Vec<Triple>;
 
 /// Why a knowledge path cannot be written. Names are data.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum KnowledgeProblem {
     #[error("a path has no triple")]
     Empty,
@@ -124,6 +125,7 @@ enum Part {
 
 /// Why a template is refused. `name` is the template's text (data); `at` a byte offset.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TemplateError {
     #[error(
         "unknown slot {{{name}}} at byte {at} (the slots are {{history}}, {{paths}}, {{triples}}, {{invariant}}, {{entities}}; write {{{{ and }}}} for braces)"
@@ -209,6 +211,7 @@ impl From<Template> for String {
 /// `"invariant"`, `"efficient"` or `{"template": "..."}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum InputEncoding {
     /// `knowledge: PATHS</s>dialogue: HISTORY`.
     #[default]
@@ -225,6 +228,7 @@ pub enum InputEncoding {
 
 /// Why a text names no input encoding.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum EncodingNameError {
     #[error(transparent)]
     Unknown(#[from] crate::limits::UnknownName),

@@ -61,6 +61,7 @@ pub enum StrategyKind {
 /// Beam search settings (transformers' names: num_beams, num_return_sequences,
 /// length_penalty, early_stopping).
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct BeamSettings {
     pub beams: usize,
     pub return_sequences: usize,
@@ -68,8 +69,16 @@ pub struct BeamSettings {
     pub early_stopping: bool,
 }
 
+impl Default for BeamSettings {
+    /// 4 beams, one sequence, length penalty 1, early stopping.
+    fn default() -> Self {
+        BeamSettings { beams: 4, return_sequences: 1, length_penalty: 1.0, early_stopping: true }
+    }
+}
+
 /// How tokens are chosen.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Strategy {
     Greedy,
     Beam(BeamSettings),
@@ -78,6 +87,7 @@ pub enum Strategy {
 
 /// Everything a call decodes with; [`Generator::settings`] gives the model's defaults.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct GenerateSettings {
     pub encoding: InputEncoding,
     pub strategy: Strategy,
@@ -88,6 +98,20 @@ pub struct GenerateSettings {
     pub stop: Vec<String>,
     /// Requests decoded together.
     pub batch: usize,
+}
+
+impl Default for GenerateSettings {
+    /// DialogGSR's encoding, greedy, at most 64 new tokens, no stops, batches of 8.
+    fn default() -> Self {
+        GenerateSettings {
+            encoding: InputEncoding::DialogGsr,
+            strategy: Strategy::Greedy,
+            max_new_tokens: 64,
+            stop_ids: Vec::new(),
+            stop: Vec::new(),
+            batch: 8,
+        }
+    }
 }
 
 impl GenerateSettings {
@@ -190,6 +214,7 @@ impl GenerateSettings {
 
 /// Opening the generator or generating.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GenerateError {
     #[error(transparent)]
     Model(#[from] Seq2SeqError),
@@ -686,7 +711,10 @@ impl Generator {
     }
 
     fn decode(&self, tokens: &[u32]) -> Result<String, GenerateError> {
-        self.dir().tokenizer().decode(tokens, true).map_err(|source| GenerateError::Decode { tokens: tokens.to_vec(), source: crate::backend::tokenizers(source) })
+        self.dir()
+            .tokenizer()
+            .decode(tokens, true)
+            .map_err(|source| GenerateError::Decode { tokens: tokens.to_vec(), source: crate::backend::tokenizers(source) })
     }
 
     fn generated(&self, tokens: Vec<u32>, score: f64, finish: Finish, settings: &GenerateSettings) -> Result<Generated, GenerateError> {

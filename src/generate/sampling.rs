@@ -18,6 +18,7 @@
 
 /// How to sample (transformers' defaults: temperature 1, top-k 50, top-p 1).
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Sampling {
     /// > 0.
     pub temperature: f64,

@@ -71,7 +71,8 @@ pub fn response_target(
         None => reply.to_owned(),
     };
     let reply = reply.as_str();
-    let ids = dir.tokenizer().encode(reply, true).map_err(|source| TokenizerError::Encode { text: reply.to_owned(), source: crate::backend::tokenizers(source) })?;
+    let ids =
+        dir.tokenizer().encode(reply, true).map_err(|source| TokenizerError::Encode { text: reply.to_owned(), source: crate::backend::tokenizers(source) })?;
     out.target_ids = ids.get_ids().to_vec();
     Ok(out)
 }

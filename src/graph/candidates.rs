@@ -25,6 +25,7 @@ pub enum CandidateScope {
 }
 
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct CandidateConfig {
     pub facts_per_entity: usize,
     pub tails_per_relation: usize,

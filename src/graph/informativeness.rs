@@ -35,6 +35,7 @@ pub enum Depth {
 }
 
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct KatzConfig {
     pub k: Depth,
     pub beta: f64,

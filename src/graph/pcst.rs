@@ -38,6 +38,7 @@ pub enum Pruning {
 
 /// A bad PCST instance.
 #[derive(Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PcstError {
     #[error("prize of node {node} is {value}: prizes must be finite and >= 0")]
     BadPrize { node: usize, value: f64 },

@@ -39,6 +39,7 @@ impl std::fmt::Display for LineErrorKind {
 /// What exactly is wrong with a rejected line (its `LineErrorKind` is the coarse class
 /// counted by `--on-error skip`). Strings here are data: the configured reverse prefix.
 #[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LineProblem {
     #[error("line is {bytes} bytes, the limit is {limit} bytes")]
     TooLong { bytes: u64, limit: usize },
@@ -91,6 +92,7 @@ pub fn snippet(text: &[u8]) -> String {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum IngestError {
     #[error("{file}:{line}: {kind}: {detail}\n  | {snippet}")]
     BadLine { file: PathBuf, line: u64, kind: LineErrorKind, detail: LineProblem, snippet: String },

@@ -16,6 +16,7 @@ const UTF8_BOM: &[u8] = b"\xef\xbb\xbf";
 /// Triple syntaxes the loader reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Format {
     /// `subject \t relation \t object` (OpenDialKG, Freebase-Easy).
     Tsv,
@@ -26,6 +27,7 @@ pub enum Format {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Compression {
     None,
     Gzip,

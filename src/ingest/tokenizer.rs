@@ -18,6 +18,7 @@ pub use crate::linearize::fnv1a64;
 /// Loading a tokenizer or encoding names with it. Strings here are data (a token, a
 /// name, the text encoded), never a message.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TokenizerError {
     #[error("{path}: cannot load the tokenizer: {source}")]
     Read { path: PathBuf, source: std::io::Error },
@@ -72,7 +73,8 @@ impl NameTokenizer {
         })?;
         let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|source| TokenizerError::NotJson { path: path.into(), source })?;
         let fingerprint = fnv1a64(value.to_string().as_bytes());
-        let tokenizer = Tokenizer::from_bytes(&bytes).map_err(|source| TokenizerError::Load { path: path.into(), source: crate::backend::tokenizers(source) })?;
+        let tokenizer =
+            Tokenizer::from_bytes(&bytes).map_err(|source| TokenizerError::Load { path: path.into(), source: crate::backend::tokenizers(source) })?;
         Self::new(tokenizer, fingerprint, linearization)
     }
 

@@ -26,6 +26,7 @@ pub use stopwords::{is_stop_word, STOP_WORDS};
 /// Linking parameters; the defaults are the ones measured in docs/results-2026-11-25.md
 /// ("Entity linking"; why: docs/linking.md).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct LinkConfig {
     /// Longest mention tried, in words.
     pub max_ngram: usize,
@@ -105,6 +106,7 @@ pub struct Message {
 
 /// What is wrong with a message given as JSON (see [`Message::from_json`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum MessageProblem {
     #[error("needs a \"text\" (or \"message\") string")]
     NoText,

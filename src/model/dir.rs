@@ -25,6 +25,7 @@ pub const TRELLIS_FILE: &str = "trellis.json";
 /// Which decoder files are used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Layout {
     /// `decoder_model.onnx` (first step) + `decoder_with_past_model.onnx` (later steps).
     Split,
@@ -36,6 +37,7 @@ crate::limits::named_choices!(Layout, "layout", { Split => "split", Merged => "m
 
 /// What is wrong with one field of a JSON file.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FieldProblem {
     #[error("missing")]
     Missing,
@@ -61,6 +63,7 @@ pub enum FieldProblem {
 
 /// Why a model directory cannot be used.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ModelDirError {
     #[error("{}: not a model directory (no such directory)", path.display())]
     NotADirectory { path: PathBuf },
@@ -106,6 +109,7 @@ pub struct T5Config {
 /// `trellis.json` `input`: how the encoder text is made (schema/gsr-decoding.md §2).
 #[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct InputConfig {
     /// The last `turns` messages (all when 0).
     pub turns: usize,
@@ -128,6 +132,7 @@ impl Default for InputConfig {
 /// ` markers[min(age, len - 1)] name`, in the linker's order (most weight first), at most `max`.
 #[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct EntityMarkers {
     /// One token each (checked against `tokenizer.json` when the directory is opened).
     pub markers: Vec<String>,
@@ -566,7 +571,10 @@ impl ModelDir {
     /// the last `max_tokens - 1` ids before the final EOS, then the EOS.
     pub fn encode_history(&self, history: &[Message], entities: &[InputEntity], previous_paths: &[String]) -> Result<Vec<u32>, ModelDirError> {
         let text = self.encoder_text(history, entities, previous_paths);
-        let enc = self.tokenizer.encode(text.as_str(), true).map_err(|source| TokenizerError::Encode { text: text.clone(), source: crate::backend::tokenizers(source) })?;
+        let enc = self
+            .tokenizer
+            .encode(text.as_str(), true)
+            .map_err(|source| TokenizerError::Encode { text: text.clone(), source: crate::backend::tokenizers(source) })?;
         Ok(truncate_left(enc.get_ids(), self.trellis.input.max_tokens, self.appends_eos.then_some(self.config.eos_token_id)))
     }
 }

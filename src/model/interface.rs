@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 /// A model input or output that is not what the decoder needs. `name` and `found` are
 /// the model's (data).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum InterfaceIssue {
     #[error("has no input {name:?}, which the decoder needs")]
     MissingInput { name: String },
@@ -31,6 +32,7 @@ pub enum InterfaceIssue {
 /// One problem of one model file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}: {issue}", file.display())]
+#[non_exhaustive]
 pub struct InterfaceProblem {
     pub file: PathBuf,
     pub issue: InterfaceIssue,

@@ -22,6 +22,7 @@ const WHAT_TO_DO: &str = "run `source tools/setup.sh` (it installs onnxruntime==
 
 /// Why the ONNX Runtime library cannot be used. Each message says what to do.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RuntimeError {
     #[error("no ONNX Runtime library found (looked at {}); {WHAT_TO_DO}", list(tried))]
     NotFound { tried: Vec<PathBuf> },
@@ -46,6 +47,7 @@ pub enum RuntimeError {
 
 /// What failed while `ort` set the library up.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum InitFailure {
     #[error(transparent)]
     Load(ort::LoadDynamicError),

@@ -48,6 +48,7 @@ pub struct GraphReport {
 
 /// Where the model runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Device {
     #[default]
     Cpu,
@@ -81,6 +82,7 @@ impl std::str::FromStr for Device {
 
 /// How a [`Seq2Seq`] is built.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct RuntimeOptions {
     pub device: Device,
     /// Intra-op threads of each session (0: ONNX Runtime's default, one per core).
@@ -111,6 +113,7 @@ impl Default for RuntimeOptions {
 /// A call of the step API that does not fit the state (a bug of the caller, reported, never
 /// a panic).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CallError {
     #[error("an empty batch")]
     EmptyBatch,
@@ -132,6 +135,7 @@ pub enum CallError {
 
 /// Loading or running the model.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Seq2SeqError {
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
@@ -164,6 +168,7 @@ pub enum Seq2SeqError {
 
 /// What is wrong with an output the model returned. `found` is ONNX Runtime's type (data).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum OutputProblem {
     #[error("was not returned")]
     NotReturned,
@@ -287,7 +292,11 @@ fn builder(rt: &Runtime, opts: &RuntimeOptions, prepacked: Option<&PrepackedWeig
     }
     if let Device::Cuda(n) = opts.device {
         let ep = ort::ep::CUDA::default().with_device_id(n as i32).build().error_on_failure();
-        b = b.with_execution_providers([ep]).map_err(|e| Seq2SeqError::Device { device: opts.device, library: rt.library().into(), source: ort::Error::new(e.message().to_owned()).into() })?;
+        b = b.with_execution_providers([ep]).map_err(|e| Seq2SeqError::Device {
+            device: opts.device,
+            library: rt.library().into(),
+            source: ort::Error::new(e.message().to_owned()).into(),
+        })?;
     }
     Ok(b)
 }
@@ -776,7 +785,8 @@ impl SessionGuard<'_> {
                     let value = match v {
                         Input::Value(v) => SessionInputValue::from(*v),
                         Input::Host(shape, data) => SessionInputValue::from(
-                            TensorRef::from_array_view((shape.to_vec(), *data)).map_err(|source| Seq2SeqError::Internal { what: "cache view", source: source.into() })?,
+                            TensorRef::from_array_view((shape.to_vec(), *data))
+                                .map_err(|source| Seq2SeqError::Internal { what: "cache view", source: source.into() })?,
                         ),
                     };
                     list.push((Cow::Borrowed(*n), value));

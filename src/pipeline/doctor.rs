@@ -13,6 +13,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct DoctorOptions {
     pub model: Option<PathBuf>,
     pub device: Device,
@@ -59,6 +60,7 @@ pub struct DoctorReport {
 
 /// Why `doctor` could not check anything: no usable runtime, or the device.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DoctorError {
     #[error(transparent)]
     Runtime(#[from] RuntimeError),

@@ -28,6 +28,7 @@ pub struct PipelineLine {
 
 /// What is wrong with one request line (its own fault: `--on-error skip` skips it).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LineError {
     #[error(transparent)]
     Request(#[from] RequestError),

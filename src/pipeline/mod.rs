@@ -24,6 +24,7 @@ pub mod jsonl;
 /// not a path of 1 or 2 chained triples (check it first with
 /// [`check_path`](crate::generate::encoding::check_path) to keep it from failing a batch).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PipelineError {
     #[error(transparent)]
     Read(#[from] ReadError),
@@ -101,10 +102,17 @@ impl Reply {
 
 /// The pipeline's settings.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct PipelineSettings {
     /// Retrieved paths handed to the generator (the best `top`).
     pub top: usize,
     pub generate: GenerateSettings,
+}
+
+impl PipelineSettings {
+    pub fn new(top: usize, generate: GenerateSettings) -> PipelineSettings {
+        PipelineSettings { top, generate }
+    }
 }
 
 /// Link, retrieve, generate. `Send + Sync`: build once, share (`Arc`) across threads.

@@ -30,6 +30,7 @@ use super::RetrievalInput;
 
 /// Decoding settings: `trellis.json`'s `decoding`, overridden field by field.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct GsrOverrides {
     pub prior: Option<PriorMode>,
     pub prior_norm: Option<PriorNorm>,
@@ -45,6 +46,7 @@ pub struct GsrOverrides {
 
 /// How to build a generative retriever.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct GsrOptions {
     /// The exported model's directory (`schema/model.md`).
     pub model: PathBuf,
@@ -109,6 +111,7 @@ pub struct GsrSettings {
 
 /// Opening or running the generative retriever.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GsrError {
     #[error(transparent)]
     Model(#[from] Seq2SeqError),
@@ -232,6 +235,7 @@ fn shortest_path_tokens(lin: &crate::linearize::Linearization) -> usize {
 /// `trellis.json` `decoding`: the defaults command-line flags override.
 #[derive(Clone, Debug, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct DecodingConfig {
     pub beams: usize,
     pub return_sequences: usize,

@@ -29,6 +29,7 @@ pub struct Request {
 /// What is wrong with one request line: the line's own fault, so a caller may skip it
 /// and go on (`--on-error skip`).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RequestError {
     #[error("invalid UTF-8 at byte {byte} of the line")]
     InvalidUtf8 { byte: usize },
@@ -51,6 +52,7 @@ pub enum RequestError {
 /// Why a request got no answer: its own fault, or the store's. Only the first is bad
 /// input; a store that cannot be read stops the whole run, whatever the request.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AnswerError {
     #[error(transparent)]
     Request(#[from] RequestError),
@@ -109,11 +111,19 @@ pub fn resolve_entities(store: &Store, keys: &[String]) -> Result<Result<Vec<Ent
 
 /// What an answer holds.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct AnswerOptions {
     /// Paths per request: the best N.
     pub top: usize,
     /// Per generated token, the model's and the prior's log-probabilities.
     pub explain: bool,
+}
+
+impl AnswerOptions {
+    /// The best `top` paths, without token scores.
+    pub fn new(top: usize) -> AnswerOptions {
+        AnswerOptions { top, explain: false }
+    }
 }
 
 /// Retrieves for one request and renders the output line. An unknown entity key is the

@@ -23,6 +23,7 @@ use std::sync::Arc;
 /// Why a retrieval failed: a store read, or a PCST instance the solver refused (the
 /// retrievers build only valid ones, so the second is a bug, reported rather than a panic).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RetrieveError {
     #[error(transparent)]
     Read(#[from] ReadError),
@@ -110,6 +111,7 @@ impl RetrieverKind {
 }
 
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct RetrieverConfig {
     pub kind: RetrieverKind,
     pub candidates: CandidateConfig,

@@ -31,6 +31,7 @@ use crate::link::Message;
 use hashbrown::HashMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub enum PcstVariant {
     /// Seed 003: rank prizes on nodes and facts, facts as virtual nodes, edges cost C/2.
     Seed003,
@@ -39,6 +40,7 @@ pub enum PcstVariant {
 }
 
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct PcstConfig {
     pub variant: PcstVariant,
     pub pruning: Pruning,

@@ -26,6 +26,7 @@ impl fmt::Debug for Key {
 
 /// What is wrong with a stored key or value.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Corruption {
     /// A key or value that does not decode; the text says which part (fixed per call site).
     #[error("{0}")]
@@ -40,6 +41,7 @@ pub enum Corruption {
 
 /// A failed read of an open store.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReadError {
     #[error("corrupt store: column family `{cf}`, key {key}: {what}")]
     Corrupt { cf: &'static str, key: Key, what: Corruption },
@@ -63,6 +65,7 @@ impl ReadError {
 
 /// Why a store directory is not a valid layout.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LayoutProblem {
     /// `found` is the text of CURRENT (trimmed), shown as data.
     #[error("CURRENT should name a generation like `gen-000001`, found {found:?}")]
@@ -75,6 +78,7 @@ pub enum LayoutProblem {
 
 /// The store cannot be opened: not a store, another format, locked, a broken layout.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum OpenError {
     #[error("{path}: not a Trellis store (no CURRENT file); create one with `trellis ingest --store {path} FILE`")]
     NotAStore { path: PathBuf },
@@ -121,6 +125,7 @@ impl From<MigrateError> for OpenError {
 
 /// Writing or committing a new generation (loads, migrations, token indexing).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WriteError {
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
@@ -136,6 +141,7 @@ impl WriteError {
 
 /// `trellis migrate` and the migration `Store::open` runs.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum MigrateError {
     #[error(transparent)]
     Open(#[from] OpenError),

@@ -698,7 +698,10 @@ pub(crate) fn read_version(db: &DB) -> Result<u32, ReadError> {
 
 pub(crate) fn read_meta(db: &DB) -> Result<Meta, ReadError> {
     let cf = db.cf_handle(CF_META).expect("meta column family");
-    let v = db.get_pinned_cf(cf, meta::KEY_META).map_err(|e| ReadError::Rocks(e.into()))?.ok_or_else(|| ReadError::corrupt(CF_META, meta::KEY_META, "no meta record"))?;
+    let v = db
+        .get_pinned_cf(cf, meta::KEY_META)
+        .map_err(|e| ReadError::Rocks(e.into()))?
+        .ok_or_else(|| ReadError::corrupt(CF_META, meta::KEY_META, "no meta record"))?;
     serde_json::from_slice(&v).map_err(|e| ReadError::json(CF_META, meta::KEY_META, "meta", e))
 }
 

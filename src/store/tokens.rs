@@ -286,6 +286,7 @@ fn tokenizer_arg(path: &Option<Box<PathBuf>>) -> String {
 /// `tokenizer` is the tokenizer file the command should name (`FILE` when unknown; boxed:
 /// errors stay small).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TokenIndexError {
     #[error("{path}: no token index for the tokenizer with fingerprint {fingerprint:016x} (indexed: {}); run `trellis index-tokens --store {path} --tokenizer {}`", indexed_list(.indexed), tokenizer_arg(.tokenizer))]
     NotIndexed { path: PathBuf, fingerprint: u64, indexed: Vec<TokenizerInfo>, tokenizer: Option<Box<PathBuf>> },
@@ -317,6 +318,7 @@ impl TokenIndexError {
 
 /// Why a token index no longer matches the store's names.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StaleReason {
     #[error("it covers {indexed_entities} entities and {indexed_relations} relations, the store now has {entities} and {relations}")]
     Counts { indexed_entities: u64, indexed_relations: u64, entities: u64, relations: u64 },

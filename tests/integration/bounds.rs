@@ -330,11 +330,19 @@ fn library_constructors_refuse_out_of_range_settings() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(trellis::Store::open_read_only(sample_store(dir.path())).unwrap());
     assert_eq!(
-        refused(Linker::new(store.clone(), LinkConfig { max_entities_per_mention: 0, ..LinkConfig::default() })),
+        refused(Linker::new(store.clone(), {
+            let mut o = LinkConfig::default();
+            o.max_entities_per_mention = 0;
+            o
+        })),
         "max_entities must be within 1..=64, not 0"
     );
     assert_eq!(
-        refused(Linker::new(store.clone(), LinkConfig { decay: f32::NAN, ..LinkConfig::default() })),
+        refused(Linker::new(store.clone(), {
+            let mut o = LinkConfig::default();
+            o.decay = f32::NAN;
+            o
+        })),
         "decay must be a finite number within [0, 1], not NaN"
     );
     let mut cfg = RetrieverConfig::new(RetrieverKind::Bm25);

@@ -170,7 +170,14 @@ fn compare(x: &Indexed, sets: &[Vec<EntityId>], uncapped_hub: usize, uncapped_to
     for m in sets {
         let mut modes = vec![
             CandidateMode::Capped(CandidateConfig::default()),
-            CandidateMode::Capped(CandidateConfig { facts_per_entity: 7, tails_per_relation: 2, paths_per_entity: 9, hops: 2 }),
+            CandidateMode::Capped({
+                let mut o = CandidateConfig::default();
+                o.facts_per_entity = 7;
+                o.tails_per_relation = 2;
+                o.paths_per_entity = 9;
+                o.hops = 2;
+                o
+            }),
         ];
         if uncapped_too(m) {
             modes.push(CandidateMode::Uncapped { hub_degree: uncapped_hub });

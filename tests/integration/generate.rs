@@ -28,7 +28,12 @@ fn model(layout: &str) -> PathBuf {
 }
 
 fn open(layout: &str) -> Generator {
-    Generator::open(&model(layout), &RuntimeOptions { threads: 1, ..Default::default() }).unwrap_or_else(|e| panic!("tiny-{layout}: {e}"))
+    Generator::open(&model(layout), &{
+        let mut o = RuntimeOptions::default();
+        o.threads = 1;
+        o
+    })
+    .unwrap_or_else(|e| panic!("tiny-{layout}: {e}"))
 }
 
 struct Example {
@@ -77,11 +82,27 @@ fn ids(v: &Value) -> Vec<u32> {
 }
 
 fn settings(encoding: InputEncoding, strategy: Strategy, max_new_tokens: usize) -> GenerateSettings {
-    GenerateSettings { encoding, strategy, max_new_tokens, stop_ids: Vec::new(), stop: Vec::new(), batch: 8 }
+    {
+        let mut o = GenerateSettings::default();
+        o.encoding = encoding;
+        o.strategy = strategy;
+        o.max_new_tokens = max_new_tokens;
+        o.stop_ids = Vec::new();
+        o.stop = Vec::new();
+        o.batch = 8;
+        o
+    }
 }
 
 fn beam4() -> Strategy {
-    Strategy::Beam(BeamSettings { beams: 4, return_sequences: 2, length_penalty: 1.5, early_stopping: true })
+    Strategy::Beam({
+        let mut o = BeamSettings::default();
+        o.beams = 4;
+        o.return_sequences = 2;
+        o.length_penalty = 1.5;
+        o.early_stopping = true;
+        o
+    })
 }
 
 fn inputs(ex: &[Example]) -> Vec<GenerationInput<'_>> {
@@ -160,7 +181,20 @@ fn sampling_is_seeded_per_request_not_per_batch() {
     let g = goldens();
     let ex = examples(&g);
     let gen = open("merged");
-    let sample = |seed: u64, top_k: usize| settings(InputEncoding::Surge, Strategy::Sample(Sampling { temperature: 1.5, top_k, top_p: 0.95, seed }), 20);
+    let sample = |seed: u64, top_k: usize| {
+        settings(
+            InputEncoding::Surge,
+            Strategy::Sample({
+                let mut o = Sampling::default();
+                o.temperature = 1.5;
+                o.top_k = top_k;
+                o.top_p = 0.95;
+                o.seed = seed;
+                o
+            }),
+            20,
+        )
+    };
     let all = gen.generate_batch(&inputs(&ex), &sample(5, 50)).unwrap();
     // The same tokens (scores up to the float rounding of another batch shape).
     let same = |a: &[Vec<Generated>], b: &[Vec<Generated>], what: &str| {
@@ -253,7 +287,11 @@ fn stop_ids_and_texts_end_generation() {
 
 #[test]
 fn wrong_models_settings_and_knowledge_are_refused() {
-    let opts = RuntimeOptions { threads: 1, ..Default::default() };
+    let opts = {
+        let mut o = RuntimeOptions::default();
+        o.threads = 1;
+        o
+    };
     let e = Generator::open(&fixture("gsr/tiny-split"), &opts).unwrap_err();
     assert!(matches!(&e, GenerateError::NotAGenerator { task, .. } if task == "retriever"), "{e:?}");
     assert!(e.to_string().contains("not a generator"), "{e}");
@@ -273,15 +311,59 @@ fn wrong_models_settings_and_knowledge_are_refused() {
 
     let gen = open("merged");
     assert_eq!(gen.settings().encoding, InputEncoding::DialogGsr, "trellis.json's defaults");
-    assert_eq!(gen.settings().strategy, Strategy::Beam(BeamSettings { beams: 4, return_sequences: 1, length_penalty: 1.5, early_stopping: true }));
+    assert_eq!(
+        gen.settings().strategy,
+        Strategy::Beam({
+            let mut o = BeamSettings::default();
+            o.beams = 4;
+            o.return_sequences = 1;
+            o.length_penalty = 1.5;
+            o.early_stopping = true;
+            o
+        })
+    );
     let history = [Message { speaker: "user".into(), text: "hi".into() }];
     let good: Vec<KnowledgePath> = vec![vec![Triple::new("a", "r", "b")]];
     let ok = [GenerationInput::new(&history, &good)];
     for (strategy, max_new) in [
-        (Strategy::Beam(BeamSettings { beams: 0, return_sequences: 1, length_penalty: 1.0, early_stopping: true }), 5),
-        (Strategy::Beam(BeamSettings { beams: 2, return_sequences: 3, length_penalty: 1.0, early_stopping: true }), 5),
-        (Strategy::Sample(Sampling { temperature: 0.0, ..Default::default() }), 5),
-        (Strategy::Sample(Sampling { top_p: 0.0, ..Default::default() }), 5),
+        (
+            Strategy::Beam({
+                let mut o = BeamSettings::default();
+                o.beams = 0;
+                o.return_sequences = 1;
+                o.length_penalty = 1.0;
+                o.early_stopping = true;
+                o
+            }),
+            5,
+        ),
+        (
+            Strategy::Beam({
+                let mut o = BeamSettings::default();
+                o.beams = 2;
+                o.return_sequences = 3;
+                o.length_penalty = 1.0;
+                o.early_stopping = true;
+                o
+            }),
+            5,
+        ),
+        (
+            Strategy::Sample({
+                let mut o = Sampling::default();
+                o.temperature = 0.0;
+                o
+            }),
+            5,
+        ),
+        (
+            Strategy::Sample({
+                let mut o = Sampling::default();
+                o.top_p = 0.0;
+                o
+            }),
+            5,
+        ),
         (Strategy::Greedy, 0),
     ] {
         let e = gen.generate_batch(&ok, &settings(InputEncoding::Surge, strategy.clone(), max_new)).unwrap_err();
@@ -289,7 +371,16 @@ fn wrong_models_settings_and_knowledge_are_refused() {
     }
     let e = gen.generate_batch(&ok, &settings(InputEncoding::Surge, Strategy::Greedy, 1025)).unwrap_err();
     assert_eq!(e.to_string(), "max_new_tokens must be within 1..=1024, not 1025");
-    let beam = |beams, return_sequences, length_penalty| Strategy::Beam(BeamSettings { beams, return_sequences, length_penalty, early_stopping: true });
+    let beam = |beams, return_sequences, length_penalty| {
+        Strategy::Beam({
+            let mut o = BeamSettings::default();
+            o.beams = beams;
+            o.return_sequences = return_sequences;
+            o.length_penalty = length_penalty;
+            o.early_stopping = true;
+            o
+        })
+    };
     let e = gen.generate_batch(&ok, &settings(InputEncoding::Surge, beam(2, 3, 1.0), 5)).unwrap_err();
     assert_eq!(e.to_string(), "return_sequences must be within 1..=2, not 3");
     let e = gen.generate_batch(&ok, &settings(InputEncoding::Surge, beam(2, 1, f64::NAN), 5)).unwrap_err();

@@ -71,9 +71,24 @@ fn katz_equals_brute_force_matrix_powers() {
         let ids: Vec<EntityId> = mentioned.iter().map(|&m| EntityId(m as u32)).collect();
         for (depth, k) in [(Depth::One, 1), (Depth::Two, 2), (Depth::Three, 3)] {
             let beta = 0.5;
-            let mut inf = Informativeness::new(store.clone(), &ids, KatzConfig { k: depth, beta, hub_degree: usize::MAX }).unwrap();
+            let mut inf = Informativeness::new(store.clone(), &ids, {
+                let mut o = KatzConfig::default();
+                o.k = depth;
+                o.beta = beta;
+                o.hub_degree = usize::MAX;
+                o
+            })
+            .unwrap();
             // A cache that starts over at almost every list must give the same scores.
-            let mut small = Informativeness::new(store.clone(), &ids, KatzConfig { k: depth, beta, hub_degree: usize::MAX }).unwrap().with_cache_budget(3);
+            let mut small = Informativeness::new(store.clone(), &ids, {
+                let mut o = KatzConfig::default();
+                o.k = depth;
+                o.beta = beta;
+                o.hub_degree = usize::MAX;
+                o
+            })
+            .unwrap()
+            .with_cache_budget(3);
             for e in 0..n as usize {
                 let mut total = 0.0;
                 for &m in &mentioned {
@@ -112,17 +127,41 @@ fn hub_guard_skips_hubs_and_says_so() {
     let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
     let l0 = store.entity_by_key("l0").unwrap().unwrap();
     let l1 = store.entity_by_key("l1").unwrap().unwrap();
-    let exact = Informativeness::new(store.clone(), &[l0], KatzConfig { k: Depth::Three, beta: 0.5, hub_degree: usize::MAX }).unwrap().score(l1).unwrap();
+    let exact = Informativeness::new(store.clone(), &[l0], {
+        let mut o = KatzConfig::default();
+        o.k = Depth::Three;
+        o.beta = 0.5;
+        o.hub_degree = usize::MAX;
+        o
+    })
+    .unwrap()
+    .score(l1)
+    .unwrap();
     // l1-h-l0 is one 2-path (0.25); 3-paths l1-h-x-l0 need x adjacent to l0: only h, and h-h
     // is no edge, so A^3[l1, l0] = 0.
     assert_eq!(exact.value, 0.25);
     let star_center = store.entity_by_key("h").unwrap().unwrap();
     // Exact, for the hub itself: A = 1 (h-l0), A^2 = |N(h) ∩ N(l0)| = 0,
     // A^3 = sum over the 20 leaves x of |N(x) ∩ N(l0)| = 20: 0.5 + 20 * 0.125 = 3.
-    let exact_hub =
-        Informativeness::new(store.clone(), &[l0], KatzConfig { k: Depth::Three, beta: 0.5, hub_degree: usize::MAX }).unwrap().score(star_center).unwrap();
+    let exact_hub = Informativeness::new(store.clone(), &[l0], {
+        let mut o = KatzConfig::default();
+        o.k = Depth::Three;
+        o.beta = 0.5;
+        o.hub_degree = usize::MAX;
+        o
+    })
+    .unwrap()
+    .score(star_center)
+    .unwrap();
     assert_eq!(exact_hub.value, 3.0);
-    let mut guarded = Informativeness::new(store.clone(), &[l0], KatzConfig { k: Depth::Three, beta: 0.5, hub_degree: 5 }).unwrap();
+    let mut guarded = Informativeness::new(store.clone(), &[l0], {
+        let mut o = KatzConfig::default();
+        o.k = Depth::Three;
+        o.beta = 0.5;
+        o.hub_degree = 5;
+        o
+    })
+    .unwrap();
     let g = guarded.score(star_center).unwrap();
     // The hub (20 facts > 5) keeps only its connection term, read from l0's list.
     assert!(g.truncated);
@@ -147,7 +186,13 @@ fn a_mentioned_hub_is_guarded() {
     let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
     let key = |k: &str| store.entity_by_key(k).unwrap().unwrap();
     let (h, l1, x) = (key("h"), key("l1"), key("x"));
-    let cfg = |hub_degree| KatzConfig { k: Depth::Two, beta: 0.5, hub_degree };
+    let cfg = |hub_degree| {
+        let mut o = KatzConfig::default();
+        o.k = Depth::Two;
+        o.beta = 0.5;
+        o.hub_degree = hub_degree;
+        o
+    };
     // Exact: A[l1, h] = 1, (A^2)[l1, h] = |{h, l2, x} ∩ {l0..l19}| = 1 (l2): 0.5 + 0.25.
     let exact = Informativeness::new(store.clone(), &[h], cfg(usize::MAX)).unwrap().score(l1).unwrap();
     assert_eq!(exact, trellis::graph::informativeness::Score { value: 0.75, truncated: false });

@@ -85,7 +85,12 @@ fn names_with_a_qualifier_are_found_by_their_plain_name() {
 fn partial_names_and_recency() {
     let dir = tempfile::tempdir().unwrap();
     let store = sample_store(dir.path());
-    let linker = Linker::new(store.clone(), LinkConfig { window: 2, ..LinkConfig::default() }).unwrap();
+    let linker = Linker::new(store.clone(), {
+        let mut o = LinkConfig::default();
+        o.window = 2;
+        o
+    })
+    .unwrap();
     let dialog = vec![
         Message { speaker: "user".into(), text: "Do you know Jordan Spieth?".into() },
         Message { speaker: "assistant".into(), text: "Yes, he was born in Dallas.".into() },

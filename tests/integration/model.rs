@@ -156,7 +156,11 @@ fn solo(m: &Seq2Seq, input: &[u32], tokens: &[u32]) -> Vec<Vec<f32>> {
 fn reorder_scenario(opts: RuntimeOptions, layout: &str) -> Vec<f32> {
     let g = golden();
     // Two sessions: the solo decodes run while the batch holds one.
-    let m = open(layout, RuntimeOptions { sessions: 2, ..opts });
+    let m = open(layout, {
+        let mut o = opts;
+        o.sessions = 2;
+        o
+    });
     let vocab = m.config().vocab_size as usize;
     let start = m.config().decoder_start_token_id;
     let mut s = m.session().unwrap();
@@ -206,18 +210,61 @@ fn reordered_rows_decode_as_if_alone_merged() {
 #[test]
 fn the_io_binding_path_matches_the_plain_path() {
     let plain = reorder_scenario(RuntimeOptions::default(), "split");
-    let bound = reorder_scenario(RuntimeOptions { io_binding: true, ..Default::default() }, "split");
+    let bound = reorder_scenario(
+        {
+            let mut o = RuntimeOptions::default();
+            o.io_binding = true;
+            o
+        },
+        "split",
+    );
     assert_eq!(max_diff(&plain, &bound), 0.0);
-    let bound_merged = reorder_scenario(RuntimeOptions { io_binding: true, ..Default::default() }, "merged");
+    let bound_merged = reorder_scenario(
+        {
+            let mut o = RuntimeOptions::default();
+            o.io_binding = true;
+            o
+        },
+        "merged",
+    );
     assert!(max_diff(&plain, &bound_merged) <= 1e-5);
 }
 
 #[test]
 fn outputs_are_bit_identical_across_thread_counts_and_runs() {
-    let one = reorder_scenario(RuntimeOptions { threads: 1, ..Default::default() }, "split");
-    let two = reorder_scenario(RuntimeOptions { threads: 2, ..Default::default() }, "split");
-    let again = reorder_scenario(RuntimeOptions { threads: 2, ..Default::default() }, "split");
-    let spinning = reorder_scenario(RuntimeOptions { threads: 2, spinning: true, ..Default::default() }, "split");
+    let one = reorder_scenario(
+        {
+            let mut o = RuntimeOptions::default();
+            o.threads = 1;
+            o
+        },
+        "split",
+    );
+    let two = reorder_scenario(
+        {
+            let mut o = RuntimeOptions::default();
+            o.threads = 2;
+            o
+        },
+        "split",
+    );
+    let again = reorder_scenario(
+        {
+            let mut o = RuntimeOptions::default();
+            o.threads = 2;
+            o
+        },
+        "split",
+    );
+    let spinning = reorder_scenario(
+        {
+            let mut o = RuntimeOptions::default();
+            o.threads = 2;
+            o.spinning = true;
+            o
+        },
+        "split",
+    );
     assert!(one.iter().zip(&two).all(|(a, b)| a.to_bits() == b.to_bits()), "1 vs 2 threads: max diff {}", max_diff(&one, &two));
     assert!(two.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()));
     assert!(two.iter().zip(&spinning).all(|(a, b)| a.to_bits() == b.to_bits()), "threads spinning or not: max diff {}", max_diff(&two, &spinning));
@@ -250,7 +297,12 @@ fn several_tokens_in_one_call_equal_single_steps() {
 #[test]
 fn a_pool_serves_threads_at_once() {
     let g = golden();
-    let m = open("split", RuntimeOptions { sessions: 2, threads: 1, ..Default::default() });
+    let m = open("split", {
+        let mut o = RuntimeOptions::default();
+        o.sessions = 2;
+        o.threads = 1;
+        o
+    });
     let want = solo(&m, &g.inputs[2], &g.decoder_ids[2]);
     std::thread::scope(|sc| {
         let handles: Vec<_> = (0..4).map(|_| sc.spawn(|| solo(&m, &g.inputs[2], &g.decoder_ids[2]))).collect();
@@ -372,7 +424,12 @@ fn graphs_with_the_wrong_inputs_are_refused_with_every_problem_named() {
 
 #[test]
 fn cuda_without_a_cuda_runtime_is_a_clear_error() {
-    let e = Seq2Seq::open(&model_dir("split"), &RuntimeOptions { device: Device::Cuda(0), ..Default::default() }).unwrap_err();
+    let e = Seq2Seq::open(&model_dir("split"), &{
+        let mut o = RuntimeOptions::default();
+        o.device = Device::Cuda(0);
+        o
+    })
+    .unwrap_err();
     assert!(matches!(&e, Seq2SeqError::Device { device: Device::Cuda(0), .. }), "{e:?}");
     let msg = e.to_string();
     assert!(msg.starts_with("--device cuda:0: the CUDA execution provider could not be registered"), "{msg}");
@@ -453,7 +510,12 @@ fn model_step_time() {
         None => ["split", "merged"].iter().map(|l| (l.to_string(), model_dir(l))).collect(),
     };
     for (layout, dir) in dirs {
-        let m = Seq2Seq::open(&dir, &RuntimeOptions { threads: 1, ..Default::default() }).unwrap();
+        let m = Seq2Seq::open(&dir, &{
+            let mut o = RuntimeOptions::default();
+            o.threads = 1;
+            o
+        })
+        .unwrap();
         let vocab = m.config().vocab_size;
         let mut s = m.session().unwrap();
         let inputs: Vec<Vec<u32>> = (0..8).map(|i| g.inputs[i % 3].clone()).collect();

@@ -22,7 +22,13 @@ fn generator_dir() -> PathBuf {
 }
 
 fn open_generator(sessions: usize) -> Generator {
-    Generator::open(&generator_dir(), &RuntimeOptions { threads: 1, sessions, ..Default::default() }).unwrap()
+    Generator::open(&generator_dir(), &{
+        let mut o = RuntimeOptions::default();
+        o.threads = 1;
+        o.sessions = sessions;
+        o
+    })
+    .unwrap()
 }
 
 /// `kind` is `RetrieverKind::Gsr` with any options for the fixture model.
@@ -45,7 +51,7 @@ fn gsr() -> RetrieverKind {
 
 fn pipeline(store: &Arc<Store>, kind: RetrieverKind, top: usize, sessions: usize) -> Pipeline {
     let g = open_generator(sessions);
-    let settings = PipelineSettings { top, generate: g.settings().clone() };
+    let settings = PipelineSettings::new(top, g.settings().clone());
     Pipeline::new(open_retriever(store, kind, sessions), g, Some(settings)).unwrap()
 }
 

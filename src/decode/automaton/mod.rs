@@ -56,6 +56,7 @@ mod reads;
 
 /// What can go wrong building or walking a [`PathGraph`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DecodeError {
     #[error(transparent)]
     Read(#[from] ReadError),
