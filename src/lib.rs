@@ -61,3 +61,9 @@ const _: () = {
     shareable::<graph::informativeness::Informativeness>();
     shareable::<model::Seq2Seq>();
 };
+
+/// The README's code blocks, compiled as doctests (`cargo test --doc`), so the front
+/// door's example cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -268,7 +268,8 @@ pub const MODEL_THREADS: IntRange = IntRange::new("model_threads", 0, 256);
 /// Worker threads of a command (0: one per core).
 pub const THREADS: IntRange = IntRange::new("threads", 0, 256);
 /// Sessions per model: each holds its own copy of the weights' working memory.
-pub const SESSIONS: IntRange = IntRange::new("sessions", 1, 64);
+/// Sessions of a model pool (0: one per core).
+pub const SESSIONS: IntRange = IntRange::new("sessions", 0, 64);
 
 // --- Linking ---
 

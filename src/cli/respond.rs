@@ -54,7 +54,7 @@ pub struct GeneratorOptions {
     /// A text that ends a reply (repeatable).
     #[arg(long)]
     pub gen_stop: Vec<String>,
-    /// Sessions per model: how many threads can run each model at once.
+    /// Sessions per model: how many threads can run each model at once (0: one per core).
     #[arg(long, default_value_t = 1, value_parser = super::usize_in(&limits::SESSIONS), allow_hyphen_values = true)]
     pub sessions: usize,
 }
@@ -96,11 +96,11 @@ impl GeneratorOptions {
 
 /// Opens the store's retriever and the generator into one pipeline.
 pub(super) fn open_pipeline(store: Arc<Store>, retriever: &RetrieverOptions, generator: &GeneratorOptions) -> Result<Pipeline> {
-    let r = retriever.open_with_sessions(store, generator.sessions.max(1))?;
+    let r = retriever.open_with_sessions(store, generator.sessions)?;
     let mut runtime = RuntimeOptions::default();
     runtime.device = retriever.gsr.device;
     runtime.threads = retriever.gsr.model_threads;
-    runtime.sessions = generator.sessions.max(1);
+    runtime.sessions = generator.sessions;
     let g = Generator::open(&generator.generator, &runtime).with_context(|| format!("opening the generator {}", generator.generator.display()))?;
     // One batch size for both stages (--batch): the requests of a call go through together.
     let mut generate = generator.settings(g.settings());

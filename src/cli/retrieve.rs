@@ -182,7 +182,7 @@ impl RetrieverOptions {
             anyhow::bail!(super::Usage("--retriever gsr needs --model DIR (an exported retriever: see schema/model.md)".into()));
         };
         if let RetrieverKind::Gsr(g) = &mut cfg.kind {
-            g.runtime.sessions = sessions.max(1);
+            g.runtime.sessions = sessions;
         }
         let r = Retriever::new(store, cfg)?;
         if let Some(g) = r.generative() {

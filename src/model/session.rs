@@ -87,7 +87,10 @@ pub struct RuntimeOptions {
     pub device: Device,
     /// Intra-op threads of each session (0: ONNX Runtime's default, one per core).
     pub threads: usize,
-    /// Sessions in the pool: how many threads can run the model at once.
+    /// Sessions in the pool: how many threads can run the model at once. The default, 0,
+    /// is one per core, each with `cores / sessions` intra-op threads when `threads` is 0 as
+    /// well, so a host calling from many threads does not queue behind one session; a
+    /// single caller wanting one call as fast as possible asks for 1.
     pub sessions: usize,
     /// Force a layout (default: split when both files are there, else merged).
     pub layout: Option<Layout>,
@@ -106,7 +109,22 @@ pub struct RuntimeOptions {
 
 impl Default for RuntimeOptions {
     fn default() -> Self {
-        RuntimeOptions { device: Device::Cpu, threads: 0, sessions: 1, layout: None, deterministic: true, io_binding: false, spinning: false }
+        RuntimeOptions { device: Device::Cpu, threads: 0, sessions: 0, layout: None, deterministic: true, io_binding: false, spinning: false }
+    }
+}
+
+impl RuntimeOptions {
+    /// The pool's size and each session's threads, with the defaults (0) resolved.
+    pub(crate) fn resolved(&self) -> RuntimeOptions {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut r = self.clone();
+        if self.sessions == 0 {
+            r.sessions = cores;
+            if self.threads == 0 {
+                r.threads = (cores / r.sessions).max(1);
+            }
+        }
+        r
     }
 }
 
@@ -354,6 +372,7 @@ impl Seq2Seq {
 
     /// [`open`](Self::open) with a directory already read.
     pub fn with_dir(dir: ModelDir, opts: &RuntimeOptions) -> Result<Seq2Seq> {
+        let opts = &opts.resolved();
         let rt = Runtime::get()?;
         let cfg = dir.config().clone();
         let names = Names::new(cfg.num_decoder_layers);
