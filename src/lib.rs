@@ -1,24 +1,27 @@
 //! Trellis: an embedded, RocksDB-backed knowledge-graph store and retrieval engine for
 //! knowledge-grounded dialog.
 //!
-//! - [`store`]: the on-disk store (dictionaries, name index, adjacency), its format
-//!   (`schema/`), validation and migrations.
-//! - [`ingest`]: bulk loading of TSV, pipe and N-Triples dumps.
-//! - [`graph`]: neighbourhood walks, candidate subgraphs, informativeness, the PCST solver.
-//! - [`link`]: entity linking from dialog text.
-//! - [`linearize`]: how a path is written as text and tokens (one definition for all).
-//! - [`decode`]: the constraint automaton over a request's candidate paths, the graph prior
-//!   and beam search.
-//! - [`model`]: the tokenizer (names as the retriever's token ids), ONNX Runtime loading,
-//!   model directories and the T5 encoder-decoder ([`model::Seq2Seq`]).
+//! Modules, lowest layer first (a module imports only the ones before it; ARCHITECTURE.md's
+//! "Layers", checked by a test):
+//!
+//! - [`ids`], [`normalize`], [`linearize`] (how a path is written as text and tokens, one
+//!   definition for all), [`limits`] (the range of every numeric setting and the names of
+//!   every named one), [`backend`] (the opaque errors of RocksDB, ONNX Runtime, tokenizers).
+//! - [`store`]: the on-disk store (dictionaries, name index, adjacency, token index), its
+//!   format (`schema/`), validation and migrations; its error families.
+//! - [`ingest`]: bulk loading of TSV, pipe and N-Triples dumps; the name tokenizer and the
+//!   token index it builds. [`graph`]: neighbourhood walks, candidate subgraphs,
+//!   informativeness, the PCST solver. [`link`]: entity linking from dialog text.
+//! - [`dataset`]: the OpenDialKG and MetaQA readers. [`decode`]: the constraint automaton,
+//!   the graph prior and beam search.
+//! - [`model`]: ONNX Runtime loading, model directories and the T5 encoder-decoder
+//!   ([`model::Seq2Seq`]).
 //! - [`retrieve`]: one retriever interface, the non-neural retrievers and the generative one
-//!   (`retrieve::gsr`).
-//! - [`generate`]: the grounded response generator (input encodings, greedy, beam search
-//!   and seeded sampling on the same runtime).
-//! - [`eval`]: data sets and evaluations (linking, retrieval).
-//! - [`limits`]: the range of every numeric setting (one table for the command line, the
-//!   option types and `trellis.json`).
-//! - [`error`]: one error type per operation family, and the [`Error`] umbrella.
+//!   (`retrieve::gsr`). [`generate`]: the grounded response generator (input encodings,
+//!   delexicalization, greedy, beam search and seeded sampling on the same runtime).
+//! - [`pipeline`]: link, retrieve, generate for a batch of requests; `trellis doctor`'s checks.
+//! - [`eval`]: evaluations (linking, retrieval, responses, the whole chain).
+//! - [`error`]: [`Error`], every family in one type.
 //!
 //! The library never prints and never installs a tracing subscriber; long work reports
 //! progress through callbacks. The command line (`src/cli`, feature `cli`) is the binary's.

@@ -38,7 +38,7 @@ pub struct CfSpec {
     pub access: Access,
 }
 
-/// Every column family of the current schema (v2). `meta` first; the order is otherwise irrelevant.
+/// Every column family of the current schema (v3: schema/v3.md). `meta` first; the order is otherwise irrelevant.
 pub const COLUMN_FAMILIES: &[CfSpec] = &[
     CfSpec { name: CF_META, access: Access::Dense },
     CfSpec { name: CF_ENTITIES, access: Access::Dense },
