@@ -44,7 +44,7 @@ pub fn run(args: IndexTokensArgs) -> Result<ExitCode> {
         bar.set_length(total);
         bar.set_position(done);
     };
-    let info = trellis::ingest::tokens::index_tokens(&args.store, &tokenizer, &name, &mut progress)
+    let info = trellis::Store::index_tokens(&args.store, &tokenizer, &name, &mut progress)
         .with_context(|| format!("indexing {} with {}", args.store.display(), args.tokenizer.display()))?;
     bar.finish_and_clear();
     if args.json {

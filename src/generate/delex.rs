@@ -1,7 +1,7 @@
 //! Delexicalized generation (`trellis.json` `generation.delexicalize`): the entity names of
 //! the knowledge become placeholder tokens before the model reads them, and the model's
 //! placeholders become the stored names, with their case, in the reply. A small generator
-//! trained from nothing learns to copy a fact far more easily as "[E2]" (one of a dozen
+//! trained from nothing learns to copy a fact far more easily as `[E2]` (one of a dozen
 //! tokens it sees in every example) than as the name's pieces (thousands of rare names); a
 //! standard data-to-text technique. The same function writes the training targets
 //! (`trellis targets`), so what the model learned is what runs.

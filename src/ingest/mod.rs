@@ -33,7 +33,8 @@ mod rejects;
 pub(crate) mod sort;
 mod sst;
 pub(crate) mod tokenizer;
-pub mod tokens;
+pub(crate) mod tokens;
+pub use tokens::TokenProgress;
 
 pub use error::{IngestError, LineError, LineErrorKind, LineProblem};
 pub use input::{Compression, Format, InputSpec};

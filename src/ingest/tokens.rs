@@ -21,7 +21,21 @@ const BATCH: u32 = 4096;
 /// Progress: `done` of `total` names of `side` encoded.
 pub type TokenProgress<'a> = &'a mut dyn FnMut(Side, u64, u64);
 
-pub fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, progress: TokenProgress<'_>) -> Result<TokenizerInfo, IngestError> {
+// A writer's operation (a new generation, like a load), so it lives with the loader; it
+// is offered as `Store::index_tokens`, beside `Store::open`, `Store::validate` and
+// `Store::migrate`.
+impl crate::store::Store {
+    /// Builds the token index of `tokenizer` in the store at `dir` (`trellis index-tokens`):
+    /// every entity and relation name as the tokenizer's ids, and the trie constrained
+    /// decoding walks, written into a new generation committed atomically like a load;
+    /// `name` is recorded for humans. `progress` gets `(side, done, total)` after every
+    /// batch of names.
+    pub fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, progress: TokenProgress<'_>) -> Result<TokenizerInfo, IngestError> {
+        index_tokens(dir, tokenizer, name, progress)
+    }
+}
+
+pub(crate) fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, progress: TokenProgress<'_>) -> Result<TokenizerInfo, IngestError> {
     let _lock = layout::lock_writer(dir)?;
     let (number, gen) = layout::current_generation(dir)?.ok_or_else(|| OpenError::NotAStore { path: dir.into() })?;
     layout::remove_stale(dir, Some(&gen))?;

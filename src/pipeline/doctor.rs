@@ -103,8 +103,12 @@ fn check_model(dir: &Path, opts: &DoctorOptions) -> Result<ModelReport, Seq2SeqE
     let d = m.dir();
     // The task's own section of trellis.json, checked by the task's module.
     match d.trellis().task.as_str() {
-        GenerationConfig::TASK => drop(d.section::<GenerationConfig>()?),
-        _ => drop(d.section::<DecodingConfig>()?),
+        GenerationConfig::TASK => {
+            d.section::<GenerationConfig>()?;
+        }
+        _ => {
+            d.section::<DecodingConfig>()?;
+        }
     }
     let c = d.config();
     Ok(ModelReport {

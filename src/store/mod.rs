@@ -620,6 +620,12 @@ impl Store {
     }
 
     /// Checks that every index agrees with every other (see `validate.rs`).
+    /// Migrates the store at `dir` to this build's format (`trellis migrate`); see
+    /// [`migrate`].
+    pub fn migrate(dir: &Path) -> Result<MigrationReport, MigrateError> {
+        migrate(dir)
+    }
+
     pub fn validate(&self) -> Result<ValidationReport, ReadError> {
         validate::validate(self)
     }
