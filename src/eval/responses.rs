@@ -21,10 +21,12 @@
 //!   BLEU-n, not the n-gram order alone) and `SmoothingFunction(epsilon=1e-12).method1` (an
 //!   order with no match counts 1e-12 matches: 1e-12 / its n-gram total), on `text.split()`
 //!   tokens of the raw text, case kept, one reference per prediction. Found in
-//!   `utils/metrics.py` (`bleu_corpus`, called from `Evaluator._compute_metrics` in `main.py`)
-//!   of the public repository `Chaebins/DialogGSR_clone` on GitHub, a copy of the authors'
-//!   code (the official repository was not in reach); other repositories' copies of that
-//!   function (`get_nltk_bleu_score`) are the same. Their texts are T5-small tokenizer
+//!   `utils/metrics.py` (`bleu_corpus`, commit 148c0b3, called from
+//!   `Evaluator._compute_metrics` in `main.py`) of the public repository
+//!   `Chaebins/DialogGSR_clone` on GitHub, a clone of the authors' repository (its README
+//!   was the official one's: "Official PyTorch implementation of ... (EMNLP 2024)"); the
+//!   official repository itself was not in reach. The same code appears in another dialog
+//!   repository as `get_nltk_bleu_score`. Their texts are T5-small tokenizer
 //!   round trips (`decode(..., skip_special_tokens=True, clean_up_tokenization_spaces=False)`),
 //!   and their evaluator first replaces a prediction that is empty once `.` is deleted and
 //!   the rest stripped by `"dialogue:"`; neither is done here (it scores the texts it is given).
