@@ -73,11 +73,31 @@ pub fn eval_pipeline(args: EvalPipelineArgs) -> Result<ExitCode> {
     let s = &report.responses;
     let b = &s.bleu_sacrebleu;
     println!("knowledge {:?}: {} replies ({} actions without a reply of their speaker left out)", report.knowledge, report.samples, report.without_reply);
-    println!("| BLEU-1 | BLEU-2 | BLEU-3 | BLEU-4 | ROUGE-L | F1 | KF1 |");
-    println!("|---|---|---|---|---|---|---|");
-    let kf1 = s.kf1.map_or("-".to_string(), |k| format!("{k:.4}"));
-    println!("| {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {kf1} |", b.bleu1, b.bleu2, b.bleu3, b.bleu4, s.rouge.rouge_l, s.f1);
-    println!("(BLEU as sacrebleu computes it, on a 0..1 scale; --json has nltk's BLEU, ROUGE-1/2, stemmed ROUGE and distinct-n)");
+    let d = &s.bleu_dialoggsr;
+    let g = &s.grounding;
+    let f = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.4}"));
+    println!(
+        "| BLEU-1 | BLEU-2 | BLEU-3 | BLEU-4 | DialogGSR BLEU-1 | DialogGSR BLEU-4 | ROUGE-L | F1 | KF1 | names knowledge | entity recall | distinct replies |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "| {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {} | {} | {} | {} ({:.4}) |",
+        b.bleu1,
+        b.bleu2,
+        b.bleu3,
+        b.bleu4,
+        d.bleu1,
+        d.bleu4,
+        s.rouge.rouge_l,
+        s.f1,
+        f(s.kf1),
+        f(g.mention_rate),
+        f(g.entity_recall),
+        s.distinct_replies,
+        s.distinct_replies_share
+    );
+    println!("(BLEU-n as sacrebleu computes it, DialogGSR BLEU-n as the DialogGSR authors' code does, both on a 0..1 scale; --json has nltk's BLEU, ROUGE-1/2, stemmed ROUGE, distinct-n)");
+    println!("{}", super::eval_responses::grounding_line(g));
     if let Some(r) = &report.retrieval {
         println!(
             "retrieval: path@1 {:.4}, path@{} {:.4}, triple recall@{} {:.4}, top path starts at the gold entity {:.4}",

@@ -8,11 +8,14 @@
 //! is one of [`KnowledgeMode`]: none, the gold path (the ceiling of retrieval), or the
 //! retriever's best `top` paths. KF1 compares the reply with the knowledge the generator
 //! read, written `head relation tail` per triple, a relation without its `~` and with `_`
-//! as spaces; with no knowledge there is no KF1.
+//! as spaces; with no knowledge there is no KF1. The grounding figures ask which entities of
+//! that knowledge (its paths' heads and tails) each reply and its reference name; with no
+//! knowledge there are none. Distinct replies count the generated replies.
 
 use super::responses::{self, ResponsePair, ResponseScores, ResponsesError};
 use super::retrieval::resolve;
 use crate::dataset::opendialkg::{Dialog, Sample};
+use crate::generate::delex::knowledge_entities;
 use crate::generate::targets::{gold_knowledge, reply_of};
 use crate::generate::KnowledgePath;
 use crate::graph::candidates::Fact;
@@ -158,6 +161,7 @@ pub fn evaluate(
             prediction: r.text().to_owned(),
             reference: (*reply).to_owned(),
             knowledge: (mode != KnowledgeMode::None).then(|| knowledge_text(&r.knowledge)),
+            entities: (mode != KnowledgeMode::None).then(|| knowledge_entities(&r.knowledge)),
         })
         .collect();
     let scores = responses::score(&pairs)?;

@@ -1,7 +1,8 @@
-//! Response metrics for knowledge-grounded dialog: corpus BLEU-1..4 (two definitions), ROUGE-1/2/L,
-//! unigram F1, knowledge F1 and distinct-1/2, each computed as a named Python reference computes
-//! it, so that numbers can be compared with published ones. `tools/reference/metrics.py`
-//! writes the reference values; `tests/integration/metrics.rs` checks every one to 1e-6.
+//! Response metrics for knowledge-grounded dialog: corpus BLEU-1..4 (three definitions),
+//! ROUGE-1/2/L, unigram F1, knowledge F1, distinct-1/2, distinct replies and the grounding
+//! figures, each computed as a named Python reference computes it, so that numbers can be
+//! compared with published ones. `tools/reference/metrics.py` writes the reference values;
+//! `tests/integration/metrics.rs` checks every one to 1e-12.
 //!
 //! Every score is a fraction in 0..1 (sacrebleu prints BLEU on 0..100: 100 times
 //! `bleu_sacrebleu`).
@@ -15,6 +16,20 @@
 //!   with no match as the smallest positive double (its warning says the score "evaluates to
 //!   0": it is about 1e-77 or less, and that is what is returned here too), and returns exactly
 //!   0 when no unigram matches.
+//! - `bleu_dialoggsr."n"`: BLEU as the DialogGSR authors' code computes it, so that figures
+//!   compare with the paper's (Table 1): `corpus_bleu` with weights (1/n, ..., 1/n) (cumulative
+//!   BLEU-n, not the n-gram order alone) and `SmoothingFunction(epsilon=1e-12).method1` (an
+//!   order with no match counts 1e-12 matches: 1e-12 / its n-gram total), on `text.split()`
+//!   tokens of the raw text, case kept, one reference per prediction. Found in
+//!   `utils/metrics.py` (`bleu_corpus`, commit 148c0b3, called from
+//!   `Evaluator._compute_metrics` in `main.py`) of the public repository
+//!   `Chaebins/DialogGSR_clone` on GitHub, a clone of the authors' repository (its README
+//!   was the official one's: "Official PyTorch implementation of ... (EMNLP 2024)"); the
+//!   official repository itself was not in reach. The same code appears in another dialog
+//!   repository as `get_nltk_bleu_score`. Their texts are T5-small tokenizer
+//!   round trips (`decode(..., skip_special_tokens=True, clean_up_tokenization_spaces=False)`),
+//!   and their evaluator first replaces a prediction that is empty once `.` is deleted and
+//!   the rest stripped by `"dialogue:"`; neither is done here (it scores the texts it is given).
 //! - `rouge` and `rouge_stemmed`: rouge-score's `RougeScorer(["rouge1", "rouge2", "rougeL"],
 //!   use_stemmer=False / True).score(reference, prediction)` F-measures, averaged over pairs.
 //!   Its tokens: lowercase, every run of characters other than `a-z0-9` a separator; with the
@@ -28,6 +43,21 @@
 //! - `distinct_1`, `distinct_2`: over all predictions, the number of distinct n-grams divided by
 //!   the number of n-grams; tokens are `text.lower().split()`, n-grams do not cross predictions;
 //!   0 when there are no n-grams.
+//! - `distinct_replies`: the number of distinct predictions (exact string equality);
+//!   `distinct_replies_share` divides it by the number of pairs.
+//! - `grounding` ([`Grounding`]): whether replies name the entities of their knowledge
+//!   (`entities`: the knowledge paths' heads and tails). "Names" is the delexicalizer's
+//!   matching, [`crate::generate::delex::mentions`] (one definition in the engine): a
+//!   case-insensitive whole-word match after per-character lowercase folding, longer names
+//!   first and never overlapping, a name that is one stop word of the linker (`It`, `Up`)
+//!   only with its exact case, a name with fewer than two letters or digits never. Pairs with
+//!   no entity name (no knowledge, or only empty names) are left out of every figure.
+//!   `mention_rate`: the share of the other pairs (`pairs` of them) whose prediction names
+//!   at least one of its entities; `reference_mention_rate` the same for the references.
+//!   `entity_recall` (micro-averaged): sum over pairs of |entities named by both prediction
+//!   and reference| / sum over pairs of |entities named by the reference| (that sum is
+//!   `reference_mentions`; a pair whose reference names none adds nothing to either side);
+//!   `None` when no reference names one.
 //!
 //! Python's text semantics are kept where they decide a score: `str.split()` and `str.rstrip()`
 //! whitespace (Unicode White_Space and U+001C..U+001F), `str.lower()` (Unicode full lowercase),
@@ -35,6 +65,7 @@
 //! digit or a number, or `_`, as Python's `\w`; letters assigned after Python's Unicode
 //! version aside).
 
+use crate::generate::delex::mentions;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
@@ -42,13 +73,19 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 /// One response to score: the system's prediction, the reference response, and optionally
-/// the knowledge the response should be grounded in (for KF1).
+/// the knowledge the response should be grounded in: as text (for KF1) and as the names of
+/// its entities (for [`Grounding`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResponsePair {
     pub prediction: String,
     pub reference: String,
     #[serde(default)]
     pub knowledge: Option<String>,
+    /// The entity names of the knowledge given for this reply (its paths' heads and tails,
+    /// each once, as [`crate::generate::delex::knowledge_entities`] lists them); `None` or
+    /// empty: no knowledge.
+    #[serde(default)]
+    pub entities: Option<Vec<String>>,
 }
 
 /// Corpus BLEU for n = 1..4 (JSON keys "1".."4"), a fraction in 0..1.
@@ -73,12 +110,29 @@ pub struct Rouge {
     pub rouge_l: f64,
 }
 
+/// Whether the replies name the entities of their knowledge (module documentation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Grounding {
+    /// Pairs whose knowledge has at least one entity name.
+    pub pairs: usize,
+    /// Share of those pairs whose prediction names one of their entities (`None`: no pair).
+    pub mention_rate: Option<f64>,
+    /// The same for the references (what the data asks for).
+    pub reference_mention_rate: Option<f64>,
+    /// Of the entities each reference names, the share its prediction names too, over all
+    /// pairs (micro-averaged; `None` when no reference names one).
+    pub entity_recall: Option<f64>,
+    /// The recall's denominator: the entities named by the references, summed over pairs.
+    pub reference_mentions: usize,
+}
+
 /// The scores of a list of pairs (see the module documentation for each definition).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ResponseScores {
     pub pairs: usize,
     pub bleu_sacrebleu: Bleu,
     pub bleu_nltk: Bleu,
+    pub bleu_dialoggsr: Bleu,
     pub rouge: Rouge,
     pub rouge_stemmed: Rouge,
     pub f1: f64,
@@ -86,6 +140,10 @@ pub struct ResponseScores {
     pub kf1_pairs: usize,
     pub distinct_1: f64,
     pub distinct_2: f64,
+    /// Distinct predictions (exact string equality) and their share of the pairs.
+    pub distinct_replies: usize,
+    pub distinct_replies_share: f64,
+    pub grounding: Grounding,
 }
 
 /// Errors of [`score`] and [`read_pairs`].
@@ -117,6 +175,8 @@ pub enum LineProblem {
     NoId,
     #[error("\"{0}\" is not a string")]
     NotAString(&'static str),
+    #[error("\"{0}\" is not a list of strings")]
+    NotAListOfStrings(&'static str),
     #[error("no \"response\"{}", if *or_reply { " (or \"reply\")" } else { "" })]
     NoResponse { or_reply: bool },
     #[error("id {id:?} again (first on line {first})")]
@@ -147,10 +207,12 @@ pub fn score(pairs: &[ResponsePair]) -> Result<ResponseScores, ResponsesError> {
     let grounded: Vec<(&str, &str)> =
         pairs.iter().filter_map(|p| p.knowledge.as_deref().filter(|k| !k.is_empty()).map(|k| (p.prediction.as_str(), k))).collect();
     let kf1 = if grounded.is_empty() { None } else { Some(mean(&mut grounded.iter().map(|(p, k)| unigram_f1(p, k)))) };
+    let distinct_replies = pairs.iter().map(|p| p.prediction.as_str()).collect::<HashSet<_>>().len();
     Ok(ResponseScores {
         pairs: pairs.len(),
         bleu_sacrebleu: sacrebleu(pairs),
         bleu_nltk: nltk_bleu(pairs),
+        bleu_dialoggsr: dialoggsr_bleu(pairs),
         rouge: rouge_of(false),
         rouge_stemmed: rouge_of(true),
         f1: mean(&mut pairs.iter().map(|p| unigram_f1(&p.prediction, &p.reference))),
@@ -158,15 +220,20 @@ pub fn score(pairs: &[ResponsePair]) -> Result<ResponseScores, ResponsesError> {
         kf1_pairs: grounded.len(),
         distinct_1: distinct(pairs, 1),
         distinct_2: distinct(pairs, 2),
+        distinct_replies,
+        distinct_replies_share: distinct_replies as f64 / pairs.len() as f64,
+        grounding: grounding(pairs),
     })
 }
 
 /// Reads a predictions file and a gold file (JSON lines) and pairs them by id, in gold order.
 ///
 /// Predictions: `{"id", "response"}` (or `"reply"`); gold: `{"id", "response", "knowledge"}`
-/// with `knowledge` an optional string (null or absent: none). Ids are strings or integers (an
-/// integer is the string of its digits) and unique within a file; every gold id needs a
-/// prediction and every prediction a gold line. Blank lines are skipped.
+/// with `knowledge` an optional string (null or absent: none). Either line may carry
+/// `"entities"`, the entity names of the knowledge given for the reply (a list of strings; null
+/// or absent: none); the prediction's, when it has them, else the gold line's. Ids are strings
+/// or integers (an integer is the string of its digits) and unique within a file; every gold
+/// id needs a prediction and every prediction a gold line. Blank lines are skipped.
 pub fn read_pairs(predictions: &Path, gold: &Path) -> Result<Vec<ResponsePair>, ResponsesError> {
     let preds = read_lines(predictions, false)?;
     let golds = read_lines(gold, true)?;
@@ -186,7 +253,12 @@ pub fn read_pairs(predictions: &Path, gold: &Path) -> Result<Vec<ResponsePair>, 
         let Some((_, p)) = by_id.get(g.id.as_str()) else {
             return Err(bad(gold, g.line, LineProblem::NoPrediction { id: g.id.clone(), predictions: predictions.to_path_buf() }));
         };
-        pairs.push(ResponsePair { prediction: p.response.clone(), reference: g.response.clone(), knowledge: g.knowledge.clone() });
+        pairs.push(ResponsePair {
+            prediction: p.response.clone(),
+            reference: g.response.clone(),
+            knowledge: g.knowledge.clone(),
+            entities: p.entities.clone().or_else(|| g.entities.clone()),
+        });
     }
     if let Some(p) = preds.iter().find(|p| !seen.contains_key(p.id.as_str())) {
         return Err(bad(predictions, p.line, LineProblem::NotInGold { id: p.id.clone(), gold: gold.to_path_buf() }));
@@ -200,6 +272,7 @@ struct Line {
     id: String,
     response: String,
     knowledge: Option<String>,
+    entities: Option<Vec<String>>,
 }
 
 fn read_lines(path: &Path, gold: bool) -> Result<Vec<Line>, ResponsesError> {
@@ -239,7 +312,18 @@ fn read_lines(path: &Path, gold: bool) -> Result<Vec<Line>, ResponsesError> {
             None => return Err(bad(LineProblem::NoResponse { or_reply: false })),
         };
         let knowledge = if gold { string("knowledge")? } else { None };
-        out.push(Line { line, id, response, knowledge });
+        let entities = match obj.get("entities") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::Array(names)) => Some(
+                names
+                    .iter()
+                    .map(|n| n.as_str().map(str::to_string))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| bad(LineProblem::NotAListOfStrings("entities")))?,
+            ),
+            Some(_) => return Err(bad(LineProblem::NotAListOfStrings("entities"))),
+        };
+        out.push(Line { line, id, response, knowledge, entities });
     }
 }
 
@@ -402,20 +486,34 @@ fn sacrebleu_score(st: &Stats, order: usize) -> f64 {
 fn nltk_bleu(pairs: &[ResponsePair]) -> Bleu {
     let lower_split = |s: &str| py_split(&s.to_lowercase()).map(str::to_string).collect::<Vec<_>>();
     let st = corpus_stats(pairs.iter().map(|p| (lower_split(&p.prediction), lower_split(&p.reference))));
-    let b = |n| nltk_score(&st, n);
+    let b = |n| nltk_score(&st, n, None);
     Bleu { bleu1: b(1), bleu2: b(2), bleu3: b(3), bleu4: b(4) }
 }
 
-/// nltk's `corpus_bleu` with uniform weights over orders 1..=order and `method0` smoothing.
-fn nltk_score(st: &Stats, order: usize) -> f64 {
+/// The DialogGSR authors' BLEU: raw whitespace tokens, `method1` smoothing with epsilon 1e-12.
+fn dialoggsr_bleu(pairs: &[ResponsePair]) -> Bleu {
+    let split = |s: &str| py_split(s).map(str::to_string).collect::<Vec<_>>();
+    let st = corpus_stats(pairs.iter().map(|p| (split(&p.prediction), split(&p.reference))));
+    let b = |n| nltk_score(&st, n, Some(1e-12));
+    Bleu { bleu1: b(1), bleu2: b(2), bleu3: b(3), bleu4: b(4) }
+}
+
+/// nltk's `corpus_bleu` with uniform weights over orders 1..=order, and `method0` smoothing
+/// (`epsilon` None) or `SmoothingFunction(epsilon).method1`.
+fn nltk_score(st: &Stats, order: usize, epsilon: Option<f64>) -> f64 {
     if st.correct[0] == 0 {
         return 0.0;
     }
     let w = 1.0 / order as f64;
     let terms: Vec<f64> = (0..order)
         .map(|n| {
-            // method0: an order without matches counts as the smallest positive double.
-            let p = if st.correct[n] == 0 { f64::MIN_POSITIVE } else { st.correct[n] as f64 / st.total_min1[n] as f64 };
+            let p = match (st.correct[n], epsilon) {
+                // method0: an order without matches counts as the smallest positive double.
+                (0, None) => f64::MIN_POSITIVE,
+                // method1: epsilon matches instead of none.
+                (0, Some(e)) => e / st.total_min1[n] as f64,
+                (c, _) => c as f64 / st.total_min1[n] as f64,
+            };
             w * p.ln()
         })
         .collect();
@@ -595,12 +693,39 @@ fn distinct(pairs: &[ResponsePair], n: usize) -> f64 {
     }
 }
 
+/// The grounding figures: which knowledge entities each prediction and reference name, by the
+/// delexicalizer's matching.
+fn grounding(pairs: &[ResponsePair]) -> Grounding {
+    let (mut with, mut named, mut ref_named, mut both, mut by_ref) = (0usize, 0usize, 0usize, 0usize, 0usize);
+    for p in pairs {
+        let names: Vec<&str> = p.entities.iter().flatten().map(String::as_str).filter(|n| !n.is_empty()).collect();
+        if names.is_empty() {
+            continue;
+        }
+        with += 1;
+        let pred = mentions(&p.prediction, &names);
+        let reference = mentions(&p.reference, &names);
+        named += usize::from(pred.contains(&true));
+        ref_named += usize::from(reference.contains(&true));
+        by_ref += reference.iter().filter(|&&r| r).count();
+        both += pred.iter().zip(&reference).filter(|(&a, &b)| a && b).count();
+    }
+    let share = |k: usize, of: usize| (of > 0).then(|| k as f64 / of as f64);
+    Grounding {
+        pairs: with,
+        mention_rate: share(named, with),
+        reference_mention_rate: share(ref_named, with),
+        entity_recall: share(both, by_ref),
+        reference_mentions: by_ref,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn pair(p: &str, r: &str, k: Option<&str>) -> ResponsePair {
-        ResponsePair { prediction: p.into(), reference: r.into(), knowledge: k.map(Into::into) }
+        ResponsePair { prediction: p.into(), reference: r.into(), knowledge: k.map(Into::into), entities: None }
     }
 
     fn close(a: f64, b: f64) -> bool {
@@ -641,6 +766,10 @@ mod tests {
         assert!(close(s.bleu_sacrebleu.bleu2, 0.5f64.sqrt()));
         assert!(close(s.bleu_sacrebleu.bleu3, 0.5));
         assert!(close(s.bleu_sacrebleu.bleu4, (1.0f64 / 48.0).powf(0.25)));
+        // DialogGSR's: nltk's for n <= 3; the 4-gram precision smoothed to 1e-12 / 3.
+        assert!(close(s.bleu_dialoggsr.bleu3, 0.5));
+        assert!(close(s.bleu_dialoggsr.bleu4, (1.0f64 / 8.0 * 1e-12 / 3.0).powf(0.25)));
+        assert_eq!((s.distinct_replies, s.distinct_replies_share), (1, 1.0));
         for r in [s.rouge, s.rouge_stemmed] {
             assert!(close(r.rouge1, 5.0 / 6.0) && close(r.rouge2, 3.0 / 5.0) && close(r.rouge_l, 5.0 / 6.0), "{r:?}");
         }
@@ -659,6 +788,28 @@ mod tests {
         let e = (-1.0f64).exp();
         assert!(close(s.bleu_nltk.bleu1, e) && close(s.bleu_sacrebleu.bleu1, e));
         assert_eq!((s.kf1, s.kf1_pairs), (None, 0));
+    }
+
+    /// Grounding by hand. Pair 1: entities "Stephen King", "It"; the reference names both
+    /// ("It" with its capital), the prediction only "stephen king". Pair 2: "Golf"; the
+    /// reference names none, the prediction names it. Pair 3: no knowledge (left out).
+    /// Mention rate 2/2, references 1/2; recall 1 / 2 (pair 2 adds nothing to either side).
+    /// Distinct replies: "a" twice, so 2 of 3. DialogGSR's BLEU keeps case: "Golf" is not "golf".
+    #[test]
+    fn grounding_and_distinct_replies_by_hand() {
+        let mut pairs =
+            vec![pair("stephen king wrote it", "It is by Stephen King", None), pair("a Golf", "sports", None), pair("a Golf", "Stephen King", None)];
+        pairs[0].entities = Some(vec!["Stephen King".into(), "It".into()]);
+        pairs[1].entities = Some(vec!["Golf".into(), "".into()]);
+        let s = score(&pairs).unwrap();
+        let g = s.grounding;
+        assert_eq!((g.pairs, g.mention_rate, g.reference_mention_rate), (2, Some(1.0), Some(0.5)));
+        assert_eq!((g.entity_recall, g.reference_mentions), (Some(0.5), 2));
+        assert_eq!(s.distinct_replies, 2);
+        assert!(close(s.distinct_replies_share, 2.0 / 3.0));
+        let b = score(&[pair("Golf", "golf", None)]).unwrap();
+        assert_eq!((b.bleu_dialoggsr.bleu1, b.bleu_nltk.bleu1), (0.0, 1.0));
+        assert_eq!(score(&[pair("x", "x", None)]).unwrap().grounding, Grounding::default());
     }
 
     #[test]
@@ -723,6 +874,12 @@ mod tests {
         let pred = write("pred.jsonl", "{\"id\": 7, \"reply\": \"s\"}\n{\"id\": \"b\", \"response\": \"b\"}\n");
         let pairs = read_pairs(&pred, &gold).unwrap();
         assert_eq!(pairs, vec![pair("b", "B", Some("kb")), pair("s", "S", None)]);
+        // Entities: the prediction's when it has them, else the gold line's.
+        let gold_e =
+            write("gold-e.jsonl", "{\"id\": 1, \"response\": \"B\", \"entities\": [\"G\"]}\n{\"id\": 2, \"response\": \"S\", \"entities\": [\"H\"]}\n");
+        let pred_e = write("pred-e.jsonl", "{\"id\": 1, \"reply\": \"b\", \"entities\": [\"P\"]}\n{\"id\": 2, \"reply\": \"s\", \"entities\": null}\n");
+        let e: Vec<_> = read_pairs(&pred_e, &gold_e).unwrap().into_iter().map(|p| p.entities).collect();
+        assert_eq!(e, [Some(vec!["P".to_string()]), Some(vec!["H".to_string()])]);
 
         let line_of = |pred: &Path, gold: &Path| match read_pairs(pred, gold) {
             Err(ResponsesError::Bad { path, line, problem }) => (path.file_name().unwrap().to_string_lossy().into_owned(), line, problem.to_string()),

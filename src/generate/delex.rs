@@ -78,31 +78,9 @@ pub struct Delexicalizer<'a> {
 impl<'a> Delexicalizer<'a> {
     /// The entities of `knowledge` (rule 1) and the patterns that find them (rule 3).
     pub fn new(cfg: &'a DelexConfig, knowledge: &[KnowledgePath]) -> Delexicalizer<'a> {
-        let mut names: Vec<String> = Vec::new();
-        let mut seen: Vec<String> = Vec::new();
-        let candidates = knowledge.iter().flat_map(|p| p.first().map(|t| t.head.as_str()).into_iter().chain(p.iter().map(|t| t.tail.as_str())));
-        for name in candidates {
-            if names.len() == cfg.placeholders.len() {
-                break;
-            }
-            let folded = fold(name);
-            if name.is_empty() || seen.contains(&folded) {
-                continue;
-            }
-            seen.push(folded);
-            names.push(name.to_owned());
-        }
-        let mut patterns: Vec<Pattern> = names
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.chars().filter(|c| c.is_alphanumeric()).count() >= 2)
-            .map(|(k, n)| {
-                let folded = fold(n.trim());
-                let exact = !folded.chars().any(char::is_whitespace) && crate::link::stopwords::is_stop_word(&folded);
-                Pattern { placeholder: k, chars: if exact { n.trim().chars().collect() } else { folded.chars().collect() }, exact }
-            })
-            .collect();
-        patterns.sort_by(|a, b| b.chars.len().cmp(&a.chars.len()).then(a.placeholder.cmp(&b.placeholder)));
+        let mut names = knowledge_entities(knowledge);
+        names.truncate(cfg.placeholders.len());
+        let patterns = patterns(&names);
         Delexicalizer { placeholders: &cfg.placeholders, names, patterns }
     }
 
@@ -129,32 +107,8 @@ impl<'a> Delexicalizer<'a> {
             return text.to_owned();
         }
         let chars: Vec<char> = text.chars().collect();
-        let folded: Vec<char> = chars.iter().map(|&c| fold_char(c)).collect();
+        let starts = find_matches(&self.patterns, &chars);
         let n = chars.len();
-        // claim[i]: the placeholder whose match starts at i (and how long it is).
-        let mut taken = vec![false; n];
-        let mut starts: Vec<Option<(usize, usize)>> = vec![None; n];
-        for p in &self.patterns {
-            let len = p.chars.len();
-            if len == 0 || len > n {
-                continue;
-            }
-            let hay = if p.exact { &chars } else { &folded };
-            let mut i = 0;
-            while i + len <= n {
-                let fits = hay[i..i + len] == p.chars[..]
-                    && (i == 0 || !folded[i - 1].is_alphanumeric())
-                    && (i + len == n || !folded[i + len].is_alphanumeric())
-                    && !taken[i..i + len].iter().any(|&t| t);
-                if fits {
-                    taken[i..i + len].iter_mut().for_each(|t| *t = true);
-                    starts[i] = Some((p.placeholder, len));
-                    i += len;
-                } else {
-                    i += 1;
-                }
-            }
-        }
         let mut out = String::with_capacity(text.len());
         let mut i = 0;
         while i < n {
@@ -180,6 +134,92 @@ impl<'a> Delexicalizer<'a> {
             names: self.names.clone(),
         }
     }
+}
+
+/// Rule 1 without the placeholders' limit: the entity names of `knowledge` (each path's
+/// first head, then every tail), each once (compared folded), empty names left out. The
+/// delexicalizer gives placeholders to the first ones; evaluation asks which of them a reply
+/// names ([`mentions`]).
+pub fn knowledge_entities(knowledge: &[KnowledgePath]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+    let candidates = knowledge.iter().flat_map(|p| p.first().map(|t| t.head.as_str()).into_iter().chain(p.iter().map(|t| t.tail.as_str())));
+    for name in candidates {
+        let folded = fold(name);
+        if name.is_empty() || seen.contains(&folded) {
+            continue;
+        }
+        seen.push(folded);
+        names.push(name.to_owned());
+    }
+    names
+}
+
+/// Which of `names` `text` names: `mentions(text, names)[k]` is true when rule 3, with
+/// `names[k]` standing for placeholder k, would replace an occurrence of it in `text` (the
+/// same matching as delexicalization, overlaps and all, so that "names an entity" means one
+/// thing in the whole engine). A name equal (folded) to an earlier one never matches: pass
+/// names each once, as [`knowledge_entities`] lists them.
+pub fn mentions<S: AsRef<str>>(text: &str, names: &[S]) -> Vec<bool> {
+    let mut named = vec![false; names.len()];
+    let patterns = patterns(names);
+    if patterns.is_empty() {
+        return named;
+    }
+    let chars: Vec<char> = text.chars().collect();
+    for (k, _) in find_matches(&patterns, &chars).into_iter().flatten() {
+        named[k] = true;
+    }
+    named
+}
+
+/// Rule 3's patterns of `names` (`names[k]` for placeholder k): longest first, then by
+/// placeholder.
+fn patterns<S: AsRef<str>>(names: &[S]) -> Vec<Pattern> {
+    let mut patterns: Vec<Pattern> = names
+        .iter()
+        .map(AsRef::as_ref)
+        .enumerate()
+        .filter(|(_, n)| n.chars().filter(|c| c.is_alphanumeric()).count() >= 2)
+        .map(|(k, n)| {
+            let folded = fold(n.trim());
+            let exact = !folded.chars().any(char::is_whitespace) && crate::link::stopwords::is_stop_word(&folded);
+            Pattern { placeholder: k, chars: if exact { n.trim().chars().collect() } else { folded.chars().collect() }, exact }
+        })
+        .collect();
+    patterns.sort_by(|a, b| b.chars.len().cmp(&a.chars.len()).then(a.placeholder.cmp(&b.placeholder)));
+    patterns
+}
+
+/// Rule 3's matches in `chars`: `starts[i]` is the placeholder whose match starts at i, and
+/// the match's length.
+fn find_matches(patterns: &[Pattern], chars: &[char]) -> Vec<Option<(usize, usize)>> {
+    let folded: Vec<char> = chars.iter().map(|&c| fold_char(c)).collect();
+    let n = chars.len();
+    let mut taken = vec![false; n];
+    let mut starts: Vec<Option<(usize, usize)>> = vec![None; n];
+    for p in patterns {
+        let len = p.chars.len();
+        if len == 0 || len > n {
+            continue;
+        }
+        let hay = if p.exact { chars } else { &folded[..] };
+        let mut i = 0;
+        while i + len <= n {
+            let fits = hay[i..i + len] == p.chars[..]
+                && (i == 0 || !folded[i - 1].is_alphanumeric())
+                && (i + len == n || !folded[i + len].is_alphanumeric())
+                && !taken[i..i + len].iter().any(|&t| t);
+            if fits {
+                taken[i..i + len].iter_mut().for_each(|t| *t = true);
+                starts[i] = Some((p.placeholder, len));
+                i += len;
+            } else {
+                i += 1;
+            }
+        }
+    }
+    starts
 }
 
 /// Rule 5: a generated text with its placeholders replaced by `names`.
@@ -275,6 +315,20 @@ mod tests {
         let d = Delexicalizer::new(&c, &k);
         assert_eq!(d.text("Stephen King met King Kong, king of Stephen"), "[E2] met [E4], [E1] of [E3]");
         assert_eq!(d.text("Kingston kings"), "Kingston kings");
+    }
+
+    /// The delexicalizer's matching, without its placeholders' limit.
+    #[test]
+    fn mentions_follow_rule_3() {
+        let k = vec![path(&[("Stephen King", "written_by", "It"), ("It", "r", "King")]), path(&[("stephen king", "r", "X"), ("X", "r", "Kingdom Hearts")])];
+        let names = knowledge_entities(&k);
+        assert_eq!(names, ["Stephen King", "It", "King", "X", "Kingdom Hearts"]);
+        // "it" is the pronoun; "King" inside "Stephen King" is taken by the longer name.
+        assert_eq!(mentions("STEPHEN KING's book, it was scary", &names), [true, false, false, false, false]);
+        assert_eq!(mentions("It is by King. Kingdom? X", &names), [false, true, true, false, false]);
+        assert_eq!(mentions("kingdom hearts", &names), [false, false, false, false, true]);
+        assert_eq!(mentions("", &names), [false; 5]);
+        assert!(mentions::<String>("anything", &[]).is_empty());
     }
 
     #[test]

@@ -276,6 +276,24 @@ fn respond_prints_the_reply_run_writes() {
     assert!(String::from_utf8_lossy(&none.get_output().stderr).contains("give the dialog"));
 }
 
+/// The entity names of some knowledge (as written in a predictions file) that the grounding
+/// figures look for: each path's first head, then every tail, each once (compared lowercased).
+fn entities_of(knowledge: &Value) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for path in knowledge.as_array().unwrap() {
+        let triples = path.as_array().unwrap();
+        let heads = triples.first().map(|t| &t["head"]).into_iter();
+        for name in heads.chain(triples.iter().map(|t| &t["tail"])) {
+            let name = name.as_str().unwrap();
+            let fold = |s: &str| s.chars().map(|c| c.to_lowercase().next().unwrap()).collect::<String>();
+            if !name.is_empty() && !names.iter().any(|n| fold(n) == fold(name)) {
+                names.push(name.to_string());
+            }
+        }
+    }
+    names
+}
+
 #[test]
 fn eval_pipeline_agrees_with_eval_responses_on_its_predictions() {
     let dir = tempfile::tempdir().unwrap();
@@ -320,6 +338,7 @@ fn eval_pipeline_agrees_with_eval_responses_on_its_predictions() {
                 let mut g = json!({"id": i, "response": l["reference"]});
                 if knowledge != "none" {
                     g["knowledge"] = json!(kf1_text(&l["knowledge"]));
+                    g["entities"] = json!(entities_of(&l["knowledge"]));
                 }
                 g.to_string() + "\n"
             })
@@ -331,6 +350,8 @@ fn eval_pipeline_agrees_with_eval_responses_on_its_predictions() {
         assert_eq!(report["responses"], scored, "{knowledge}");
         assert_eq!(report["retrieval"].is_null(), knowledge != "retrieved");
         assert_eq!(report["responses"]["kf1"].is_null(), knowledge == "none");
+        let grounded = report["responses"]["grounding"]["pairs"].as_u64().unwrap();
+        assert_eq!(grounded == 0, knowledge == "none", "{knowledge}: {grounded} pairs with entities");
         if knowledge == "gold" {
             // The gold knowledge is the annotated path of the turn, as the csv has it.
             let dialogs = trellis::dataset::opendialkg::read(&dev).unwrap();

@@ -11,7 +11,8 @@ The committed references are frozen: without `--force` it refuses to write over 
 Pairs (OpenDialKG dev, in file order, the first MAX_PAIRS): every assistant chat message is a
 prediction, scored against the chat message just before it (the reference); its knowledge is
 the most recent action path earlier in the dialog, its triples written "s r o" and joined by
-spaces, or "" when the dialog has had none yet.
+spaces, or "" when the dialog has had none yet; its entities are that path's first head and
+every tail, each once (compared folded, below), [] when there is no path.
 
 Every score is a fraction in 0..1 (sacrebleu's own 0..100 BLEU is divided by 100; the raw
 value is kept beside it as `sacrebleu_raw`):
@@ -28,8 +29,24 @@ value is kept beside it as `sacrebleu_raw`):
   is a non-empty string (null when there is none); kf1_pairs counts them.
 - distinct_1 / distinct_2: distinct n-grams / all n-grams over every prediction, tokens
   `text.lower().split()`, n-grams within one prediction; 0 when there are no n-grams.
+- bleu_dialoggsr."n": the DialogGSR authors' BLEU (utils/metrics.py `bleu_corpus` of their
+  code): nltk `corpus_bleu` with weights (1/n, ..., 1/n) and
+  `SmoothingFunction(epsilon=1e-12).method1`, on `text.split()` tokens (case kept).
+- distinct_replies / distinct_replies_share: distinct prediction strings, and / pairs.
+- grounding: over the pairs with at least one non-empty entity name, the share whose prediction
+  (mention_rate) and whose reference (reference_mention_rate) names one of them; entity_recall =
+  sum over pairs of |entities named by both| / sum of |named by the reference| (null when that
+  sum, reference_mentions, is 0). "Names" is the delexicalizer's rule (src/generate/delex.rs,
+  rules 3 and 4), written here from its text, not from the Rust code: names matched longest
+  first, then in list order, never overlapping, each character compared after folding (the
+  first character of its lowercase), an occurrence with no letter or digit (str.isalnum) right
+  before or after it; a name whose folded form is one word of the linker's stop words (read
+  from src/link/stopwords.rs) matched with its exact case; a name with fewer than two letters
+  or digits never.
 
-Also an "edge" corpus of hand-written pairs (empty text, whitespace, unicode, tokenizer corners)
+Also a "grounding" corpus of hand-written pairs with entity names (stop-word titles,
+possessives, names inside longer words, overlapping names, no knowledge), scored as one corpus
+and pair by pair, and an "edge" corpus of hand-written pairs (empty text, whitespace, unicode, tokenizer corners)
 scored as one corpus and pair by pair, and porter.tsv: NLTK PorterStemmer (NLTK_EXTENSIONS)
 stems of every rouge token of the pairs and of hand-picked words that reach each rule.
 """
@@ -46,7 +63,7 @@ from importlib import metadata
 from pathlib import Path
 
 from nltk.stem.porter import PorterStemmer
-from nltk.translate.bleu_score import corpus_bleu
+from nltk.translate.bleu_score import SmoothingFunction, corpus_bleu
 from rouge_score import rouge_scorer
 from rouge_score import tokenize as rouge_tokenize
 from sacrebleu.metrics import BLEU
@@ -62,19 +79,131 @@ def opendialkg_pairs(path, limit):
         for row_i, row in enumerate(csv.DictReader(f)):
             last_chat = None
             knowledge = ""
+            entities = []
             for k, m in enumerate(json.loads(row["Messages"])):
                 if m.get("type") == "action":
                     p = (m.get("metadata") or {}).get("path")
                     if p and len(p) > 1 and p[1]:
                         knowledge = " ".join(" ".join(t) for t in p[1])
+                        entities = path_entities(p[1])
                 elif m.get("type") == "chat":
                     if m.get("sender") == "assistant" and last_chat is not None:
-                        pairs.append({"id": f"dev-{row_i}-{k}", "prediction": m["message"], "reference": last_chat, "knowledge": knowledge})
+                        pairs.append({"id": f"dev-{row_i}-{k}", "prediction": m["message"], "reference": last_chat, "knowledge": knowledge, "entities": entities})
                         if len(pairs) == limit:
                             return pairs
                     last_chat = m["message"]
     return pairs
 
+
+def fold(text):
+    """Each character replaced by the first character of its lowercase form."""
+    return "".join((c.lower() or c)[0] for c in text)
+
+
+def path_entities(triples):
+    """A path's first head, then each tail, each once (compared folded), empty names left out."""
+    names, seen = [], set()
+    for name in [triples[0][0]] + [t[2] for t in triples]:
+        if name and fold(name) not in seen:
+            seen.add(fold(name))
+            names.append(name)
+    return names
+
+
+def stop_words():
+    text = (ROOT / "src" / "link" / "stopwords.rs").read_text(encoding="utf-8")
+    body = text[text.index("STOP_WORDS") : text.index("];")]
+    return set(re.findall(r'"([^"]*)"', body))
+
+
+STOP_WORDS = stop_words()
+
+
+def named(text, names):
+    """For each name, whether the text names it (the delexicalizer's rule, module docstring)."""
+    folded_text = fold(text)
+    claimed = [False] * len(text)
+    found = [False] * len(names)
+    wanted = []
+    for k, name in enumerate(names):
+        if sum(c.isalnum() for c in name) < 2:
+            continue
+        core = name.strip()
+        single_stop_word = not any(c.isspace() for c in fold(core)) and fold(core) in STOP_WORDS
+        wanted.append((-len(core), k, core if single_stop_word else fold(core), single_stop_word))
+    for _, k, pattern, exact in sorted(wanted):
+        haystack = text if exact else folded_text
+        i = 0
+        while i + len(pattern) <= len(text):
+            end = i + len(pattern)
+            if (
+                haystack[i:end] == pattern
+                and (i == 0 or not folded_text[i - 1].isalnum())
+                and (end == len(text) or not folded_text[end].isalnum())
+                and not any(claimed[i:end])
+            ):
+                for j in range(i, end):
+                    claimed[j] = True
+                found[k] = True
+                i = end
+            else:
+                i += 1
+    return found
+
+
+def grounding(pairs):
+    with_entities = names_pred = names_ref = both = by_ref = 0
+    for p in pairs:
+        names = [n for n in (p.get("entities") or []) if n]
+        if not names:
+            continue
+        with_entities += 1
+        pred = named(p["prediction"], names)
+        ref = named(p["reference"], names)
+        names_pred += any(pred)
+        names_ref += any(ref)
+        by_ref += sum(ref)
+        both += sum(a and b for a, b in zip(pred, ref))
+    return {
+        "pairs": with_entities,
+        "mention_rate": names_pred / with_entities if with_entities else None,
+        "reference_mention_rate": names_ref / with_entities if with_entities else None,
+        "entity_recall": both / by_ref if by_ref else None,
+        "reference_mentions": by_ref,
+    }
+
+
+# Hand-written pairs with entity names: (prediction, reference, entities or None).
+GROUNDING = [
+    # "It" (a stop word) only with its capital; "it" is the pronoun.
+    ("I loved It, it was scary.", "Have you read it? It is by Stephen King.", ["Stephen King", "It", "Bill Skarsgård"]),
+    ("it is scary", "IT is scary", ["It"]),
+    # Possessives, any case.
+    ("Stephen King's novels are great", "I like STEPHEN KING's books and The Shining", ["Stephen King", "The Shining"]),
+    # A name inside a longer word does not count.
+    ("The Kingdom is vast and kingly", "King wrote it", ["King", "Kingdom Hearts"]),
+    ("Kingdom Hearts, not King.", "kingdom hearts", ["King", "Kingdom Hearts"]),
+    # No knowledge: left out, whatever the texts name.
+    ("Stephen King wrote It", "Stephen King", None),
+    ("hello", "hello", []),
+    ("hello", "hello", [""]),
+    # Longer names first, matches never overlap.
+    ("Stephen King met King Kong", "King Kong and Stephen", ["King", "Stephen King", "Stephen", "King Kong"]),
+    # Names with fewer than two letters or digits never match.
+    ("X and 7 and Q1", "X 7 Q1", ["X", "7", "Q1", ""]),
+    # Non-ASCII, case folded; "Skarsgårds" is a longer word.
+    ("BILL SKARSGÅRD was great; Skarsgårds too", "bill skarsgård", ["Bill Skarsgård", "Skarsgård"]),
+    # The reference names none: counts for the mention rate, not for recall.
+    ("Stephen King", "I don't know", ["Stephen King"]),
+    # Several stop words are not one stop word: any case. "Up" the film only as "Up".
+    ("the who rocks, look up", "The Who is a band. Up is a film", ["The Who", "Up"]),
+    # Punctuation and digits around names.
+    ("(Harry Potter)-fans, harry potter2", "\"Harry Potter\" 7", ["Harry Potter", "7"]),
+    # Repeated replies (distinct replies counts exact strings).
+    ("I like it.", "I like Jordan Spieth.", ["Jordan Spieth", "Golf"]),
+    ("I like it.", "Golf!", ["Jordan Spieth", "Golf"]),
+    ("i like it.", "golf", ["Jordan Spieth", "Golf"]),
+]
 
 # Hand-written pairs: (prediction, reference, knowledge or None).
 EDGE = [
@@ -187,6 +316,13 @@ def scores(pairs):
     out["kf1_pairs"] = len(grounded)
     out["distinct_1"] = distinct(preds, 1)
     out["distinct_2"] = distinct(preds, 2)
+    smooth = SmoothingFunction(epsilon=1e-12).method1
+    out["bleu_dialoggsr"] = {}
+    for n in range(1, 5):
+        out["bleu_dialoggsr"][str(n)] = float(corpus_bleu([[r.split()] for r in refs], [p.split() for p in preds], weights=(1.0 / n,) * n, smoothing_function=smooth))
+    out["distinct_replies"] = len(set(preds))
+    out["distinct_replies_share"] = len(set(preds)) / len(preds)
+    out["grounding"] = grounding(pairs)
     return out, raw
 
 
@@ -217,6 +353,7 @@ def main():
             f.write(json.dumps(p, ensure_ascii=False) + "\n")
 
     edge = [{"prediction": p, "reference": r, "knowledge": k} for p, r, k in EDGE]
+    grounded = [{"prediction": p, "reference": r, "knowledge": None if e is None else " ".join(e), "entities": e} for p, r, e in GROUNDING]
     odk, odk_raw = scores(pairs)
     edge_scores, edge_raw = scores(edge)
     reference = {
@@ -224,6 +361,7 @@ def main():
         "scale": "every score is a fraction in 0..1; sacrebleu_raw is sacrebleu's own 0..100 BLEU",
         "opendialkg": {"source": "opendialkg/dialogs_dev.csv", "pairs_file": "pairs.jsonl", "scores": odk, "sacrebleu_raw": odk_raw},
         "edge": {"pairs": edge, "scores": edge_scores, "sacrebleu_raw": edge_raw, "per_pair": [scores([p])[0] for p in edge]},
+        "grounding": {"pairs": grounded, "scores": scores(grounded)[0], "per_pair": [scores([p])[0] for p in grounded]},
     }
     with open(out / "reference.json", "w", encoding="utf-8") as f:
         json.dump(reference, f, ensure_ascii=False, indent=1)
