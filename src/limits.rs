@@ -251,6 +251,14 @@ pub const TOP_P: FloatRange = FloatRange::above("top_p", 0.0, 1.0);
 /// 0 turns top-k off; past the largest vocabulary a model directory may have it is off too.
 pub const TOP_K: IntRange = IntRange::new("top_k", 0, 1 << 24);
 pub const SEED: IntRange = IntRange::new("seed", 0, u64::MAX);
+/// transformers' logits processors (the generator's): 0 turns the first two off, 1 the
+/// penalty. No longer n-gram fits twice in the longest reply.
+pub const NO_REPEAT_NGRAM_SIZE: IntRange = IntRange::new("no_repeat_ngram_size", 0, 1024);
+/// Past `max_new_tokens` EOS is never written (transformers allows it too).
+pub const MIN_NEW_TOKENS: IntRange = IntRange::new("min_new_tokens", 0, 1024);
+/// Below 1 it rewards repeats; kept off 0 (transformers refuses 0, and a penalty of a
+/// few f32 ulps would turn logits infinite), as the temperature is.
+pub const REPETITION_PENALTY: FloatRange = FloatRange::closed("repetition_penalty", 1e-3, 1e3);
 
 // --- The model's input (`trellis.json` `input`) ---
 
@@ -398,7 +406,7 @@ mod tests {
     }
 
     const INTS: [IntRange; 6] = [BEAMS, SEED, TOP_K, MODEL_THREADS, WINDOW, MAX_TURNS];
-    const FLOATS: [FloatRange; 4] = [ALPHA, TOP_P, TEMPERATURE, LENGTH_PENALTY];
+    const FLOATS: [FloatRange; 5] = [ALPHA, TOP_P, TEMPERATURE, LENGTH_PENALTY, REPETITION_PENALTY];
 
     proptest::proptest! {
         /// Any whole number, negative or past u64 included, parses exactly when it is in
@@ -420,7 +428,7 @@ mod tests {
         /// Any f64 (NaN and the infinities included) written out parses exactly when it is
         /// finite and in range, to itself.
         #[test]
-        fn any_number_parses_iff_finite_and_in_range(v in proptest::prop_oneof![proptest::num::f64::ANY, -200.0f64..200.0, 0.0f64..2.0], which in 0..4usize) {
+        fn any_number_parses_iff_finite_and_in_range(v in proptest::prop_oneof![proptest::num::f64::ANY, -200.0f64..200.0, 0.0f64..2.0], which in 0..5usize) {
             let r = FLOATS[which];
             match r.parse(&v.to_string()) {
                 Ok(x) => proptest::prop_assert!(r.contains(v) && x == v),

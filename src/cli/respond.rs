@@ -54,6 +54,15 @@ pub struct GeneratorOptions {
     /// A text that ends a reply (repeatable).
     #[arg(long)]
     pub gen_stop: Vec<String>,
+    /// transformers' logits processors, every strategy: no n-gram of this size twice (0:
+    /// off), at least this many tokens before EOS (0: off), and the penalty of tokens
+    /// already written (1: off).
+    #[arg(long, value_parser = super::usize_in(&limits::NO_REPEAT_NGRAM_SIZE), allow_hyphen_values = true)]
+    pub gen_no_repeat_ngram_size: Option<usize>,
+    #[arg(long, value_parser = super::usize_in(&limits::MIN_NEW_TOKENS), allow_hyphen_values = true)]
+    pub gen_min_new_tokens: Option<usize>,
+    #[arg(long, value_parser = super::f64_in(&limits::REPETITION_PENALTY), allow_hyphen_values = true)]
+    pub gen_repetition_penalty: Option<f64>,
     /// Sessions per model: how many threads can run each model at once (0: one per core).
     #[arg(long, default_value_t = 1, value_parser = super::usize_in(&limits::SESSIONS), allow_hyphen_values = true)]
     pub sessions: usize,
@@ -90,6 +99,9 @@ impl GeneratorOptions {
         }
         s.max_new_tokens = self.gen_max_new_tokens.unwrap_or(s.max_new_tokens);
         s.stop.extend(self.gen_stop.iter().cloned());
+        s.no_repeat_ngram_size = self.gen_no_repeat_ngram_size.unwrap_or(s.no_repeat_ngram_size);
+        s.min_new_tokens = self.gen_min_new_tokens.unwrap_or(s.min_new_tokens);
+        s.repetition_penalty = self.gen_repetition_penalty.unwrap_or(s.repetition_penalty);
         s
     }
 }

@@ -19,12 +19,16 @@
 //! constraint allows ([`ModelNorm::Allowed`]: the model's distribution conditioned on the
 //! constraint, the one a loss normalized over the allowed tokens trains; a token that is
 //! the only one allowed then scores 0, so a path is scored by its real choices alone).
+//! [`beam_search_processed`] then applies transformers' logits processors to `lp` (as its
+//! beam search does to `log_softmax(logits)`: [`Processors`]), so the beam scores add up
+//! the processed values; [`beam_search`] (the retriever's) applies none.
 //!
 //! Many inputs decode together: their running beams are the rows of one model call. The
 //! model keeps whatever per-row cache it has and is told which old row each new row
 //! continues ([`StepModel::reorder`]). Everything here is sequential and ordered, so the
 //! output depends only on the logits.
 
+use crate::decode::processors::{Change, Processors};
 use crate::decode::softmax::log_sum_exp;
 
 /// Over which tokens the model's log-softmax is taken (`decoding.model_norm`,
@@ -118,7 +122,8 @@ pub struct Hypothesis<S> {
     pub score: f64,
     /// The sum of the token scores.
     pub sum: f64,
-    /// Per token: the model's log-probability and the log prior.
+    /// Per token: the model's log-probability (after the processors, if any) and the log
+    /// prior.
     pub token_scores: Vec<(f64, f64)>,
     /// The constraint's state after the last token.
     pub state: S,
@@ -248,6 +253,17 @@ pub type SearchResult<M, C> = Result<Vec<Vec<Hypothesis<<C as Constraint>::State
 /// `return_sequences` hypotheses, best first. The model must start with one row per input,
 /// in order, fed nothing yet; after the first step it holds `beams` rows per input.
 pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut [C], cfg: &SearchConfig) -> SearchResult<M, C> {
+    beam_search_processed(model, constraints, cfg, &Processors::default())
+}
+
+/// [`beam_search`] with logits processors applied to each beam's log-softmax (its sequence:
+/// `cfg.start_token`, then its tokens).
+pub fn beam_search_processed<M: StepModel, C: Constraint>(
+    model: &mut M,
+    constraints: &mut [C],
+    cfg: &SearchConfig,
+    processors: &Processors,
+) -> SearchResult<M, C> {
     let n = constraints.len();
     let beams = cfg.beams.max(1);
     let vocab = model.vocab_size();
@@ -271,6 +287,7 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
     let mut slots: Vec<Vec<usize>> = vec![vec![0]; n];
     let mut width = 1;
     let mut allowed = Vec::new();
+    let mut changes: Vec<(u32, Change)> = Vec::new();
     let mut cands: Vec<Candidate> = Vec::new();
     let mut feed: Vec<u32> = vec![cfg.start_token; n];
     for step in 0..cfg.max_new_tokens {
@@ -301,9 +318,24 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
                     (ModelNorm::Allowed, Allowed::Listed) => log_sum_exp_of(r, &allowed).map_err(|token| SearchError::NaN { row, token })?,
                     _ => log_sum_exp(r).map_err(|token| SearchError::NaN { row, token })?,
                 };
+                processors.changes(cfg.start_token, &beam.tokens, &mut changes);
+                // The first change not below the last token pushed (tokens come ascending).
+                let (mut at, mut last) = (0, 0);
                 let mut push = |token: u32, prior: f64| {
                     // Every allowed logit -inf (lse -inf): no candidate, never NaN.
-                    let lp = if lse == f64::NEG_INFINITY { f64::NEG_INFINITY } else { r[token as usize] as f64 - lse };
+                    let mut lp = if lse == f64::NEG_INFINITY { f64::NEG_INFINITY } else { r[token as usize] as f64 - lse };
+                    if !changes.is_empty() {
+                        if token < last {
+                            at = 0; // a constraint that listed its tokens out of order
+                        }
+                        last = token;
+                        while changes.get(at).is_some_and(|&(t, _)| t < token) {
+                            at += 1;
+                        }
+                        if let Some(&(_, c)) = changes.get(at).filter(|&&(t, _)| t == token) {
+                            lp = processors.apply_f64(c, lp);
+                        }
+                    }
                     let s = match cfg.alpha {
                         // alpha 1 ignores the prior outright: 0 * a -inf prior would be NaN.
                         Some(a) if a < 1.0 => a * lp + (1.0 - a) * prior,
@@ -608,6 +640,55 @@ mod tests {
                     assert!((h.sum - sum).abs() < 1e-9 && (h.score - sum).abs() < 1e-9);
                 }
             }
+        }
+    }
+
+    /// The processors' definitions written out over every sequence of a small tree: the
+    /// beam search (wide enough to prune nothing) ranks exactly these sums. Token 0 is the
+    /// start token, so it is penalized from the first step and opens a bigram.
+    #[test]
+    fn processed_log_softmax_matches_the_brute_force() {
+        let p = Processors { no_repeat_ngram_size: 2, min_new_tokens: 2, repetition_penalty: 1.7, ends: vec![1] };
+        let (vocab, max) = (4usize, 3usize);
+        for seed in 0..20 {
+            let mut model = ToyModel::new(1, vocab, seed);
+            let out = beam_search_processed(&mut model, &mut [Unconstrained], &cfg(64, max, None), &p).unwrap();
+            let mut want: Vec<(Vec<u32>, f64)> = Vec::new();
+            let mut stack = vec![(Vec::<u32>::new(), 0.0f64)];
+            while let Some((seq, sum)) = stack.pop() {
+                let mut fed = vec![1000, 0];
+                fed.extend(&seq);
+                let lp = log_softmax(&toy_logits(seed, &fed, vocab));
+                let ids = &fed[1..]; // the decoder's ids: the start token, then the sequence
+                for t in 0..vocab as u32 {
+                    let mut s = lp[t as usize];
+                    if ids.contains(&t) {
+                        s = if s < 0.0 { s * 1.7 } else { s / 1.7 };
+                    }
+                    if ids.windows(2).any(|w| w[0] == ids[ids.len() - 1] && w[1] == t) || (t == 1 && seq.len() < 2) {
+                        continue; // -inf: never a candidate
+                    }
+                    let mut next = seq.clone();
+                    next.push(t);
+                    if t == 1 || next.len() == max {
+                        want.push((next, sum + s));
+                    } else {
+                        stack.push((next, sum + s));
+                    }
+                }
+            }
+            want.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let got: Vec<(&Vec<u32>, f64)> = out[0].iter().map(|h| (&h.tokens, h.sum)).collect();
+            assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), want.iter().map(|w| &w.0).collect::<Vec<_>>(), "seed {seed}");
+            for ((_, g), (_, w)) in got.iter().zip(&want) {
+                assert!((g - w).abs() < 1e-9, "seed {seed}: {g} vs {w}");
+            }
+            for h in &out[0] {
+                assert!((h.token_scores.iter().map(|x| x.0).sum::<f64>() - h.sum).abs() < 1e-9, "the processed values add up");
+            }
+            // Without processors, another ranking (and EOS allowed at once).
+            let plain = beam_search(&mut ToyModel::new(1, vocab, seed), &mut [Unconstrained], &cfg(64, max, None)).unwrap();
+            assert_ne!(plain[0].iter().map(|h| &h.tokens).collect::<Vec<_>>(), got.iter().map(|g| g.0).collect::<Vec<_>>());
         }
     }
 

@@ -1,11 +1,13 @@
 //! Generative subgraph retrieval's decoding side (schema/gsr-decoding.md §3-5): the constraint automaton
 //! that admits exactly the candidate paths of a request ([`automaton`]), the graph prior
-//! that scores its tokens ([`prior`]), and beam search over a step function ([`beam`]).
+//! that scores its tokens ([`prior`]), and beam search over a step function ([`beam`]), with
+//! transformers' logits processors for the generator ([`processors`]).
 
 pub mod automaton;
 pub mod beam;
 mod boundaries;
 pub mod prior;
+pub mod processors;
 mod softmax;
 
 #[cfg(test)]

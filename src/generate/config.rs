@@ -29,6 +29,10 @@ pub struct GenerationConfig {
     pub stop_ids: Vec<u32>,
     /// Texts that end a sequence once the decoded text contains one.
     pub stop: Vec<String>,
+    /// transformers' logits processors (`crate::decode::processors`): 0, 0 and 1 are off.
+    pub no_repeat_ngram_size: usize,
+    pub min_new_tokens: usize,
+    pub repetition_penalty: f64,
     /// Entity names replaced by placeholders (`crate::generate::delex`); absent, names are
     /// written as they are.
     pub delexicalize: Option<DelexConfig>,
@@ -51,6 +55,9 @@ impl Default for GenerationConfig {
             seed: 0,
             stop_ids: Vec::new(),
             stop: Vec::new(),
+            no_repeat_ngram_size: 0,
+            min_new_tokens: 0,
+            repetition_penalty: 1.0,
             delexicalize: None,
         }
     }
@@ -70,6 +77,9 @@ impl TaskSection for GenerationConfig {
         TEMPERATURE.check(self.temperature).map_err(range)?;
         TOP_K.check_usize(self.top_k).map_err(range)?;
         TOP_P.check(self.top_p).map_err(range)?;
+        NO_REPEAT_NGRAM_SIZE.check_usize(self.no_repeat_ngram_size).map_err(range)?;
+        MIN_NEW_TOKENS.check_usize(self.min_new_tokens).map_err(range)?;
+        REPETITION_PENALTY.check(self.repetition_penalty).map_err(range)?;
         if let Some(i) = self.stop.iter().position(String::is_empty) {
             return Err((format!("stop[{i}]"), FieldProblem::Type { expected: "a non-empty text" }));
         }
@@ -133,6 +143,10 @@ mod tests {
         assert_eq!(g.encoding, "template:{triples} | {history}".parse::<InputEncoding>().unwrap());
         assert_eq!((g.strategy, g.top_k, g.top_p, g.seed, g.beams), (StrategyKind::Sample, 0, 0.9, 7, 5));
         assert_eq!((g.stop, g.stop_ids), (vec!["\n".to_string()], vec![5]));
+        let d = GenerationConfig::default();
+        assert_eq!((d.no_repeat_ngram_size, d.min_new_tokens, d.repetition_penalty), (0, 0, 1.0), "off unless asked for");
+        let g = parse(json!({"task": "generator", "generation": {"no_repeat_ngram_size": 3, "min_new_tokens": 5, "repetition_penalty": 1.2}})).unwrap();
+        assert_eq!((g.no_repeat_ngram_size, g.min_new_tokens, g.repetition_penalty), (3, 5, 1.2));
         for name in ["surge", "invariant", "efficient", "dialoggsr"] {
             assert_eq!(parse(json!({"task": "generator", "generation": {"encoding": name}})).unwrap().encoding.to_string(), name);
         }
@@ -144,6 +158,8 @@ mod tests {
         assert!(matches!(e, ModelDirError::Json { .. }), "{e:?}");
         for (field, value) in
             [("beams", json!(0)), ("return_sequences", json!(6)), ("temperature", json!(0.0)), ("top_p", json!(1.5)), ("max_new_tokens", json!(0))]
+                .into_iter()
+                .chain([("no_repeat_ngram_size", json!(1025)), ("min_new_tokens", json!(1025)), ("repetition_penalty", json!(0.0))])
         {
             let e = parse(json!({"task": "generator", "generation": { field: value }})).unwrap_err();
             assert!(

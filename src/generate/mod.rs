@@ -12,15 +12,21 @@
 //!   step), beam search ([`beam_search`] unconstrained: num_beams, length_penalty,
 //!   early_stopping, num_return_sequences), or seeded sampling ([`sampling`]: temperature,
 //!   top-k, top-p); at most `max_new_tokens` tokens.
+//! - Logits processors, as transformers defines them ([`Processors`]: `repetition_penalty`,
+//!   `no_repeat_ngram_size`, `min_new_tokens`, over the decoder's ids, the start token
+//!   included): greedy search and sampling apply them to the raw logits before the argmax or
+//!   the warpers, beam search to the log-softmax, as transformers does. `min_new_tokens`
+//!   holds back EOS and the stop ids (a stop text can still end a reply sooner, as
+//!   transformers' `stop_strings` can).
 //! - A sequence ends at the model's EOS, at a stop id (kept in `tokens` like EOS), or once
 //!   its decoded text contains a stop text. Greedy and sampling stop there; beam search
 //!   ends hypotheses at EOS only and its returned sequences are cut at the first stop
 //!   afterwards (their scores stay the search's). `text` is the decoded tokens without the
 //!   final EOS or stop id and special tokens, cut before the first stop text.
 //! - Scores: greedy and sampling, the sum of the model's log-probabilities
-//!   (`log_softmax(logits)`, before any warper) of the tokens written; beam search, the
-//!   hypothesis score `sum / generated_len ^ length_penalty` (transformers'
-//!   `sequences_scores`).
+//!   (`log_softmax(logits)`, before any processor or warper) of the tokens written; beam
+//!   search, the hypothesis score `sum / generated_len ^ length_penalty` over the processed
+//!   log-probabilities (transformers' `sequences_scores`).
 //!
 //! Requests decode together, `batch` at a time: their rows (one per request, or `beams`)
 //! are the rows of one decoder call; a request that ends leaves the batch. A sampled
@@ -37,7 +43,8 @@ pub use config::GenerationConfig;
 pub use encoding::{InputEncoding, KnowledgePath, KnowledgeProblem, Template, TemplateError, Triple};
 pub use sampling::{Sampling, SplitMix64};
 
-use crate::decode::beam::{beam_search, SearchConfig, SearchError, Unconstrained};
+use crate::decode::beam::{beam_search_processed, SearchConfig, SearchError, Unconstrained};
+pub use crate::decode::processors::Processors;
 use crate::ingest::tokenizer::TokenizerError;
 use crate::limits::{self, OutOfRange, TooMuchMemory};
 use crate::linearize::Linearization;
@@ -98,6 +105,13 @@ pub struct GenerateSettings {
     pub stop: Vec<String>,
     /// Requests decoded together.
     pub batch: usize,
+    /// transformers' `no_repeat_ngram_size` (0: off).
+    pub no_repeat_ngram_size: usize,
+    /// transformers' `min_new_tokens`: EOS and the stop ids held back until this many tokens
+    /// are written (0: off).
+    pub min_new_tokens: usize,
+    /// transformers' `repetition_penalty` (1: off).
+    pub repetition_penalty: f64,
 }
 
 impl Default for GenerateSettings {
@@ -110,6 +124,9 @@ impl Default for GenerateSettings {
             stop_ids: Vec::new(),
             stop: Vec::new(),
             batch: 8,
+            no_repeat_ngram_size: 0,
+            min_new_tokens: 0,
+            repetition_penalty: 1.0,
         }
     }
 }
@@ -134,7 +151,17 @@ impl GenerateSettings {
             stop_ids: g.stop_ids.clone(),
             stop: g.stop.clone(),
             batch: 8,
+            no_repeat_ngram_size: g.no_repeat_ngram_size,
+            min_new_tokens: g.min_new_tokens,
+            repetition_penalty: g.repetition_penalty,
         }
+    }
+
+    /// The logits processors of these settings, for a model whose EOS is `eos`.
+    pub fn processors(&self, eos: u32) -> Processors {
+        let mut ends = vec![eos];
+        ends.extend(&self.stop_ids);
+        Processors { no_repeat_ngram_size: self.no_repeat_ngram_size, min_new_tokens: self.min_new_tokens, repetition_penalty: self.repetition_penalty, ends }
     }
 }
 
@@ -195,6 +222,9 @@ impl GenerateSettings {
     pub fn validate(&self) -> Result<(), OutOfRange> {
         limits::MAX_NEW_TOKENS.check_usize(self.max_new_tokens)?;
         limits::BATCH.check_usize(self.batch)?;
+        limits::NO_REPEAT_NGRAM_SIZE.check_usize(self.no_repeat_ngram_size)?;
+        limits::MIN_NEW_TOKENS.check_usize(self.min_new_tokens)?;
+        limits::REPETITION_PENALTY.check(self.repetition_penalty)?;
         match &self.strategy {
             Strategy::Greedy => {}
             Strategy::Beam(b) => {
@@ -604,6 +634,8 @@ impl Generator {
         let mut seqs: Vec<Running> = (0..n).map(|_| Running::default()).collect();
         let mut rngs: Vec<SplitMix64> = seeds.iter().map(|&s| SplitMix64::new(s)).collect();
         let (mut scores, mut order) = (Vec::new(), Vec::new());
+        let processors = settings.processors(cfg.eos_token_id);
+        let (mut processed, mut changes) = (Vec::new(), Vec::new());
         for step in 0..settings.max_new_tokens {
             let logits = guard.step(&mut state, &feed)?;
             if logits.len() != live.len() * vocab {
@@ -618,13 +650,26 @@ impl Generator {
                 if !lse.is_finite() {
                     return Err(GenerateError::NoFiniteLogit { row: r });
                 }
+                // The processors see the raw logits, the warpers what they leave.
+                let chosen_from = if processors.is_off() {
+                    row
+                } else {
+                    processed.clear();
+                    processed.extend_from_slice(row);
+                    processors.process_f32(cfg.decoder_start_token_id, &seqs[i].tokens, &mut processed, &mut changes);
+                    &processed[..]
+                };
                 let token = match sampling {
-                    None => argmax(row),
+                    None => argmax(chosen_from),
                     Some(p) => {
-                        sampling::warp(row, p, &mut scores, &mut order);
+                        sampling::warp(chosen_from, p, &mut scores, &mut order);
                         sampling::draw(&scores, rngs[i].next_f64()).ok_or(GenerateError::NoFiniteLogit { row: r })?
                     }
                 };
+                if chosen_from[token as usize] == f32::NEG_INFINITY {
+                    // The processors banned every token (stop ids covering the vocabulary).
+                    return Err(GenerateError::NoFiniteLogit { row: r });
+                }
                 let seq = &mut seqs[i];
                 seq.tokens.push(token);
                 seq.score += f64::from(row[token as usize]) - lse;
@@ -671,7 +716,7 @@ impl Generator {
             eos_token: cfg.eos_token_id,
         };
         let mut free = vec![Unconstrained; ids.len()];
-        let hyps = beam_search(&mut steps, &mut free, &search)?;
+        let hyps = beam_search_processed(&mut steps, &mut free, &search, &settings.processors(cfg.eos_token_id))?;
         let mut out = Vec::with_capacity(hyps.len());
         for hs in hyps {
             let mut v = Vec::with_capacity(hs.len());
@@ -928,5 +973,10 @@ mod tests {
         assert_eq!(GenerateSettings::from_config(&g).strategy, Strategy::Sample(Sampling { temperature: 1.0, top_k: 10, top_p: 1.0, seed: 3 }));
         g.strategy = StrategyKind::Greedy;
         assert_eq!(GenerateSettings::from_config(&g).strategy, Strategy::Greedy);
+        (g.no_repeat_ngram_size, g.min_new_tokens, g.repetition_penalty, g.stop_ids) = (3, 4, 1.25, vec![7]);
+        let s = GenerateSettings::from_config(&g);
+        assert_eq!((s.no_repeat_ngram_size, s.min_new_tokens, s.repetition_penalty), (3, 4, 1.25));
+        // min_new_tokens holds back EOS and the stop ids.
+        assert_eq!(s.processors(1), Processors { no_repeat_ngram_size: 3, min_new_tokens: 4, repetition_penalty: 1.25, ends: vec![1, 7] });
     }
 }

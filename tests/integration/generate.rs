@@ -1,9 +1,9 @@
 //! The response generator against transformers: for every input encoding, the encoder
 //! texts and ids of an independent Python statement of the rules, and the token sequences
 //! of transformers `generate` (greedy, greedy with a stop id, beam search with 2 returned
-//! sequences) on the PyTorch twin of tests/fixtures/generate/tiny-* (written by
-//! tools/reference/generate_fixture.py), with both model layouts; seeded sampling, stop texts and
-//! refusals.
+//! sequences, and both again with logits processors on) on the PyTorch twin of
+//! tests/fixtures/generate/tiny-* (written by tools/reference/generate_fixture.py), with both
+//! model layouts; seeded sampling, stop texts and refusals.
 
 use crate::common::fixture;
 use serde_json::Value;
@@ -90,6 +90,9 @@ fn settings(encoding: InputEncoding, strategy: Strategy, max_new_tokens: usize) 
         o.stop_ids = Vec::new();
         o.stop = Vec::new();
         o.batch = 8;
+        o.no_repeat_ngram_size = 0;
+        o.min_new_tokens = 0;
+        o.repetition_penalty = 1.0;
         o
     }
 }
@@ -174,6 +177,100 @@ fn generator_matches_transformers_for_every_encoding_and_layout() {
     assert_eq!((counts[0], counts[2]), (70, 140), "{counts:?}");
     assert_eq!(counts[1], 70, "every golden has a greedy run with a stop id: {counts:?}");
     assert!(counts[3] >= 100, "most goldens end with EOS before max_new_tokens: {counts:?}");
+}
+
+/// A set of logits processors of goldens.json's `processor_settings` on top of `s`.
+fn with_processors(mut s: GenerateSettings, p: &Value) -> GenerateSettings {
+    s.no_repeat_ngram_size = p.get("no_repeat_ngram_size").map_or(0, |v| v.as_u64().unwrap() as usize);
+    s.min_new_tokens = p.get("min_new_tokens").map_or(0, |v| v.as_u64().unwrap() as usize);
+    s.repetition_penalty = p.get("repetition_penalty").map_or(1.0, |v| v.as_f64().unwrap());
+    s
+}
+
+/// no_repeat_ngram_size, min_new_tokens and repetition_penalty, each alone and all three
+/// together, in greedy and beam search (4 beams, 2 returned): the sequences of transformers
+/// `generate` with the same arguments. Each set changes many goldens against the plain
+/// ones, so a generator that ignored the processors would fail here; the penalty below 1
+/// (`repetition_reward`) rewards the decoder's start token, and 16 of its goldens change
+/// when that token is left out of the sequence.
+#[test]
+fn processors_match_transformers_for_every_encoding_and_layout() {
+    let g = goldens();
+    let ex = examples(&g);
+    let max_new = g["max_new_tokens"].as_u64().unwrap() as usize;
+    let sets = g["processor_settings"].as_object().unwrap();
+    assert_eq!(sets.keys().collect::<Vec<_>>(), ["all", "min_new_tokens", "no_repeat_ngram", "repetition_penalty", "repetition_reward"]);
+    assert_eq!(sets["all"].as_object().unwrap().len(), 3, "all three together");
+    // Per set: goldens checked, and goldens (greedy, beam) that differ from the plain ones.
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for layout in ["merged", "split"] {
+        let gen = open(layout);
+        let eos = gen.model().config().eos_token_id;
+        for (set, p) in sets {
+            let mut changed = [0usize; 2];
+            for (name, enc) in encodings(&g) {
+                let greedy = gen.generate_batch(&inputs(&ex), &with_processors(settings(enc.clone(), Strategy::Greedy, max_new), p)).unwrap();
+                let beam = gen.generate_batch(&inputs(&ex), &with_processors(settings(enc.clone(), beam4(), max_new), p)).unwrap();
+                for (k, e) in ex.iter().enumerate() {
+                    let plain = &e.encodings[name];
+                    let want = &plain["processors"][set];
+                    let what = format!("{layout} / {set} / {} / {name}", e.name);
+                    check_sequence(&format!("{what} / greedy"), &greedy[k][0], &want["greedy"], eos, &mut failures);
+                    changed[0] += usize::from(want["greedy"]["tokens"] != plain["greedy"]["tokens"]);
+                    let beams = want["beam"].as_array().unwrap();
+                    assert_eq!(beam[k].len(), beams.len(), "{what}: returned sequences");
+                    for (i, (got, w)) in beam[k].iter().zip(beams).enumerate() {
+                        check_sequence(&format!("{what} / beam {i}"), got, w, eos, &mut failures);
+                    }
+                    changed[1] += usize::from(want["beam"] != plain["beam"]);
+                    checked += 1;
+                }
+            }
+            // 35 inputs: each set moves at least 10 greedy and 20 beam outputs.
+            assert!(changed[0] >= 10 && changed[1] >= 20, "{set}: only {changed:?} of 35 goldens differ from the plain ones");
+        }
+    }
+    assert!(failures.is_empty(), "{} sequences differ from transformers:\n{}", failures.len(), failures.join("\n"));
+    assert_eq!(checked, 2 * 5 * 35);
+}
+
+/// Sampling applies the processors to the raw logits before its warpers, as transformers
+/// does: with top-k 1 it is greedy search with the same processors (were they applied after
+/// the warpers, a banned best token would leave nothing to draw or another choice).
+#[test]
+fn sampling_processes_the_logits_before_the_warpers() {
+    let g = goldens();
+    let ex = examples(&g);
+    let gen = open("merged");
+    let all = &g["processor_settings"]["all"];
+    let greedy = gen.generate_batch(&inputs(&ex), &with_processors(settings(InputEncoding::DialogGsr, Strategy::Greedy, 20), all)).unwrap();
+    let k1 = Strategy::Sample({
+        let mut o = Sampling::default();
+        o.temperature = 0.7;
+        o.top_k = 1;
+        o.top_p = 0.9;
+        o.seed = 3;
+        o
+    });
+    let sampled = gen.generate_batch(&inputs(&ex), &with_processors(settings(InputEncoding::DialogGsr, k1, 20), all)).unwrap();
+    for (k, (a, b)) in sampled.iter().zip(&greedy).enumerate() {
+        assert_eq!(a[0].tokens, b[0].tokens, "{}", ex[k].name);
+        assert_eq!(a[0].tokens, ids(&ex[k].encodings["dialoggsr"]["processors"]["all"]["greedy"]["tokens"]), "{}", ex[k].name);
+        // The score stays the model's own log-probability of the tokens.
+        assert!((a[0].score - b[0].score).abs() < 1e-9);
+    }
+    // Sampling proper: min_new_tokens holds EOS back there too.
+    let free = Strategy::Sample({
+        let mut o = Sampling::default();
+        o.seed = 9;
+        o
+    });
+    let mut s = settings(InputEncoding::DialogGsr, free, 20);
+    s.min_new_tokens = 12;
+    for r in gen.generate_batch(&inputs(&ex), &s).unwrap() {
+        assert!(r[0].tokens.len() >= 12 && !r[0].tokens[..12].contains(&1), "{:?}", r[0].tokens);
+    }
 }
 
 #[test]
@@ -385,6 +482,15 @@ fn wrong_models_settings_and_knowledge_are_refused() {
     assert_eq!(e.to_string(), "return_sequences must be within 1..=2, not 3");
     let e = gen.generate_batch(&ok, &settings(InputEncoding::Surge, beam(2, 1, f64::NAN), 5)).unwrap_err();
     assert_eq!(e.to_string(), "length_penalty must be a finite number within [-100, 100], not NaN");
+    let mut s = settings(InputEncoding::Surge, Strategy::Greedy, 5);
+    s.repetition_penalty = 0.0;
+    assert_eq!(gen.generate_batch(&ok, &s).unwrap_err().to_string(), "repetition_penalty must be a finite number within [0.001, 1000], not 0");
+    s.repetition_penalty = 1.0;
+    s.no_repeat_ngram_size = 1025;
+    assert_eq!(gen.generate_batch(&ok, &s).unwrap_err().to_string(), "no_repeat_ngram_size must be within 0..=1024, not 1025");
+    s.no_repeat_ngram_size = 0;
+    s.min_new_tokens = 1025;
+    assert_eq!(gen.generate_batch(&ok, &s).unwrap_err().to_string(), "min_new_tokens must be within 0..=1024, not 1025");
     // The largest beam search on the tiny model fits the memory budget whole.
     assert_eq!(gen.batch_for(&settings(InputEncoding::Surge, beam(64, 1, 1.0), 1024)).unwrap(), 8);
     let mut s = settings(InputEncoding::Surge, Strategy::Greedy, 5);

@@ -205,6 +205,19 @@ fn run_answers_in_input_order_and_reports_bad_lines() {
     assert!(err.contains("requests.jsonl:5: knowledge[0][0]: a triple is"), "{err}");
     // The answers before the bad line are kept; continuing with --on-error skip answers the rest.
     assert!(!output.exists());
+    // Not with other decoding: the checkpoint records the logits processors' settings too.
+    for (flag, value) in [("--gen-repetition-penalty", "1.3"), ("--gen-no-repeat-ngram-size", "2"), ("--gen-min-new-tokens", "3")] {
+        let other = pipeline_cmd("run", &store)
+            .arg("--input")
+            .arg(&input)
+            .arg("--output")
+            .arg(&output)
+            .args(["--on-error", "skip", "--resume", flag, value])
+            .assert()
+            .code(2);
+        let err = String::from_utf8_lossy(&other.get_output().stderr).to_string();
+        assert!(err.contains("cannot resume") && err.contains("its generation was"), "{flag}: {err}");
+    }
     let skip = pipeline_cmd("run", &store)
         .arg("--input")
         .arg(&input)
@@ -438,6 +451,19 @@ fn generator_options_override_the_models_defaults() {
     ))
     .unwrap();
     assert_eq!(beams["responses"].as_array().unwrap().len(), 2, "{beams}");
+    // The logits processors' flags reach the generator: the reply of the same settings set
+    // directly, and another reply than without them.
+    let flags = ["--json", "--gen-strategy", "greedy", "--gen-no-repeat-ngram-size", "1", "--gen-min-new-tokens", "10", "--gen-repetition-penalty", "1.5"];
+    let v: Value = serde_json::from_str(&stdout_of(pipeline_cmd("respond", &store).args(flags).args(history))).unwrap();
+    settings.max_new_tokens = g.settings().max_new_tokens;
+    let plain = g.generate_batch(&[GenerationInput::new(&messages, &knowledge)], &settings).unwrap();
+    (settings.no_repeat_ngram_size, settings.min_new_tokens, settings.repetition_penalty) = (1, 10, 1.5);
+    let direct = g.generate_batch(&[GenerationInput::new(&messages, &knowledge)], &settings).unwrap();
+    assert_eq!(v["response"], json!(direct[0][0].text));
+    assert_ne!(direct[0][0].tokens, plain[0][0].tokens);
+    let mut seen = std::collections::HashSet::new();
+    assert!(direct[0][0].tokens.iter().all(|t| seen.insert(t)), "no token twice (n-grams of 1): {:?}", direct[0][0].tokens);
+    assert!(direct[0][0].tokens.len() > 10 && plain[0][0].tokens.len() < 10, "EOS held back: {:?} / {:?}", direct[0][0].tokens, plain[0][0].tokens);
 }
 
 #[test]

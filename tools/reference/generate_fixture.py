@@ -3,8 +3,13 @@
 
     PY=$(bash tools/venv.sh train)
     $PY -m tools.reference.generate_fixture --force     # rewrites tests/fixtures/generate/{tiny-merged,tiny-split,goldens.json}
+    $PY -m tools.reference.generate_fixture --force --goldens-only   # rewrites goldens.json alone
 
-The committed fixture is frozen: without `--force` it refuses to write over it.
+The committed fixture is frozen: without `--force` it refuses to write over it. With
+`--goldens-only` the ONNX models are not written: the PyTorch model is rebuilt from its seed,
+checked against the committed ONNX files with onnxruntime (so the goldens are of those
+models), every golden already committed must come out equal, and goldens.json is rewritten
+with the new ones added.
 
 A tiny randomly initialised T5 (the shape and the tokenizer of tests/fixtures/gsr; the builder,
 export and check of tools/train/t5.py), exported to ONNX in both optimum layouts and checked against PyTorch
@@ -18,7 +23,9 @@ every input encoding of src/generate/encoding.rs (re-stated here independently, 
 encoder input text, its ids (after the truncation rule), and what transformers `generate`
 returns on the PyTorch model for greedy search, greedy search with an extra stop id (as
 `eos_token_id=[1, id]`) and beam search (num_beams 4, length_penalty 1.5, early_stopping,
-2 returned sequences, with `sequences_scores`), max_new_tokens 20.
+2 returned sequences, with `sequences_scores`), max_new_tokens 20; and greedy and beam
+search again with transformers' logits processors on (`PROCESSORS`: no_repeat_ngram_size,
+min_new_tokens, repetition_penalty, each alone and all three together, and a penalty below 1).
 
 Deterministic: fixed seeds, one thread, PYTHONHASHSEED=0 (optimum's merge).
 """
@@ -59,6 +66,18 @@ SEED = 11
 EOS_GAIN = 0.85
 MAX_NEW_TOKENS = 20
 BEAM = {"num_beams": 4, "length_penalty": 1.5, "early_stopping": True, "num_return_sequences": 2}
+# Logits processors, as `generate` arguments: each alone and the three together, with values
+# that change most outputs of this model (the test checks that they do).
+PROCESSORS = {
+    "no_repeat_ngram": {"no_repeat_ngram_size": 2},
+    "min_new_tokens": {"min_new_tokens": 8},
+    "repetition_penalty": {"repetition_penalty": 1.5},
+    "all": {"no_repeat_ngram_size": 3, "min_new_tokens": 6, "repetition_penalty": 1.3},
+    # Below 1 the penalty rewards what was written, the start token (the pad id) included:
+    # here that token counts (8 greedy and 8 beam outputs of 35 differ when it is left out
+    # with prompt_ignore_length=1).
+    "repetition_reward": {"repetition_penalty": 0.1},
+}
 # Samples of the dev set (assistant actions with a gold path, in file order; see `samples`).
 PICKS = [0, 2, 6, 8, 13, 22]
 # One more: the history of sample 14 with no knowledge at all.
@@ -281,14 +300,55 @@ def generate_goldens(model, ids):
             seq = seq[: seq.index(1) + 1]
         beams.append({"tokens": seq, "score": sc})
     out["beam"] = beams
+    out["processors"] = {name: processed_goldens(model, x, mask, kw) for name, kw in PROCESSORS.items()}
     return out
+
+
+def processed_goldens(model, x, mask, kw):
+    """Greedy and beam search with the processors `kw` on. Greedy's score is the sum of the
+    model's log_softmax of the raw logits (before the processors) of the chosen tokens, as
+    Trellis reports it; its margin is taken on the processed scores that chose them. Beam
+    search's score is `sequences_scores`: transformers processes the log-softmax there, so
+    the processed values are what the beams add up."""
+    with torch.no_grad():
+        g = model.generate(
+            x,
+            attention_mask=mask,
+            num_beams=1,
+            do_sample=False,
+            max_new_tokens=MAX_NEW_TOKENS,
+            output_scores=True,
+            output_logits=True,
+            return_dict_in_generate=True,
+            **kw,
+        )
+    toks = g.sequences[0, 1:].tolist()
+    score = sum(float(torch.log_softmax(g.logits[k][0].double(), -1)[t]) for k, t in enumerate(toks))
+    margin = min(float(torch.topk(s[0], 2).values[0] - torch.topk(s[0], 2).values[1]) for s in g.scores)
+    with torch.no_grad():
+        b = model.generate(
+            x, attention_mask=mask, do_sample=False, max_new_tokens=MAX_NEW_TOKENS, output_scores=True, return_dict_in_generate=True, **BEAM, **kw
+        )
+    beams = []
+    for seq, sc in zip(b.sequences.tolist(), b.sequences_scores.tolist()):
+        seq = seq[1:]
+        if 1 in seq:
+            seq = seq[: seq.index(1) + 1]
+        beams.append({"tokens": seq, "score": sc})
+    return {"greedy": {"tokens": toks, "score": score, "margin": margin}, "beam": beams}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--force", action="store_true", help="rewrite the committed (frozen) fixture")
+    ap.add_argument(
+        "--goldens-only",
+        action="store_true",
+        help="rewrite goldens.json alone: the committed ONNX models are checked against the rebuilt PyTorch model, not written, "
+        "and every golden already there must come out the same",
+    )
     args = ap.parse_args()
-    tools.refuse_overwrite([OUT], args.force)
+    tools.refuse_overwrite([OUT / "goldens.json"] if args.goldens_only else [OUT], args.force)
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     tok = Tokenizer.from_file(str(TOKENIZER))
@@ -319,6 +379,18 @@ def main():
     attention_mask = torch.tensor([[1] * len(i) + [0] * (longest - len(i)) for i in batch])
     decoder_ids = torch.tensor([[0, 5, 6, 7, 8], [0, 1500, 9, 1, 0], [0, 300, 301, 302, 303], [0, 1, 1, 1, 1]])
     worst = {}
+    if args.goldens_only:
+        # The models stay as committed; the goldens must be of them.
+        for merged in (True, False):
+            layout = "merged" if merged else "split"
+            worst[layout] = t5.verify(OUT / f"tiny-{layout}", merged, model, input_ids, attention_mask, decoder_ids)
+    else:
+        export_models(model, tok, input_ids, attention_mask, decoder_ids, worst)
+    print(f"onnxruntime vs PyTorch, largest difference: {worst}", file=sys.stderr)
+    write_goldens(examples, worst, encodings, args.goldens_only)
+
+
+def export_models(model, tok, input_ids, attention_mask, decoder_ids, worst):
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         model.save_pretrained(tmp / "hf")
@@ -337,8 +409,9 @@ def main():
             model.config.to_json_file(out / "config.json")
             tok.save(str(out / "tokenizer.json"), pretty=False)
             (out / "trellis.json").write_text(json.dumps(TRELLIS_JSON, indent=2) + "\n")
-    print(f"onnxruntime vs PyTorch, largest difference: {worst}", file=sys.stderr)
 
+
+def write_goldens(examples, worst, encodings, goldens_only):
     golden = {
         "about": "transformers `generate` on the PyTorch twin of tests/fixtures/generate/tiny-* (tools/reference/generate_fixture.py). "
         "Per example and input encoding: the encoder text (after dropping the oldest messages while the ids are over "
@@ -346,15 +419,20 @@ def main():
         "(num_beams 1; tokens after the start token up to and including </s>; score: the sum of log_softmax of the chosen "
         "tokens; margin: the smallest top-1 minus top-2 logit gap on the way), greedy_stop (eos_token_id=[1, stop_id]) and "
         "beam (num_beams 4, length_penalty 1.5, early_stopping true, num_return_sequences 2; tokens cut after </s>; score: "
-        "sequences_scores). max_new_tokens 20.",
+        "sequences_scores). max_new_tokens 20. processors: per set of logits processors (`processor_settings`, as generate "
+        "arguments), greedy (score: the sum of log_softmax of the raw logits of the chosen tokens; margin on the processed "
+        "scores) and beam (as above; sequences_scores add up the processed log-softmax).",
         "max_new_tokens": MAX_NEW_TOKENS,
         "beam": BEAM,
+        "processor_settings": PROCESSORS,
         "input": INPUT,
         "template": TEMPLATE,
         "onnxruntime_max_abs_diff": worst,
         "versions": t5.versions(),
         "examples": examples,
     }
+    if goldens_only:
+        same_as_committed(golden)
     (OUT / "goldens.json").write_text(json.dumps(golden, ensure_ascii=False, indent=1) + "\n")
 
     lens = [len(e["encodings"][k]["greedy"]["tokens"]) for e in examples for k in encodings]
@@ -368,6 +446,32 @@ def main():
     for d in sorted(OUT.rglob("*")):
         if d.is_file():
             print(f"{d.relative_to(ROOT)}: {d.stat().st_size} bytes, sha256 {hashlib.sha256(d.read_bytes()).hexdigest()[:16]}", file=sys.stderr)
+
+    processed = [(e["encodings"][k]["processors"][p], e["encodings"][k]) for e in examples for k in encodings for p in PROCESSORS]
+    changed = sum(pr["greedy"]["tokens"] != plain["greedy"]["tokens"] for pr, plain in processed)
+    bchanged = sum([b["tokens"] for b in pr["beam"]] != [b["tokens"] for b in plain["beam"]] for pr, plain in processed)
+    pmargin = min(pr["greedy"]["margin"] for pr, _ in processed)
+    print(f"with processors: greedy changed {changed} of {len(processed)}, beam {bchanged}; smallest greedy margin {pmargin:.4g}", file=sys.stderr)
+
+
+def same_as_committed(golden):
+    """Every golden already in goldens.json equals its recomputation (the new processors'
+    goldens apart): the model rebuilt from its seed is the committed one, and nothing else moved."""
+    old = json.loads((OUT / "goldens.json").read_text())
+    sets = old.get("processor_settings", {})
+    for key, value in old.items():
+        if key not in ("about", "examples", "processor_settings"):
+            assert golden[key] == value, f"goldens.json: {key} changed: {value} -> {golden[key]}"
+    for name, kw in sets.items():
+        assert golden["processor_settings"][name] == kw, f"processor set {name} changed"
+    assert len(old["examples"]) == len(golden["examples"])
+    for o, n in zip(old["examples"], golden["examples"]):
+        assert {k: v for k, v in o.items() if k != "encodings"} == {k: v for k, v in n.items() if k != "encodings"}, o["name"]
+        assert o["encodings"].keys() == n["encodings"].keys(), o["name"]
+        for enc, entry in o["encodings"].items():
+            # The processors' goldens of the sets already committed must stay too.
+            keep = lambda e: {k: ({p: e[k][p] for p in sets} if k == "processors" else v) for k, v in e.items()}  # noqa: E731
+            assert keep(entry) == keep(n["encodings"][enc]), f"{o['name']} / {enc}: a committed golden changed"
 
 
 if __name__ == "__main__":
