@@ -73,7 +73,11 @@ pub fn run(args: IngestArgs) -> Result<ExitCode> {
     }
     let result = loader.load(&inputs);
     bar.lock().expect("progress lock").finish();
-    let report = result?;
+    // The library says what is missing; the command line says which flag gives it.
+    let report = match result {
+        Err(e @ trellis::IngestError::UnknownFormat { .. }) => return Err(anyhow::Error::new(e).context("use --format tsv|pipe|ntriples")),
+        other => other?,
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);

@@ -96,7 +96,7 @@ pub fn snippet(text: &[u8]) -> String {
 pub enum IngestError {
     #[error("{file}:{line}: {kind}: {detail}\n  | {snippet}")]
     BadLine { file: PathBuf, line: u64, kind: LineErrorKind, detail: LineProblem, snippet: String },
-    #[error("{path}: cannot tell the input format from the file name; pass --format tsv|pipe|ntriples")]
+    #[error("{path}: cannot tell the input format from the file name; say which it is (tsv, pipe or ntriples)")]
     UnknownFormat { path: PathBuf },
     #[error("{file}: truncated or corrupt {codec} stream after line {line}: {source}")]
     Truncated { file: PathBuf, codec: &'static str, line: u64, source: std::io::Error },

@@ -30,7 +30,7 @@ pub enum TokenizerError {
     /// The `tokenizers` crate refused the file (its error type is a boxed error).
     #[error("{path}: cannot load the tokenizer: {source}")]
     Load { path: PathBuf, source: crate::BackendError },
-    #[error("the tokenizer has no token {token:?}; it is needed for the {role} boundary of linearization {linearization:?} (see --linearization)")]
+    #[error("the tokenizer has no token {token:?}; it is needed for the {role} boundary of linearization {linearization:?} (give a linearization whose boundaries the tokenizer has)")]
     MissingBoundary { token: String, role: String, linearization: String },
     #[error("tokenizing {text:?}: {source}")]
     Encode { text: String, source: crate::BackendError },

@@ -162,7 +162,7 @@ pub enum Seq2SeqError {
     /// The CUDA provider could not be registered (no CUDA build of ONNX Runtime, no
     /// driver, no such device). Never a silent fallback to CPU.
     #[error(
-        "--device {device}: the CUDA execution provider could not be registered with {} ({source}); use an ONNX Runtime built with CUDA (the onnxruntime-gpu==1.31.1 wheel's library, via ORT_DYLIB_PATH) on a machine with a CUDA device, or --device cpu",
+        "device {device}: the CUDA execution provider could not be registered with {} ({source}); use an ONNX Runtime built with CUDA (the onnxruntime-gpu==1.31.1 wheel's library, via ORT_DYLIB_PATH) on a machine with a CUDA device, or the CPU",
         library.display()
     )]
     Device { device: Device, library: PathBuf, source: crate::BackendError },

@@ -61,7 +61,11 @@ fn very_long_line_is_never_buffered_whole() {
 
 #[test]
 fn unknown_format() {
-    expect_rejected("triples.xyz", b"a\tb\tc\n", "triples.xyz: cannot tell the input format from the file name; pass --format tsv|pipe|ntriples");
+    expect_rejected(
+        "triples.xyz",
+        b"a\tb\tc\n",
+        "use --format tsv|pipe|ntriples: triples.xyz: cannot tell the input format from the file name; say which it is (tsv, pipe or ntriples)",
+    );
 }
 
 #[test]
