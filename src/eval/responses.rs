@@ -33,7 +33,7 @@
 //! - `rouge` and `rouge_stemmed`: rouge-score's `RougeScorer(["rouge1", "rouge2", "rougeL"],
 //!   use_stemmer=False / True).score(reference, prediction)` F-measures, averaged over pairs.
 //!   Its tokens: lowercase, every run of characters other than `a-z0-9` a separator; with the
-//!   stemmer, tokens longer than 3 characters go through NLTK's Porter stemmer ([`super::porter`]).
+//!   stemmer, tokens longer than 3 characters go through NLTK's Porter stemmer (`eval::porter`).
 //! - `f1`: unigram F1 between prediction and reference after SQuAD's normalization (lowercase;
 //!   delete ASCII punctuation; remove the words `a`, `an`, `the`; split on whitespace),
 //!   averaged over pairs; 0 for a pair with no common token (two empty texts included).

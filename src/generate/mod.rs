@@ -9,7 +9,7 @@
 //!   again while it is still too long and more than one message is left; then, still too
 //!   long, the last `max_tokens - 1` ids before the final `</s>` are kept, then the `</s>`.
 //! - Decoding, as transformers' `generate` does it: greedy (the first best logit at each
-//!   step), beam search ([`beam_search`] unconstrained: num_beams, length_penalty,
+//!   step), beam search (`decode::beam`, unconstrained: num_beams, length_penalty,
 //!   early_stopping, num_return_sequences), or seeded sampling ([`sampling`]: temperature,
 //!   top-k, top-p); at most `max_new_tokens` tokens.
 //! - Logits processors, as transformers defines them ([`Processors`]: `repetition_penalty`,

@@ -61,11 +61,18 @@ fn very_long_line_is_never_buffered_whole() {
 
 #[test]
 fn unknown_format() {
-    expect_rejected(
-        "triples.xyz",
-        b"a\tb\tc\n",
-        "use --format tsv|pipe|ntriples: triples.xyz: cannot tell the input format from the file name; say which it is (tsv, pipe or ntriples)",
-    );
+    expect_rejected("triples.xyz", b"a\tb\tc\n", "triples.xyz: cannot tell the input format from the file name; say which it is (tsv, pipe or ntriples)");
+    // The library says what is missing; the command line adds which flag gives it.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(dir.path(), "t.xyz", b"a\tb\tc\n");
+    trellis()
+        .arg("ingest")
+        .arg("--store")
+        .arg(dir.path().join("s"))
+        .arg(&bad)
+        .assert()
+        .code(65)
+        .stderr(predicate::str::starts_with("error: use --format tsv|pipe|ntriples: "));
 }
 
 #[test]
