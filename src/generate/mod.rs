@@ -834,6 +834,12 @@ mod tests {
         })
     }
 
+    /// Whether the tokenizer's Metaspace prepends its space to every piece of text, not
+    /// only to the first.
+    fn prepends_always(dir: &ModelDir) -> bool {
+        !dir.tokenizer().to_string(false).unwrap().contains("\"prepend_scheme\":\"first\"")
+    }
+
     fn maker<'a>(dir: &'a ModelDir, cfg: &'a InputConfig) -> InputMaker<'a> {
         InputMaker { tokenizer: dir.tokenizer(), lin: dir.linearization(), cfg, eos: dir.config().eos_token_id }
     }
@@ -891,7 +897,12 @@ mod tests {
                         let (got, found) = m.make(&history, &knowledge(), &encoding).unwrap();
                         let want = one_by_one(&m, &history, &knowledge(), &encoding);
                         assert_eq!(got, want, "{encoding} {separator:?} max_tokens {max_tokens}");
-                        if want.dropped_messages > 0 && counts {
+                        // A Metaspace that prepends its space to the text's first piece only
+                        // (the shipped generator's cased tokenizer) writes a message right after
+                        // an added token (`</s>{history}`) without it, and with it after a
+                        // separator: there the count cannot hold and bisection answers.
+                        let after_added_token = encoding.to_string().contains("</s>{history}") && !prepends_always(dir);
+                        if want.dropped_messages > 0 && counts && !after_added_token {
                             assert_eq!(found, Found::Counted, "{encoding} {separator:?} max_tokens {max_tokens}");
                             counted += 1;
                         }
