@@ -26,7 +26,7 @@
 //!    characters at the same positions).
 //! 5. In the generated text each placeholder is replaced by its entity's name as given (the
 //!    store's name, with its case); a placeholder the request has no entity for is removed,
-//!    with one space next to it.
+//!    with the space before it (at the start, the one after it).
 
 use super::encoding::{KnowledgePath, Triple};
 use crate::link::Message;
@@ -233,7 +233,8 @@ pub fn relexicalize(text: &str, placeholders: &[String], names: &[String]) -> St
                 match names.get(k) {
                     Some(name) => out.push_str(name),
                     // Removed with one space beside it, so no double space is left.
-                    None if out.ends_with(' ') && (rest.is_empty() || rest.starts_with(' ')) => {
+                    // "a [E9]." -> "a.", "by [E9] ok" -> "by ok", "[E9] is" -> "is".
+                    None if out.ends_with(' ') => {
                         out.pop();
                     }
                     None if out.is_empty() && rest.starts_with(' ') => rest = &rest[1..],
@@ -339,6 +340,8 @@ mod tests {
         assert_eq!(relexicalize("[E10] and [E1]", &p, &names), "and Stephen King");
         assert_eq!(relexicalize("by [E5] ok", &p, &names), "by ok");
         assert_eq!(relexicalize("by [E5]", &p, &names), "by");
+        assert_eq!(relexicalize("he is a [E5].", &p, &names), "he is a.");
+        assert_eq!(relexicalize("[E5] is it", &p, &names), "is it");
         assert_eq!(relexicalize("[E1][E2]", &p, &names), "Stephen KingIt");
         assert_eq!(relexicalize("é [E1]", &p, &[]), "é");
     }

@@ -1017,6 +1017,21 @@ const _: () = {
 mod tests {
     use super::*;
 
+    /// The default pool is one session per core, the cores shared between them; numbers
+    /// given are kept.
+    #[test]
+    fn the_default_pool_serves_every_core() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let d = RuntimeOptions::default().resolved();
+        assert_eq!((d.sessions, d.threads), (cores, 1), "{cores} cores");
+        let mut o = RuntimeOptions::default();
+        o.threads = 3;
+        assert_eq!((o.resolved().sessions, o.resolved().threads), (cores, 3));
+        o.sessions = 2;
+        o.threads = 0;
+        assert_eq!((o.resolved().sessions, o.resolved().threads), (2, 0), "0 threads: ONNX Runtime's own default");
+    }
+
     #[test]
     fn devices_parse_and_print() {
         assert_eq!("cpu".parse::<Device>(), Ok(Device::Cpu));

@@ -231,3 +231,64 @@ fn the_shipped_models_answer_a_request_the_same_in_any_batch() {
         }
     }
 }
+
+/// The shipped generator is delexicalized: what it reads, what it is trained to write and
+/// what a caller gets back go through the placeholders. Expected texts worked by hand from
+/// the rules of schema/model.md ("Delexicalization") on the first dev turn: the path
+/// `Jordan Spieth --Sport played--> Golf`, the reply "I know he played Golf".
+#[test]
+fn the_shipped_generator_reads_and_writes_placeholders() {
+    use trellis::generate::targets::response_target;
+    use trellis::generate::{GenerationConfig, GenerationInput, Generator, Triple};
+    use trellis::link::Message;
+    use trellis::model::{ModelDir, RuntimeOptions};
+    let dir = ModelDir::open_spec(&shipped_generator()).unwrap();
+    let config: GenerationConfig = dir.section().unwrap();
+    let dialogs = trellis::dataset::opendialkg::read(&shared_data("opendialkg/dialogs_dev.csv")).unwrap();
+    let t = response_target(&dir, &config, 0, &dialogs[0], &dialogs[0].samples[0]).unwrap();
+    assert_eq!(dir.tokenizer().decode(&t.target_ids, true).unwrap(), "I know he played [E2]");
+
+    let mut opts = RuntimeOptions::default();
+    opts.threads = 1;
+    opts.sessions = 1;
+    let g = Generator::open(&shipped_generator(), &opts).unwrap();
+    let history = [Message { speaker: "user".into(), text: "Do you know anything about Jordan Spieth?".into() }];
+    let knowledge = [vec![Triple::new("Jordan Spieth", "Sport played", "Golf")]];
+    let input = GenerationInput::new(&history, &knowledge);
+    let e = g.encoder_input(&input, &g.settings().encoding).unwrap();
+    assert_eq!(e.text, "knowledge: [Head] [E1] Jordan Spieth [Int1] Sport played [Int2] [E2] Golf [Tail]</s>dialogue: Do you know anything about [E1]?");
+    assert_eq!(e.names, ["Jordan Spieth", "Golf"]);
+    assert_eq!(t.input_ids, e.ids, "training input = run-time input");
+
+    // Replies: the model's placeholders become the names, cased; none is left (the request
+    // without knowledge has no names, and the model still writes placeholders there). The
+    // expected text is the decoded tokens with each placeholder replaced by plain string
+    // replacement.
+    let names = ["Jordan Spieth", "Golf", "Adam Sandler", "Happy Gilmore"];
+    let two = [vec![Triple::new("Adam Sandler", "~Starred actors", "Happy Gilmore")]];
+    let h2 = [Message { speaker: "user".into(), text: "I loved Happy Gilmore.".into() }];
+    let inputs = [input, GenerationInput::new(&history, &knowledge[..0]), GenerationInput::new(&h2, &two)];
+    let out = g.generate_batch(&inputs, g.settings()).unwrap();
+    let mut with_placeholder = 0;
+    for (i, seqs) in out.iter().enumerate() {
+        let gen = &seqs[0];
+        let body: Vec<u32> = gen.tokens.iter().copied().filter(|&t| t != 1).collect();
+        let mut want = dir.tokenizer().decode(&body, true).unwrap();
+        with_placeholder += usize::from(want.contains("[E"));
+        let here: &[&str] = match i {
+            0 => &names[..2],
+            1 => &[],
+            _ => &names[2..],
+        };
+        for k in 1..=12 {
+            match here.get(k - 1) {
+                Some(name) => want = want.replace(&format!("[E{k}]"), name),
+                // No entity for it: dropped with the space before it (at the start, after it).
+                None => want = want.replace(&format!(" [E{k}]"), "").replace(&format!("[E{k}] "), "").replace(&format!("[E{k}]"), ""),
+            }
+        }
+        assert_eq!(gen.text, want, "request {i}");
+        assert!(!gen.text.contains("[E"), "request {i}: {}", gen.text);
+    }
+    assert!(with_placeholder >= 1, "the model wrote no placeholder: {out:?}");
+}
