@@ -1024,11 +1024,9 @@ mod tests {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let d = RuntimeOptions::default().resolved();
         assert_eq!((d.sessions, d.threads), (cores, 1), "{cores} cores");
-        let mut o = RuntimeOptions::default();
-        o.threads = 3;
+        let o = RuntimeOptions { threads: 3, ..RuntimeOptions::default() };
         assert_eq!((o.resolved().sessions, o.resolved().threads), (cores, 3));
-        o.sessions = 2;
-        o.threads = 0;
+        let o = RuntimeOptions { sessions: 2, threads: 0, ..RuntimeOptions::default() };
         assert_eq!((o.resolved().sessions, o.resolved().threads), (2, 0), "0 threads: ONNX Runtime's own default");
     }
 
