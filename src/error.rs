@@ -61,11 +61,53 @@ pub enum Error {
     Setting(#[from] crate::limits::OutOfRange),
     #[error(transparent)]
     Memory(#[from] crate::limits::TooMuchMemory),
+    /// Work stopped by its [`Monitor`](crate::progress::Monitor), outside any family.
+    #[error(transparent)]
+    Cancelled(#[from] crate::progress::Cancelled),
+}
+
+impl Error {
+    /// Whether this is long work stopped by its [`Monitor`](crate::progress::Monitor),
+    /// whichever family reported it (a host maps it to its own interruption, such as
+    /// Python's KeyboardInterrupt, rather than to a failure).
+    pub fn is_cancelled(&self) -> bool {
+        use crate::eval::pipeline::PipelineEvalError;
+        use crate::ingest::IngestError;
+        use crate::pipeline::PipelineError;
+        use crate::retrieve::RetrieveError;
+        matches!(
+            self,
+            Error::Cancelled(_)
+                | Error::Ingest(IngestError::Cancelled)
+                | Error::Retrieve(RetrieveError::Cancelled)
+                | Error::Pipeline(PipelineError::Cancelled | PipelineError::Retrieve(RetrieveError::Cancelled))
+                | Error::PipelineEval(PipelineEvalError::Pipeline(PipelineError::Cancelled | PipelineError::Retrieve(RetrieveError::Cancelled)))
+        )
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cancellation_is_recognised_in_every_family() {
+        use crate::pipeline::PipelineError;
+        use crate::retrieve::RetrieveError;
+        let cancelled: Vec<Error> = vec![
+            crate::progress::Cancelled.into(),
+            crate::ingest::IngestError::Cancelled.into(),
+            RetrieveError::Cancelled.into(),
+            PipelineError::Cancelled.into(),
+            PipelineError::Retrieve(RetrieveError::Cancelled).into(),
+            crate::eval::pipeline::PipelineEvalError::Pipeline(PipelineError::Cancelled).into(),
+        ];
+        for e in cancelled {
+            assert!(e.is_cancelled(), "{e:?}");
+        }
+        let failed: Error = RetrieveError::Pcst(crate::graph::pcst::PcstError::NoClusters).into();
+        assert!(!failed.is_cancelled());
+    }
 
     #[test]
     fn every_family_converts_into_the_umbrella() {

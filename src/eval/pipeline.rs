@@ -20,6 +20,7 @@ use crate::generate::targets::{gold_knowledge, reply_of};
 use crate::generate::KnowledgePath;
 use crate::graph::candidates::Fact;
 use crate::pipeline::{KnowledgeSource, Pipeline, PipelineError, PipelineRequest, Reply};
+use crate::progress::{Monitor, Progress, Unit, Work};
 use rayon::prelude::*;
 use std::collections::HashSet;
 
@@ -99,14 +100,14 @@ pub fn knowledge_text(knowledge: &[KnowledgePath]) -> String {
 }
 
 /// Runs the chain over every sample of `dialogs`, `batch` samples per pipeline call, calls
-/// in parallel on rayon's current pool; `progress` is told how many samples each finished
-/// call held.
+/// in parallel on rayon's current pool; `monitor` hears after each call (samples done of
+/// all) and, once cancelled, stops the evaluation with `PipelineError::Cancelled`.
 pub fn evaluate(
     pipeline: &Pipeline,
     dialogs: &[Dialog],
     mode: KnowledgeMode,
     batch: usize,
-    progress: &(dyn Fn(usize) + Sync),
+    monitor: &Monitor,
 ) -> Result<(PipelineReport, Vec<Prediction>), PipelineEvalError> {
     let mut without_reply = 0u64;
     let mut samples: Vec<(usize, &Dialog, &Sample, &str, Vec<KnowledgePath>)> = Vec::new();
@@ -120,6 +121,7 @@ pub fn evaluate(
     }
     let started = std::time::Instant::now();
     let chunks: Vec<_> = samples.chunks(batch.max(1)).collect();
+    let (total, done) = (samples.len() as u64, std::sync::atomic::AtomicU64::new(0));
     let replies: Vec<Vec<Reply>> = chunks
         .par_iter()
         .map(|chunk| {
@@ -136,11 +138,13 @@ pub fn evaluate(
                     seed: None,
                 })
                 .collect();
-            let out = pipeline.respond_batch(&requests);
-            progress(chunk.len());
-            out
+            monitor.check().map_err(PipelineError::from)?;
+            let out = pipeline.respond_batch(&requests)?;
+            let now = done.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed) + chunk.len() as u64;
+            monitor.report(&Progress::new(Work::Evaluate, (1, 1), "turns", now, Some(total), Unit::Turns));
+            Ok(out)
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, PipelineError>>()?;
     let seconds = started.elapsed().as_secs_f64();
     let replies: Vec<Reply> = replies.into_iter().flatten().collect();
     let n = samples.len().max(1) as f64;

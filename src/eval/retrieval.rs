@@ -4,6 +4,7 @@
 use crate::dataset::opendialkg::{Dialog, Triple};
 use crate::graph::candidates::Fact;
 use crate::ids::Direction;
+use crate::progress::{Monitor, Progress, Unit, Work};
 use crate::retrieve::RetrieveError;
 use crate::retrieve::Retriever;
 use crate::store::error::ReadError;
@@ -75,7 +76,10 @@ fn first_step(store: &Store, path: &[Triple], reverse_prefix: &str) -> Result<Op
     Ok(Some((s, r, dir)))
 }
 
-pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[usize]) -> Result<RetrievalReport, RetrieveError> {
+/// Scores `retriever` on every turn of `dialogs` with a gold path (path@k for each of
+/// `ks`, and the fixed hits@1/3/10, MRR, triple recall). `monitor` hears after each batch
+/// of turns and, once cancelled, stops the evaluation with [`RetrieveError::Cancelled`].
+pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[usize], monitor: &Monitor) -> Result<RetrievalReport, RetrieveError> {
     let mut r = RetrievalReport::default();
     let kmax = ks.iter().copied().max().unwrap_or(10).max(10);
     let mut path_hits = vec![0u64; ks.len()];
@@ -91,7 +95,9 @@ pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[
     let turns: Vec<(&Dialog, &crate::dataset::opendialkg::Sample)> = dialogs.iter().flat_map(|d| d.samples.iter().map(move |s| (d, s))).collect();
     // Turns are ranked a batch at a time (the generative retriever decodes a batch
     // together); a turn's latency is its linking plus its share of the batch.
+    let mut done = 0u64;
     for chunk in turns.chunks(retriever.batch_size().max(1)) {
+        monitor.check()?;
         let mut inputs = Vec::with_capacity(chunk.len());
         let mut link_ms = Vec::with_capacity(chunk.len());
         for (dialog, sample) in chunk {
@@ -170,6 +176,8 @@ pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[
             r_sum += rc;
             f_sum += if p + rc > 0.0 { 2.0 * p * rc / (p + rc) } else { 0.0 };
         }
+        done += chunk.len() as u64;
+        monitor.report(&Progress::new(Work::Evaluate, (1, 1), "turns", done, Some(turns.len() as u64), Unit::Turns));
     }
     let n = r.turns.max(1) as f64;
     r.candidate_recall = candidates as f64 / n;

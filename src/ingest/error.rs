@@ -106,7 +106,7 @@ pub enum IngestError {
     ThreadPool(#[source] rayon::ThreadPoolBuildError),
     #[error("more than {limit} {what}: ids are u32")]
     TooManyIds { what: &'static str, limit: u64 },
-    #[error("the load was cancelled; the store is unchanged")]
+    #[error("cancelled; the store is unchanged")]
     Cancelled,
     #[error(transparent)]
     Tokenizer(#[from] crate::ingest::TokenizerError),

@@ -34,17 +34,15 @@ pub(crate) mod sort;
 mod sst;
 pub(crate) mod tokenizer;
 pub(crate) mod tokens;
-pub use tokens::TokenProgress;
 
 pub use error::{IngestError, LineError, LineErrorKind, LineProblem};
 pub use input::{Compression, Format, InputSpec};
 pub use tokenizer::{NameTokenizer, PositionDependence, TokenizerError};
 
+use crate::progress::Monitor;
 use crate::store::meta::InputRecord;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// What to do with a malformed line.
@@ -57,20 +55,6 @@ pub enum OnError {
     Skip,
 }
 
-/// Progress reports, sent to the `on_progress` callback.
-#[derive(Clone, Debug)]
-pub enum Progress {
-    /// Parsing input `index` of `count`: bytes of the file consumed (compressed bytes for
-    /// compressed files) out of its size when known, and facts read so far in this load.
-    Reading { index: usize, count: usize, file: String, bytes: u64, total_bytes: Option<u64>, facts: u64 },
-    /// Writing the store: step `step` of `steps` (a description), `done` of `total` units.
-    Writing { step: usize, steps: usize, what: &'static str, done: u64, total: u64 },
-    /// Making the new generation current.
-    Committing,
-}
-
-pub(crate) type ProgressFn = Box<dyn FnMut(&Progress) + Send>;
-
 /// Loads triple files into the store at `dir`, creating it when it does not exist.
 pub struct BulkLoader {
     dir: PathBuf,
@@ -81,8 +65,7 @@ pub struct BulkLoader {
     rejects: Option<PathBuf>,
     reverse_prefix: String,
     lang: String,
-    progress: Option<ProgressFn>,
-    cancel: Arc<AtomicBool>,
+    monitor: Monitor,
 }
 
 /// What a load did.
@@ -127,8 +110,7 @@ impl BulkLoader {
             rejects: None,
             reverse_prefix: "~".into(),
             lang: "en".into(),
-            progress: None,
-            cancel: Arc::new(AtomicBool::new(false)),
+            monitor: Monitor::new(),
         }
     }
 
@@ -178,14 +160,12 @@ impl BulkLoader {
         self
     }
 
-    pub fn on_progress(mut self, f: impl FnMut(&Progress) + Send + 'static) -> Self {
-        self.progress = Some(Box::new(f));
+    /// Reports the load's progress to `monitor` (one step per input, read in bytes with
+    /// the facts read so far, then the writing steps in facts, then the commit) and stops
+    /// it with `IngestError::Cancelled`, the store unchanged, once `monitor` is cancelled.
+    pub fn with_monitor(mut self, monitor: Monitor) -> Self {
+        self.monitor = monitor;
         self
-    }
-
-    /// A flag that, once set, makes the load stop with `IngestError::Cancelled`.
-    pub fn cancel_flag(&self) -> Arc<AtomicBool> {
-        self.cancel.clone()
     }
 
     /// Loads `inputs` (in order) and commits them as one new generation of the store.

@@ -12,6 +12,7 @@ use crate::generate::{GenerateError, GenerateSettings, Generated, GenerationInpu
 use crate::graph::candidates::distinct_terms;
 use crate::ids::{Direction, EntityId};
 use crate::link::Message;
+use crate::progress::{Monitor, Progress, Unit, Work};
 use crate::retrieve::{RetrievalInput, RetrieveError, Retriever, ScoredPath};
 use crate::store::error::ReadError;
 use std::time::Instant;
@@ -32,6 +33,15 @@ pub enum PipelineError {
     Retrieve(#[from] RetrieveError),
     #[error("generating: {0}")]
     Generate(#[from] GenerateError),
+    /// The work's [`Monitor`](crate::progress::Monitor) was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl From<crate::progress::Cancelled> for PipelineError {
+    fn from(_: crate::progress::Cancelled) -> PipelineError {
+        PipelineError::Cancelled
+    }
 }
 
 /// The knowledge a request's reply is grounded in.
@@ -153,6 +163,29 @@ impl Pipeline {
     pub fn respond(&self, request: &PipelineRequest<'_>) -> Result<Reply, PipelineError> {
         let mut out = self.respond_batch(std::slice::from_ref(request))?;
         Ok(out.pop().expect("one reply per request"))
+    }
+
+    /// Replies to every request of `requests`, in their order: batches of the retriever's
+    /// [`batch_size`](Retriever::batch_size) requests go through
+    /// [`respond_batch`](Pipeline::respond_batch), batches in parallel on rayon's current
+    /// pool (`ThreadPool::install` bounds it). `monitor` hears after each batch (requests
+    /// done of all) and, once cancelled, stops the work before the next batch with
+    /// [`PipelineError::Cancelled`].
+    pub fn respond_many(&self, requests: &[PipelineRequest<'_>], monitor: &Monitor) -> Result<Vec<Reply>, PipelineError> {
+        use rayon::prelude::*;
+        let total = requests.len() as u64;
+        let done = std::sync::atomic::AtomicU64::new(0);
+        let batches: Vec<Vec<Reply>> = requests
+            .par_chunks(self.retriever.batch_size().max(1))
+            .map(|chunk| {
+                monitor.check()?;
+                let replies = self.respond_batch(chunk)?;
+                let now = done.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed) + chunk.len() as u64;
+                monitor.report(&Progress::new(Work::Respond, (1, 1), "requests", now, Some(total), Unit::Requests));
+                Ok(replies)
+            })
+            .collect::<Result<_, PipelineError>>()?;
+        Ok(batches.into_iter().flatten().collect())
     }
 
     /// Replies to many requests, in their order; they are retrieved and generated together.

@@ -15,9 +15,11 @@ use crate::graph::informativeness::{Informativeness, KatzConfig};
 use crate::ids::EntityId;
 use crate::ingest::tokenizer::fnv1a64;
 use crate::link::{LinkConfig, Linker, Message};
+use crate::progress::{Monitor, Progress, Unit, Work};
 use crate::store::error::ReadError;
 use crate::store::Store;
 use pcst::{PcstConfig, PcstVariant};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Why a retrieval failed: a store read, or a PCST instance the solver refused (the
@@ -34,6 +36,15 @@ pub enum RetrieveError {
     /// A setting outside its range (`crate::limits`).
     #[error("{0}")]
     Setting(#[from] crate::limits::OutOfRange),
+    /// The work's [`Monitor`](crate::progress::Monitor) was cancelled.
+    #[error("retrieval cancelled")]
+    Cancelled,
+}
+
+impl From<crate::progress::Cancelled> for RetrieveError {
+    fn from(_: crate::progress::Cancelled) -> RetrieveError {
+        RetrieveError::Cancelled
+    }
 }
 
 /// A retrieved path (1 or 2 hops) with its score and a short explanation.
@@ -215,6 +226,30 @@ impl Retriever {
                     .collect()
             })
             .collect())
+    }
+
+    /// Links and ranks every history of `histories`: the answers, in input order, are
+    /// those [`retrieve`](Retriever::retrieve) gives each alone (an answer never depends on
+    /// the batch). Batches of [`batch_size`](Retriever::batch_size) histories are ranked
+    /// together, batches in parallel on rayon's current pool (`ThreadPool::install` bounds
+    /// it). `monitor` hears after each batch (turns done of all) and, once cancelled, stops
+    /// the work before the next batch with [`RetrieveError::Cancelled`].
+    pub fn retrieve_many(&self, histories: &[&[Message]], monitor: &Monitor) -> Result<Vec<Vec<ScoredPath>>, RetrieveError> {
+        use rayon::prelude::*;
+        let total = histories.len() as u64;
+        let done = AtomicU64::new(0);
+        let batches: Vec<Vec<Vec<ScoredPath>>> = histories
+            .par_chunks(self.batch_size().max(1))
+            .map(|chunk| {
+                monitor.check()?;
+                let inputs = chunk.iter().map(|h| self.input(h)).collect::<Result<Vec<_>, _>>()?;
+                let ranked = self.rank_batch(&inputs)?;
+                let now = done.fetch_add(chunk.len() as u64, Ordering::Relaxed) + chunk.len() as u64;
+                monitor.report(&Progress::new(Work::Retrieve, (1, 1), "turns", now, Some(total), Unit::Turns));
+                Ok(ranked)
+            })
+            .collect::<Result<_, RetrieveError>>()?;
+        Ok(batches.into_iter().flatten().collect())
     }
 
     /// The store it retrieves from.
