@@ -47,6 +47,7 @@ impl std::fmt::Display for LineErrorKind {
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LineProblem {
+    /// Longer than the line limit.
     #[error("line is {bytes} bytes, the limit is {limit} bytes")]
     TooLong {
         /// The line's length.
@@ -60,6 +61,7 @@ pub enum LineProblem {
         /// 1-based offset of the first invalid byte.
         byte: usize,
     },
+    /// Not three columns.
     #[error("expected 3 {separator}-separated columns, found {found}")]
     Columns {
         /// The separator's name, "tab" or "|".
@@ -67,11 +69,13 @@ pub enum LineProblem {
         /// How many columns the line has.
         found: usize,
     },
+    /// An empty subject, relation or object.
     #[error("the {field} is empty")]
     Empty {
         /// "subject", "relation" or "object".
         field: &'static str,
     },
+    /// A relation that is only the reverse prefix.
     #[error("the relation is empty after its reverse prefix {prefix:?}")]
     EmptyAfterReversePrefix {
         /// The configured reverse prefix.
