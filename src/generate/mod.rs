@@ -229,7 +229,7 @@ pub struct Generated {
 pub struct EncoderInput {
     /// The text tokenized (after the oldest messages were dropped).
     pub text: String,
-    /// Its token ids (EOS included, after any cut).
+    /// The token ids of `text` (after any cut).
     pub ids: Vec<u32>,
     /// Messages dropped from the front of the history window to fit `max_tokens`.
     pub dropped_messages: usize,
@@ -275,7 +275,7 @@ pub enum GenerateError {
     /// The model directory cannot be used.
     #[error(transparent)]
     ModelDir(#[from] ModelDirError),
-    /// The tokenizer failed on an input or output.
+    /// The tokenizer failed on an input text.
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
     /// The model directory's `trellis.json` names another task.

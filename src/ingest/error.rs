@@ -135,7 +135,7 @@ pub fn snippet(text: &[u8]) -> String {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum IngestError {
-    /// A malformed input line (with `--on-error fail`, the default).
+    /// A malformed input line (with [`OnError::Stop`](crate::ingest::OnError::Stop), the default).
     #[error("{file}:{line}: {kind}: {detail}\n  | {snippet}")]
     BadLine {
         /// The input file.
@@ -167,7 +167,7 @@ pub enum IngestError {
         /// The decoder's error.
         source: std::io::Error,
     },
-    /// Opening or reading a file (input, rejects, temporary run files) failed.
+    /// A file operation failed (an input, the rejects file, the sort's run files).
     #[error("{path}: {source}")]
     Io {
         /// The file.

@@ -220,7 +220,7 @@ pub struct InputConfig {
     pub speaker_prefix: bool,
     /// What joins the messages (default one space).
     pub separator: String,
-    /// The most encoder ids (2..=4096, default 256); a longer input keeps its last ids and its EOS.
+    /// The most encoder ids (2..=4096, default 256); a longer input is cut from the left, its EOS kept.
     pub max_tokens: usize,
     /// The linked entities written after the messages, each behind a marker of its recency;
     /// absent, the input is the messages alone.
