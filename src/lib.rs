@@ -27,8 +27,12 @@
 //! The library never prints and never installs a tracing subscriber; long work reports
 //! progress to a [`Monitor`], which can also cancel it. The command line (`src/cli`, feature `cli`) is the binary's.
 
+#![warn(missing_docs)]
+
 pub mod backend;
 pub mod dataset;
+// documented when the split lands
+#[allow(missing_docs)]
 pub mod decode;
 pub mod error;
 pub mod eval;

@@ -7,18 +7,22 @@
 use super::{DatasetError, DatasetProblem};
 use crate::link::Message;
 
+/// A triple as the data set gives it: (head, relation, tail).
 pub type Triple = (String, String, String);
 
 /// One dialog: its chat messages, and the samples it yields.
 #[derive(Clone, Debug)]
 pub struct Dialog {
+    /// Its chat messages, in order.
     pub messages: Vec<Message>,
+    /// Its turns with a gold path.
     pub samples: Vec<Sample>,
 }
 
 /// A turn with a gold path: the history is `messages[..upto]` of its dialog.
 #[derive(Clone, Debug)]
 pub struct Sample {
+    /// How many messages come before the action (the history is `messages[..upto]`).
     pub upto: usize,
     /// Who took the action (`assistant` or `user` in OpenDialKG; `user` for MetaQA).
     pub speaker: String,

@@ -41,8 +41,10 @@ pub enum KnowledgeMode {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PipelineEvalError {
+    /// The chain failed.
     #[error(transparent)]
     Pipeline(#[from] PipelineError),
+    /// Scoring the replies failed (no sample to score).
     #[error(transparent)]
     Scores(#[from] ResponsesError),
 }
@@ -53,6 +55,7 @@ pub struct RetrievedScores {
     /// Share of samples whose exact gold path is the top path, and among the `top` given to
     /// the generator.
     pub path_at_1: f64,
+    /// Share of samples whose exact gold path is among the `top` paths.
     pub path_at_top: f64,
     /// Mean share of the gold triples among the triples of the `top` paths.
     pub triple_recall_at_top: f64,
@@ -64,31 +67,45 @@ pub struct RetrievedScores {
 /// divided among its replies).
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct StageMeans {
+    /// Linking.
     pub link_ms: f64,
+    /// Retrieval.
     pub retrieve_ms: f64,
+    /// Generation.
     pub generate_ms: f64,
 }
 
+/// What [`evaluate`] measured.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PipelineReport {
+    /// Which knowledge the generator read.
     pub knowledge: KnowledgeMode,
     /// Samples scored (actions with a gold path and a reply).
     pub samples: u64,
     /// Actions with a gold path but no reply of the same speaker after them (not scored).
     pub without_reply: u64,
+    /// The replies' scores against the gold replies.
     pub responses: ResponseScores,
+    /// The retrieved paths against the gold path (`None` unless the knowledge is retrieved).
     pub retrieval: Option<RetrievedScores>,
+    /// Mean milliseconds per reply of each stage.
     pub timings: StageMeans,
+    /// Samples over the wall time of the whole run.
     pub replies_per_s: f64,
 }
 
 /// One scored sample, for error analysis and `eval responses`.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Prediction {
+    /// The dialog's 0-based position in the input.
     pub dialog: usize,
+    /// The messages before the reply (the history is `messages[..upto]`).
     pub upto: usize,
+    /// The generated reply.
     pub response: String,
+    /// The gold reply.
     pub reference: String,
+    /// The knowledge the generator read.
     pub knowledge: Vec<KnowledgePath>,
 }
 

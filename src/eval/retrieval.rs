@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashSet};
 /// `"path_at": {"1": 0.08, "3": 0.17}`.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct RetrievalReport {
+    /// Turns with a gold path.
     pub turns: u64,
     /// Turns with a gold triple that is not a fact of the store, for any reason (an unknown
     /// or empty name, or a fact the graph lacks). No retriever can return their gold path.
@@ -32,12 +33,15 @@ pub struct RetrievalReport {
     pub path_at: BTreeMap<usize, f64>,
     /// k -> mean share of gold triples among the triples of the top k paths.
     pub triple_recall_at: BTreeMap<usize, f64>,
+    /// Mean reciprocal rank of the first path holding a gold triple (0 when none does).
     pub mrr: f64,
     /// k -> share of turns with a gold triple in the top k paths, k = 1, 3, 10.
     pub hits_at: BTreeMap<usize, f64>,
     /// Of the triples of the top max(k) paths against the gold triples, per turn, averaged.
     pub precision: f64,
+    /// The same, recall.
     pub recall: f64,
+    /// The same, F1 (per turn, averaged).
     pub f1: f64,
     /// Paths returned per turn.
     pub mean_size: f64,
@@ -45,9 +49,13 @@ pub struct RetrievalReport {
     /// whose top path also takes that gold path's first relation in its direction: where a
     /// retriever wins or loses (the entity, or the relation).
     pub top_start_entity: f64,
+    /// Share of turns whose top path also takes the gold path's first relation, in its direction.
     pub top_first_relation: f64,
+    /// Time per turn to link and retrieve (its share of its batch's retrieval), median, ms.
     pub latency_ms_p50: f64,
+    /// The same, 99th percentile.
     pub latency_ms_p99: f64,
+    /// Turns over the wall time of the whole run.
     pub turns_per_s: f64,
 }
 

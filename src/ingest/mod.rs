@@ -71,35 +71,47 @@ pub struct BulkLoader {
 /// What a load did.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct LoadReport {
+    /// Each input: its path, format, lines, facts read and lines rejected.
     pub inputs: Vec<InputRecord>,
     /// Fact lines read (before deduplication).
     pub facts_read: u64,
+    /// Facts the store did not have before.
     pub new_facts: u64,
+    /// Entities the store did not have before.
     pub new_entities: u64,
+    /// Relations the store did not have before.
     pub new_relations: u64,
+    /// Aliases the store did not have before.
     pub new_aliases: u64,
     /// Rejected lines per kind (`--on-error skip`).
     pub rejected: BTreeMap<LineErrorKind, u64>,
+    /// The file rejected lines were written to (`None`: no line was rejected).
     pub rejects_file: Option<PathBuf>,
     /// Labels whose subject is in no fact of the store (dropped, as the format says).
     pub unused_labels: u64,
     /// Store totals after the load.
     pub entities: u64,
+    /// Relations in the store after the load.
     pub relations: u64,
+    /// Facts in the store after the load.
     pub facts: u64,
     /// Sorted runs spilled to disk by the external sort and merged into the adjacency (0: it
     /// fit in the budget).
     pub sort_runs: usize,
+    /// Wall time of the load.
     pub elapsed: Duration,
 }
 
 impl LoadReport {
+    /// Rejected lines of every kind.
     pub fn rejected_total(&self) -> u64 {
         self.rejected.values().sum()
     }
 }
 
 impl BulkLoader {
+    /// A loader for the store at `dir`: 1024 MB, all cores, stop at the first bad line,
+    /// reverse prefix `~`, English labels.
     pub fn new(dir: impl AsRef<Path>) -> BulkLoader {
         BulkLoader {
             dir: dir.as_ref().to_path_buf(),
@@ -135,6 +147,7 @@ impl BulkLoader {
         self
     }
 
+    /// What to do with a malformed line (default [`OnError::Stop`]).
     pub fn on_error(mut self, policy: OnError) -> Self {
         self.on_error = policy;
         self

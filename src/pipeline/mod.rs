@@ -27,13 +27,16 @@ pub mod jsonl;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PipelineError {
+    /// Reading the store failed.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// Retrieval failed.
     #[error(transparent)]
     Retrieve(#[from] RetrieveError),
+    /// Generation failed.
     #[error("generating: {0}")]
     Generate(#[from] GenerateError),
-    /// The work's [`Monitor`](crate::progress::Monitor) was cancelled.
+    /// The work's [`Monitor`] was cancelled.
     #[error("cancelled")]
     Cancelled,
 }
@@ -59,9 +62,11 @@ pub enum KnowledgeSource<'a> {
 /// One request: the dialog so far (oldest first).
 #[derive(Clone, Debug)]
 pub struct PipelineRequest<'a> {
+    /// The dialog so far, oldest first.
     pub history: &'a [Message],
     /// Entities given instead of linking the history (for callers with their own linker).
     pub entities: Option<Vec<EntityId>>,
+    /// The knowledge the reply is grounded in (default: retrieved).
     pub knowledge: KnowledgeSource<'a>,
     /// The sampling seed of this request (sampling only; default: the settings').
     pub seed: Option<u64>,
@@ -79,8 +84,11 @@ impl<'a> PipelineRequest<'a> {
 /// by its size.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct StageTimings {
+    /// Linking.
     pub link_ms: f64,
+    /// Retrieval.
     pub retrieve_ms: f64,
+    /// Generation.
     pub generate_ms: f64,
     /// Requests in the batch that shared the retrieval and generation times.
     pub batch: usize,
@@ -100,6 +108,7 @@ pub struct Reply {
     pub knowledge: Vec<KnowledgePath>,
     /// The generated sequences, best first (at least one).
     pub responses: Vec<Generated>,
+    /// Where the request's time went.
     pub timings: StageTimings,
 }
 
@@ -116,10 +125,12 @@ impl Reply {
 pub struct PipelineSettings {
     /// Retrieved paths handed to the generator (the best `top`).
     pub top: usize,
+    /// How replies are generated.
     pub generate: GenerateSettings,
 }
 
 impl PipelineSettings {
+    /// The best `top` retrieved paths for the generator, with `generate`.
     pub fn new(top: usize, generate: GenerateSettings) -> PipelineSettings {
         PipelineSettings { top, generate }
     }
@@ -147,14 +158,17 @@ impl Pipeline {
         Ok(Pipeline { retriever, generator, settings })
     }
 
+    /// The retriever (its store and linker).
     pub fn retriever(&self) -> &Retriever {
         &self.retriever
     }
 
+    /// The generator.
     pub fn generator(&self) -> &Generator {
         &self.generator
     }
 
+    /// The settings it was built with.
     pub fn settings(&self) -> &PipelineSettings {
         &self.settings
     }

@@ -27,16 +27,19 @@ use std::sync::Arc;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RetrieveError {
+    /// Reading the store failed.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// The PCST solver refused an instance.
     #[error("prize-collecting Steiner tree: {0}")]
     Pcst(#[from] crate::graph::pcst::PcstError),
+    /// The generative retriever failed.
     #[error("generative retrieval: {0}")]
     Gsr(#[from] gsr::GsrError),
     /// A setting outside its range (`crate::limits`).
     #[error("{0}")]
     Setting(#[from] crate::limits::OutOfRange),
-    /// The work's [`Monitor`](crate::progress::Monitor) was cancelled.
+    /// The work's [`Monitor`] was cancelled.
     #[error("retrieval cancelled")]
     Cancelled,
 }
@@ -50,8 +53,11 @@ impl From<crate::progress::Cancelled> for RetrieveError {
 /// A retrieved path (1 or 2 hops) with its score and a short explanation.
 #[derive(Clone, Debug)]
 pub struct ScoredPath {
+    /// 1 or 2 hops from the path's first entity.
     pub hops: Vec<Hop>,
+    /// The retriever's own score (1 for `all`; a BM25, informativeness or hypothesis score for the others).
     pub score: f64,
+    /// Why the path was chosen, for people (e.g. `bm25 0.8123, mean over the last 3 messages`).
     pub explanation: String,
     /// The generative retriever's tokens with their model and prior log-probabilities
     /// (empty for the others).
@@ -61,14 +67,19 @@ pub struct ScoredPath {
 /// One generated token of a path: its id, `log_softmax(logits)[id]` and `log p_graph(id)`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TokenScore {
+    /// The token id.
     pub id: u32,
+    /// The model's log-probability of it, `log_softmax(logits)[id]`.
     pub model: f64,
+    /// The graph prior's log-probability of it, `log p_graph(id)`.
     pub prior: f64,
 }
 
 /// What retrievers see: the dialog history (oldest first) and the entities linked in it.
 pub struct RetrievalInput<'a> {
+    /// The messages so far, oldest first.
     pub history: &'a [Message],
+    /// The entities linked in them (the candidates' seeds).
     pub mentioned: Vec<EntityId>,
     /// Per mentioned entity, how many messages back it was last mentioned (0: the last
     /// message); empty when the entities were given rather than linked (all taken as 0).
@@ -121,22 +132,31 @@ impl RetrieverKind {
     }
 }
 
+/// A retriever's settings; [`RetrieverConfig::new`] gives the defaults.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct RetrieverConfig {
+    /// Which retriever.
     pub kind: RetrieverKind,
+    /// How candidate paths are gathered around the mentioned entities.
     pub candidates: CandidateConfig,
     /// Capped candidates (every retriever) or the whole neighbourhood (generative only).
     pub scope: CandidateScope,
+    /// The entity linker's settings.
     pub link: LinkConfig,
+    /// The informativeness (Katz) settings: the `katz` retriever's and the generative prior's;
+    /// its hub degree also bounds the uncapped scope.
     pub katz: KatzConfig,
     /// BM25: average over the last 1..=L messages.
     pub bm25_turns: usize,
+    /// The seed of `random`'s order (default 42).
     pub seed: u64,
+    /// The PCST retriever's settings.
     pub pcst: PcstConfig,
 }
 
 impl RetrieverConfig {
+    /// The defaults for `kind`: capped candidates, BM25 over 3 messages, seed 42, PCST seed 003.
     pub fn new(kind: RetrieverKind) -> RetrieverConfig {
         RetrieverConfig {
             kind,
@@ -257,6 +277,7 @@ impl Retriever {
         &self.store
     }
 
+    /// The linker that finds the mentioned entities.
     pub fn linker(&self) -> &Linker {
         &self.linker
     }
