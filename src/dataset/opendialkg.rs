@@ -88,6 +88,23 @@ pub fn keep_samples_of(dialogs: &mut [Dialog], speaker: &str) {
     }
 }
 
+/// Adds, as samples without a gold path, the turns whose reply follows no action: every
+/// message after the first that no sample stands before, with its writer as the speaker.
+/// For training a generator that also answers without knowledge (the knowledge-less
+/// replies of the data set); samples stay in message order.
+pub fn add_turns_without_action(dialogs: &mut [Dialog]) {
+    for d in dialogs {
+        let taken: std::collections::HashSet<usize> = d.samples.iter().map(|s| s.upto).collect();
+        let extra: Vec<Sample> = (1..d.messages.len())
+            .filter(|i| !taken.contains(i))
+            .map(|upto| Sample { upto, speaker: d.messages[upto].speaker.clone(), gold: Vec::new(), paths: Vec::new() })
+            .collect();
+        d.samples.extend(extra);
+        // Stable: an action's samples keep their order among themselves.
+        d.samples.sort_by_key(|s| s.upto);
+    }
+}
+
 /// `metadata.path = [score, [[s, r, o], ...], rendering]`.
 fn path_of(metadata: &serde_json::Value) -> Option<Vec<Triple>> {
     let triples = metadata.get("path")?.get(1)?.as_array()?;
