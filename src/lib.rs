@@ -36,6 +36,8 @@ pub mod generate;
 pub mod graph;
 pub mod ids;
 pub mod ingest;
+#[cfg(feature = "internals")]
+pub mod internals;
 pub mod limits;
 pub mod linearize;
 pub mod link;

@@ -80,10 +80,12 @@ impl Boundaries {
         Ok(b)
     }
 
+    #[cfg(test)]
     pub fn eos(&self) -> u32 {
         self.eos
     }
 
+    #[cfg(feature = "internals")]
     pub fn head(&self) -> &[u32] {
         &self.head
     }

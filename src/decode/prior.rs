@@ -145,10 +145,6 @@ impl EntityMass {
         Ok(EntityMass { cfg, scorer, cache: HashMap::new() })
     }
 
-    pub fn config(&self) -> &PriorConfig {
-        &self.cfg
-    }
-
     /// m(e): S(e, M) + epsilon (proportional) or S(e, M) (softmax); 0 when the mode has no
     /// entity scores.
     pub fn mass(&mut self, e: EntityId) -> Result<f64, ReadError> {

@@ -16,10 +16,10 @@ use std::ops::ControlFlow;
 /// Which paths a retriever chooses among.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CandidateScope {
-    /// The capped candidate subgraph ([`candidate_subgraph`]), as the DialogGSR authors.
+    /// The capped candidate subgraph (`candidate_subgraph`), as the DialogGSR authors.
     #[default]
     Capped,
-    /// The whole 1- and 2-hop neighbourhood, hubs not expanded ([`in_neighbourhood`]); only
+    /// The whole 1- and 2-hop neighbourhood, hubs not expanded (`in_neighbourhood`); only
     /// a retriever that walks it lazily (the generative one) can use it.
     Uncapped,
 }

@@ -220,7 +220,7 @@ struct Bindings {
     host_memory: MemoryInfo<'static>,
 }
 
-/// One session's decoder as the beam search sees it ([`StepModel`](crate::decode::beam::StepModel)):
+/// One session's decoder as the beam search sees it (`StepModel`):
 /// the session and one request batch's decoder state.
 pub struct SessionSteps<'g, 'm> {
     pub guard: &'g mut SessionGuard<'m>,

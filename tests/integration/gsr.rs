@@ -8,8 +8,7 @@ use crate::common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use trellis::decode::beam::ModelNorm;
-use trellis::decode::prior::{PriorMode, PriorNorm};
+use trellis::decode::{ModelNorm, PriorMode, PriorNorm};
 use trellis::link::Message;
 use trellis::retrieve::gsr::GsrOptions;
 use trellis::retrieve::{RetrievalInput, Retriever, RetrieverConfig, RetrieverKind};
@@ -131,7 +130,7 @@ fn gsr_matches_the_python_reference_for_every_prior_and_layout() {
 #[test]
 fn every_path_for_every_dev_dialog_is_in_the_store() {
     use trellis::dataset::opendialkg;
-    use trellis::graph::candidates::CandidateScope;
+    use trellis::graph::CandidateScope;
     let dir = tempfile::tempdir().unwrap();
     let s = dir.path().join("kg");
     ingest(&s, &["--on-error", "skip"], &[&shared_data("opendialkg/kg.tsv")]);

@@ -54,7 +54,7 @@ use std::sync::Arc;
 
 mod reads;
 
-/// What can go wrong building or walking a [`PathGraph`].
+/// What can go wrong building or walking a `PathGraph` (the automaton of a request).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DecodeError {
@@ -308,10 +308,6 @@ impl<'a> PathGraph<'a> {
         Ok(())
     }
 
-    pub fn boundaries(&self) -> &Boundaries {
-        self.b
-    }
-
     /// The state before the first token (after the decoder start token).
     pub fn start(&self) -> State {
         State(Phase::Head { off: 0 })
@@ -338,6 +334,7 @@ impl<'a> PathGraph<'a> {
 
     /// Drops the memoized allowed sets (store reads and built groups stay cached): frees
     /// their memory; the benchmark uses it to time the computation itself.
+    #[cfg(feature = "internals")]
     pub fn forget_allowed(&mut self) {
         self.memo = HashMap::new();
     }
@@ -399,12 +396,14 @@ impl<'a> PathGraph<'a> {
     }
 
     /// Whether a state is after EOS.
+    #[cfg(any(test, feature = "internals"))]
     pub fn is_done(&self, s: &State) -> bool {
         matches!(s.0, Phase::Done { .. })
     }
 
     /// Walks `tokens` (without the decoder start token, ending with EOS) through this
     /// automaton: the candidate path it writes, or `None`.
+    #[cfg(test)]
     pub fn accepts(&mut self, tokens: &[u32]) -> Result<Option<DecodedPath>, DecodeError> {
         let mut s = self.start();
         for &t in tokens {
