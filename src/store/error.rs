@@ -80,11 +80,11 @@ pub enum LayoutProblem {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpenError {
-    #[error("{path}: not a Trellis store (no CURRENT file); create one with `trellis ingest --store {path} FILE`")]
+    #[error("{path}: not a Trellis store (no CURRENT file)")]
     NotAStore { path: PathBuf },
     #[error("{path}: the store is format version {found}, written by a newer Trellis; this build reads versions up to {supported}. Upgrade Trellis")]
     TooNew { path: PathBuf, found: u32, supported: u32 },
-    #[error("{path}: the store is format version {found}, older than this build's {current}; run `trellis migrate --store {path}`")]
+    #[error("{path}: the store is format version {found}, older than this build's {current}: it needs migrating")]
     NeedsMigration { path: PathBuf, found: u32, current: u32 },
     #[error("{path}: store is locked by another loader or migration (lock file {lock})")]
     Locked { path: PathBuf, lock: PathBuf },
@@ -196,11 +196,12 @@ mod tests {
     }
 
     #[test]
-    fn user_mistakes_name_the_path_and_the_command() {
+    fn user_mistakes_name_the_path_and_what_is_needed() {
+        // What is needed, in the library's words; the command line adds its commands.
         let e = OpenError::NeedsMigration { path: "/data/kg".into(), found: 1, current: 3 };
-        assert_eq!(e.to_string(), "/data/kg: the store is format version 1, older than this build's 3; run `trellis migrate --store /data/kg`");
+        assert_eq!(e.to_string(), "/data/kg: the store is format version 1, older than this build's 3: it needs migrating");
         let e = OpenError::NotAStore { path: "/data/kg".into() };
-        assert_eq!(e.to_string(), "/data/kg: not a Trellis store (no CURRENT file); create one with `trellis ingest --store /data/kg FILE`");
+        assert_eq!(e.to_string(), "/data/kg: not a Trellis store (no CURRENT file)");
         let e = OpenError::Layout { path: "/data/kg/CURRENT".into(), problem: LayoutProblem::MissingGeneration { generation: "/data/kg/gen-000004".into() } };
         assert_eq!(e.to_string(), "/data/kg/CURRENT: CURRENT names gen-000004, which does not exist");
         let e = MigrateError::TooOld { path: "/data/kg".into(), found: 0, oldest: 1 };

@@ -334,6 +334,20 @@ fn gsr_refuses_what_cannot_work_with_clear_messages() {
     // The command names the model's own tokenizer file, ready to paste.
     let command = format!("run `trellis index-tokens --store {} --tokenizer {}`", bare.display(), fixture("gsr/tiny-split/tokenizer.json").display());
     assert!(err.contains(&command), "{err}");
+    // An index a later load made stale: the library's reason, then the command (with the
+    // model's linearization).
+    std::fs::create_dir(dir.path().join("stale")).unwrap();
+    let stale = sample_store(&dir.path().join("stale"));
+    ingest(&stale, &[], &[&write(dir.path(), "more.tsv", b"Somebody New\tknows\tJordan Spieth\n")]);
+    let a = retrieve_gsr(&stale, &input, &output, &[]);
+    let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+    assert_eq!(a.get_output().status.code(), Some(1), "{err}");
+    let command = format!(
+        "it needs building again; run `trellis index-tokens --store {} --tokenizer {} --linearization dialoggsr` again",
+        stale.display(),
+        fixture("gsr/tiny-split/tokenizer.json").display()
+    );
+    assert!(err.contains(&command), "{err}");
     // A bad setting.
     let a = retrieve_gsr(&store, &input, &output, &["--alpha", "1.5"]);
     assert_eq!(a.get_output().status.code(), Some(2));
