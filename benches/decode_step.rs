@@ -1,7 +1,7 @@
 //! Per beam-step cost of the constraint automaton (allowed set + graph prior + advance) on the
 //! shared OpenDialKG graph with the 32k T5-style tokenizer (benches/support/opendialkg.rs).
 //!
-//! `TRELLIS_SHARED_DATA=/path/to/shared/data cargo bench --bench decode_step`. For 300
+//! `TRELLIS_SHARED_DATA=/path/to/shared/data cargo bench --bench decode_step --features internals`. For 300
 //! requests (one or two mentioned entities spread over the id space), five seeded random walks
 //! from the start to EOS stand in for five beams; every step (`allowed` then `advance`) is
 //! timed:
@@ -17,9 +17,10 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::time::Instant;
-use trellis::decode::{Boundaries, CandidateMode, PathGraph, PriorConfig, PriorMode, PriorNorm, State};
-use trellis::graph::candidates::CandidateConfig;
+use trellis::decode::{CandidateMode, PriorMode, PriorNorm};
+use trellis::graph::CandidateConfig;
 use trellis::ingest::NameTokenizer;
+use trellis::internals::{Boundaries, PathGraph, PriorConfig, State};
 use trellis::linearize::Linearization;
 use trellis::store::tokens::TokenIndex;
 use trellis::{Direction, EntityId, Store};

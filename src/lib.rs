@@ -31,8 +31,6 @@
 
 pub mod backend;
 pub mod dataset;
-// documented when the split lands
-#[allow(missing_docs)]
 pub mod decode;
 pub mod error;
 pub mod eval;
@@ -41,6 +39,8 @@ pub mod generate;
 pub mod graph;
 pub mod ids;
 pub mod ingest;
+#[cfg(feature = "internals")]
+pub mod internals;
 pub mod limits;
 pub mod linearize;
 pub mod link;

@@ -8,6 +8,9 @@ source tools/setup.sh
 # the dependencies (RocksDB is not compiled again).
 cargo fmt --check
 cargo clippy --release --locked --all-targets -- -D warnings
+# The targets that need the unstable `internals` feature (skipped above): the automaton's
+# bench and the PCST reference tool.
+cargo clippy --release --locked --bench decode_step --bin trellis-pcst --features internals -- -D warnings
 # The library alone, without the command line's dependencies.
 cargo clippy --release --locked --lib --no-default-features -- -D warnings
 # The API documentation builds without a warning (broken or private intra-doc links).

@@ -6,6 +6,7 @@ mod doctor;
 mod eval;
 mod eval_pipeline;
 mod eval_responses;
+mod hints;
 mod ingest;
 mod link;
 mod migrate;
@@ -177,7 +178,13 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {}", error_line(&err));
+            let mut line = error_line(&err);
+            // The library says what a store lacks; the command that provides it is ours.
+            if let Some(hint) = hints::command_hint(&err) {
+                line.push_str("; ");
+                line.push_str(&hint);
+            }
+            eprintln!("error: {line}");
             // A setting out of range or too big for memory, whether the command line or the
             // library found it, is the command line's fault.
             if err.chain().any(|e| {

@@ -48,11 +48,16 @@ crate::limits::named_choices!(ModelNorm, "model normalization", { Vocabulary => 
 /// How to search.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SearchConfig {
+    /// Hypotheses kept per input at each step (1: greedy).
     pub beams: usize,
     /// Finished hypotheses returned per input (at most `beams`).
     pub return_sequences: usize,
+    /// A finished hypothesis scores its sum of log-probabilities divided by its length to
+    /// this power (transformers' `length_penalty`).
     pub length_penalty: f64,
+    /// Tokens generated at most per hypothesis.
     pub max_new_tokens: usize,
+    /// Stop an input once `beams` hypotheses have finished (transformers' `early_stopping=True`).
     pub early_stopping: bool,
     /// The model's weight against the prior; `None`: the score is the model's alone.
     pub alpha: Option<f64>,
@@ -60,6 +65,7 @@ pub struct SearchConfig {
     pub model_norm: ModelNorm,
     /// The token fed first (T5: `decoder_start_token_id`); never part of a hypothesis.
     pub start_token: u32,
+    /// The end-of-sequence token: a hypothesis that writes it is finished.
     pub eos_token: u32,
 }
 
@@ -133,16 +139,38 @@ pub struct Hypothesis<S> {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SearchError<M, C> {
+    /// The model's step failed.
     #[error(transparent)]
     Model(M),
+    /// The constraint failed (a store read of the automaton).
     #[error(transparent)]
     Constraint(C),
+    /// The step returned a logits buffer of another size than rows times vocabulary.
     #[error("the model returned {got} logits for {rows} rows of a {vocab}-token vocabulary")]
-    LogitsShape { got: usize, rows: usize, vocab: usize },
+    LogitsShape {
+        /// Logits returned.
+        got: usize,
+        /// Rows stepped.
+        rows: usize,
+        /// The vocabulary size.
+        vocab: usize,
+    },
+    /// A NaN logit (a broken model or export).
     #[error("the model returned a NaN logit (row {row}, token {token})")]
-    NaN { row: usize, token: usize },
+    NaN {
+        /// The row.
+        row: usize,
+        /// The token.
+        token: usize,
+    },
+    /// The constraint allowed a token id the model has no logit for.
     #[error("the constraint offered token {token}, outside the model's {vocab}-token vocabulary")]
-    TokenOutOfRange { token: u32, vocab: usize },
+    TokenOutOfRange {
+        /// The token id.
+        token: u32,
+        /// The model's vocabulary size.
+        vocab: usize,
+    },
 }
 
 struct Beam<S> {

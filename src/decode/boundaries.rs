@@ -80,10 +80,13 @@ impl Boundaries {
         Ok(b)
     }
 
+    #[cfg(test)]
     pub fn eos(&self) -> u32 {
         self.eos
     }
 
+    /// The tokens of the head boundary (a path's first token(s)).
+    #[cfg(feature = "internals")]
     pub fn head(&self) -> &[u32] {
         &self.head
     }

@@ -1,24 +1,29 @@
 //! Generative subgraph retrieval's decoding side (schema/gsr-decoding.md §3-5): the constraint automaton
-//! that admits exactly the candidate paths of a request ([`automaton`]), the graph prior
-//! that scores its tokens ([`prior`]), and beam search over a step function ([`beam`]), with
+//! that admits exactly the candidate paths of a request (`automaton`), the graph prior
+//! that scores its tokens (`prior`), and beam search over a step function (`beam`), with
 //! transformers' logits processors for the generator ([`processors`]).
 
-pub mod automaton;
-pub mod beam;
+pub(crate) mod automaton;
+pub(crate) mod beam;
 mod boundaries;
-pub mod prior;
+pub(crate) mod prior;
 pub mod processors;
 mod softmax;
 
 #[cfg(test)]
+mod real_graph_tests;
+#[cfg(test)]
 mod tests;
 
-pub use automaton::{Allowed, Boundaries, CandidateMode, DecodeError, DecodedPath, PathGraph, State};
-pub use prior::{PriorConfig, PriorMode, PriorNorm};
+// What the generative retriever's options, results and errors name; the automaton, the
+// prior and the search themselves stay inside the crate (`crate::internals` for benches).
+pub use automaton::{CandidateMode, DecodeError, DecodedPath};
+pub use beam::{ModelNorm, SearchConfig, SearchError};
+pub use prior::{PriorMode, PriorNorm};
 
 // One request's automaton may be handed to another thread (a batch worker).
 const _: () = {
     const fn sendable<T: Send>() {}
-    sendable::<PathGraph<'static>>();
-    sendable::<State>();
+    sendable::<automaton::PathGraph<'static>>();
+    sendable::<automaton::State>();
 };

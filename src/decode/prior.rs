@@ -68,7 +68,9 @@ crate::limits::named_choices!(PriorNorm, "prior normalization", { Proportional =
 /// The prior of one request.
 #[derive(Clone, Debug)]
 pub struct PriorConfig {
+    /// Which prior over the allowed tokens.
     pub mode: PriorMode,
+    /// How the entity scores become a distribution.
     pub norm: PriorNorm,
     /// Added to S(e, M) under `proportional` (trellis.json `prior_epsilon`, 0.001).
     pub epsilon: f64,
@@ -99,6 +101,8 @@ pub fn start_recency(norm: PriorNorm, gamma: f64, age: u32, m: f64) -> f64 {
 }
 
 impl PriorConfig {
+    /// A prior of `mode`, normalized by `norm`, `epsilon` added under `proportional`; the
+    /// other settings the defaults.
     pub fn new(mode: PriorMode, norm: PriorNorm, epsilon: f64) -> PriorConfig {
         PriorConfig { mode, norm, epsilon, ..PriorConfig::default() }
     }
@@ -143,10 +147,6 @@ impl EntityMass {
             None => None,
         };
         Ok(EntityMass { cfg, scorer, cache: HashMap::new() })
-    }
-
-    pub fn config(&self) -> &PriorConfig {
-        &self.cfg
     }
 
     /// m(e): S(e, M) + epsilon (proportional) or S(e, M) (softmax); 0 when the mode has no

@@ -16,19 +16,24 @@ use std::ops::ControlFlow;
 /// Which paths a retriever chooses among.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CandidateScope {
-    /// The capped candidate subgraph ([`candidate_subgraph`]), as the DialogGSR authors.
+    /// The capped candidate subgraph (`candidate_subgraph`), as the DialogGSR authors.
     #[default]
     Capped,
-    /// The whole 1- and 2-hop neighbourhood, hubs not expanded ([`in_neighbourhood`]); only
+    /// The whole 1- and 2-hop neighbourhood, hubs not expanded (`in_neighbourhood`); only
     /// a retriever that walks it lazily (the generative one) can use it.
     Uncapped,
 }
 
+/// How big a mentioned entity's capped candidate subgraph may grow (defaults 100 / 10 /
+/// 100 / 2 hops).
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct CandidateConfig {
+    /// 1-hop facts kept per mentioned entity.
     pub facts_per_entity: usize,
+    /// Tails kept per (entity, relation): a relation with many objects does not crowd out the others.
     pub tails_per_relation: usize,
+    /// 2-hop paths kept per mentioned entity.
     pub paths_per_entity: usize,
     /// 1: facts only; 2: also 2-hop paths.
     pub hops: u8,
@@ -46,11 +51,14 @@ pub type Fact = (EntityId, RelationId, EntityId);
 /// One step of a path, walked from `from`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hop {
+    /// The entity the step starts at.
     pub from: EntityId,
+    /// The edge walked: relation, direction and the entity reached.
     pub edge: Edge,
 }
 
 impl Hop {
+    /// The stored fact the step walks, whichever way it walks it.
     pub fn fact(&self) -> Fact {
         match self.edge.direction {
             Direction::Out => (self.from, self.edge.relation, self.edge.other),
@@ -59,6 +67,7 @@ impl Hop {
     }
 }
 
+/// The capped candidate subgraph of some mentioned entities, as paths.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Candidates {
     /// 1-hop paths, per mentioned entity in input order.
@@ -116,6 +125,8 @@ fn capped_edges(cursor: &mut NeighborCursor<'_>, e: EntityId, per_relation: usiz
     Ok(out)
 }
 
+/// The capped candidate subgraph of `mentioned`: each entity's facts and 2-hop paths within
+/// the caps of `cfg`, in store order.
 pub fn candidate_subgraph(store: &Store, mentioned: &[EntityId], cfg: &CandidateConfig) -> Result<Candidates, ReadError> {
     let mut out = Candidates::default();
     let mut seen = std::collections::HashSet::new();

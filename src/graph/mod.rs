@@ -1,10 +1,11 @@
 //! Walks over the stored graph, streamed from the store, and scores computed on it.
 
-// documented when the split lands
-#[allow(missing_docs)]
-pub mod candidates;
+pub(crate) mod candidates;
 pub mod informativeness;
 pub mod pcst;
+
+// What retrievers' options and paths name; the candidate walk itself stays inside the crate.
+pub use candidates::{CandidateConfig, CandidateScope, Fact, Hop};
 
 use crate::ids::{Direction, EntityId, RelationId};
 use crate::store::error::ReadError;

@@ -392,7 +392,7 @@ impl Retriever {
 
     /// The PCST instance of a candidate subgraph (what `pcst` solves), for inspection and
     /// for checking the solver against other implementations.
-    pub fn pcst_instance(&self, cand: &Candidates, history: &[Message]) -> Result<pcst::PcstInstance, ReadError> {
+    pub(crate) fn pcst_instance(&self, cand: &Candidates, history: &[Message]) -> Result<pcst::PcstInstance, ReadError> {
         let names = self.names_of(cand)?;
         Ok(pcst::build_instance(cand, history, self.cfg.bm25_turns, &self.cfg.pcst, |e, add| names.entity_tokens(e, add), |f, add| names.fact_tokens(f, add)))
     }

@@ -118,7 +118,7 @@ pub enum LayoutProblem {
 #[non_exhaustive]
 pub enum OpenError {
     /// The directory has no CURRENT file.
-    #[error("{path}: not a Trellis store (no CURRENT file); create one with `trellis ingest --store {path} FILE`")]
+    #[error("{path}: not a Trellis store (no CURRENT file)")]
     NotAStore {
         /// The directory given.
         path: PathBuf,
@@ -133,8 +133,8 @@ pub enum OpenError {
         /// The newest version this build reads.
         supported: u32,
     },
-    /// The store's format version is older than this build's: `trellis migrate` upgrades it.
-    #[error("{path}: the store is format version {found}, older than this build's {current}; run `trellis migrate --store {path}`")]
+    /// The store's format version is older than this build's: `Store::migrate` upgrades it.
+    #[error("{path}: the store is format version {found}, older than this build's {current}: it needs migrating")]
     NeedsMigration {
         /// The store directory.
         path: PathBuf,
@@ -300,11 +300,12 @@ mod tests {
     }
 
     #[test]
-    fn user_mistakes_name_the_path_and_the_command() {
+    fn user_mistakes_name_the_path_and_what_is_needed() {
+        // What is needed, in the library's words; the command line adds its commands.
         let e = OpenError::NeedsMigration { path: "/data/kg".into(), found: 1, current: 3 };
-        assert_eq!(e.to_string(), "/data/kg: the store is format version 1, older than this build's 3; run `trellis migrate --store /data/kg`");
+        assert_eq!(e.to_string(), "/data/kg: the store is format version 1, older than this build's 3: it needs migrating");
         let e = OpenError::NotAStore { path: "/data/kg".into() };
-        assert_eq!(e.to_string(), "/data/kg: not a Trellis store (no CURRENT file); create one with `trellis ingest --store /data/kg FILE`");
+        assert_eq!(e.to_string(), "/data/kg: not a Trellis store (no CURRENT file)");
         let e = OpenError::Layout { path: "/data/kg/CURRENT".into(), problem: LayoutProblem::MissingGeneration { generation: "/data/kg/gen-000004".into() } };
         assert_eq!(e.to_string(), "/data/kg/CURRENT: CURRENT names gen-000004, which does not exist");
         let e = MigrateError::TooOld { path: "/data/kg".into(), found: 0, oldest: 1 };

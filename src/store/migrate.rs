@@ -25,7 +25,7 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration { from: 1, description: "add folded names to the name index; add the token index column families, empty", run: v1_to_v2 },
     Migration {
         from: 2,
-        description: "add the dictionary epoch to meta; remove format-2 token indexes (they do not say which names they were built from: run `trellis index-tokens` again)",
+        description: "add the dictionary epoch to meta; remove format-2 token indexes (they do not say which names they were built from: the tokenizers need indexing again)",
         run: v2_to_v3,
     },
 ];

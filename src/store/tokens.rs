@@ -167,7 +167,7 @@ impl TokenIndex {
             return Err(TokenIndexError::Linearization {
                 path: store.dir().to_path_buf(),
                 info: Box::new(info),
-                wanted: linearization_arg(linearization),
+                wanted: linearization_name(linearization),
                 tokenizer: None,
             });
         }
@@ -270,35 +270,23 @@ impl TokenIndex {
     }
 }
 
-/// How to name a linearization on the command line: its preset name when it is the preset.
-fn linearization_arg(l: &Linearization) -> &'static str {
+/// A linearization's preset name when it is the preset, else `custom`.
+fn linearization_name(l: &Linearization) -> &'static str {
     match l.name.as_str() {
         "trellis" if *l == Linearization::trellis() => "trellis",
         "dialoggsr" if *l == Linearization::dialoggsr() => "dialoggsr",
-        _ => "FILE.json",
+        _ => "custom",
     }
 }
 
-/// How to name the tokenizer file on the command line: its path when the caller gave it
-/// ([`TokenIndexError::with_tokenizer`]), quoted for a shell where needed.
-fn tokenizer_arg(path: &Option<Box<PathBuf>>) -> String {
-    let Some(path) = path else { return "FILE".into() };
-    let text = path.display().to_string();
-    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+:=@,".contains(&b)) {
-        text
-    } else {
-        format!("'{}'", text.replace('\'', r"'\''"))
-    }
-}
-
-/// Opening a token index: refused (naming the command to run) or a failed read.
-/// `tokenizer` is the tokenizer file the command should name (`FILE` when unknown; boxed:
-/// errors stay small).
+/// Opening a token index: refused (saying what the store lacks) or a failed read.
+/// `tokenizer` is the tokenizer file the index was wanted for, when the caller knows it
+/// (boxed: errors stay small).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TokenIndexError {
     /// The store has no token index for this tokenizer.
-    #[error("{path}: no token index for the tokenizer with fingerprint {fingerprint:016x} (indexed: {}); run `trellis index-tokens --store {path} --tokenizer {}`", indexed_list(.indexed), tokenizer_arg(.tokenizer))]
+    #[error("{path}: no token index for the tokenizer with fingerprint {fingerprint:016x} (indexed: {})", indexed_list(.indexed))]
     NotIndexed {
         /// The store directory.
         path: PathBuf,
@@ -306,11 +294,11 @@ pub enum TokenIndexError {
         fingerprint: u64,
         /// The tokenizers the store has an index for.
         indexed: Vec<TokenizerInfo>,
-        /// The tokenizer file the suggested command names (`None`: `FILE`).
+        /// The tokenizer file, when known (the command line names it in its hint).
         tokenizer: Option<Box<PathBuf>>,
     },
     /// The index no longer matches the store's names.
-    #[error("{path}: the token index of tokenizer {} ({}) is stale: {reason}; run `trellis index-tokens --store {path} --tokenizer {} --linearization {}` again", .info.fingerprint, .info.name, tokenizer_arg(.tokenizer), linearization_arg(&.info.linearization))]
+    #[error("{path}: the token index of tokenizer {} ({}) is stale: {reason}; it needs building again", .info.fingerprint, .info.name)]
     Stale {
         /// The store directory.
         path: PathBuf,
@@ -318,13 +306,13 @@ pub enum TokenIndexError {
         info: Box<TokenizerInfo>,
         /// How it differs.
         reason: StaleReason,
-        /// The tokenizer file the suggested command names (`None`: `FILE`).
+        /// The tokenizer file, when known (the command line names it in its hint).
         tokenizer: Option<Box<PathBuf>>,
     },
-    /// `wanted` is how the command line names the linearization asked for.
+    /// `wanted` is the linearization asked for: a preset's name, or `custom`.
     #[error(
-        "{path}: the token index of tokenizer {} was built with linearization {} ({}), not {wanted}; run `trellis index-tokens --store {path} --tokenizer {} --linearization {wanted}`",
-        .info.fingerprint, .info.linearization.name, .info.linearization_fingerprint, tokenizer_arg(.tokenizer)
+        "{path}: the token index of tokenizer {} was built with linearization {} ({}), not {wanted}",
+        .info.fingerprint, .info.linearization.name, .info.linearization_fingerprint
     )]
     Linearization {
         /// The store directory.
@@ -342,8 +330,8 @@ pub enum TokenIndexError {
 }
 
 impl TokenIndexError {
-    /// Names the tokenizer file in the command the error suggests (a model's
-    /// `tokenizer.json`), instead of `FILE`.
+    /// Records the tokenizer file the index was wanted for (a model's `tokenizer.json`),
+    /// for a caller that says how to build the index.
     pub fn with_tokenizer(mut self, file: &Path) -> TokenIndexError {
         match &mut self {
             TokenIndexError::NotIndexed { tokenizer, .. } | TokenIndexError::Stale { tokenizer, .. } | TokenIndexError::Linearization { tokenizer, .. } => {

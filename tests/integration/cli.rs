@@ -152,17 +152,20 @@ fn no_store_or_missing_files_exit_1_everywhere() {
     let ok_input = write(dir.path(), "ok.jsonl", b"{\"history\": [\"Alpha\"]}\n");
     let out = dir.path().join("o.jsonl");
     let tokenizer = fixture("tokenizer.json");
+    // The library says what is wrong; the command line adds the command that fixes it.
+    let no_store = format!("not a Trellis store (no CURRENT file); create one with `trellis ingest --store {e} FILE`");
+    let no_store = no_store.as_str();
     for (cmd, says) in [
-        (&["stats", "--store", e][..], "not a Trellis store"),
-        (&["entity", "--store", e, "Alpha"], "not a Trellis store"),
-        (&["neighbors", "--store", e, "Alpha"], "not a Trellis store"),
-        (&["validate", "--store", e], "not a Trellis store"),
-        (&["migrate", "--store", e], "not a Trellis store"),
-        (&["index-tokens", "--store", e, "--tokenizer", p(&tokenizer)], "not a Trellis store"),
-        (&["link", "--store", e, "Alpha"], "not a Trellis store"),
-        (&["retrieve", "--store", e, "--retriever", "all", "--input", p(&ok_input), "--output", p(&out)], "not a Trellis store"),
-        (&["eval", "retrieval", "--store", e, "--retriever", "all", "--input", p(&ok_input)], "not a Trellis store"),
-        (&["eval", "linking", "--store", e, "--input", p(&ok_input)], "not a Trellis store"),
+        (&["stats", "--store", e][..], no_store),
+        (&["entity", "--store", e, "Alpha"], no_store),
+        (&["neighbors", "--store", e, "Alpha"], no_store),
+        (&["validate", "--store", e], no_store),
+        (&["migrate", "--store", e], no_store),
+        (&["index-tokens", "--store", e, "--tokenizer", p(&tokenizer)], no_store),
+        (&["link", "--store", e, "Alpha"], no_store),
+        (&["retrieve", "--store", e, "--retriever", "all", "--input", p(&ok_input), "--output", p(&out)], no_store),
+        (&["eval", "retrieval", "--store", e, "--retriever", "all", "--input", p(&ok_input)], no_store),
+        (&["eval", "linking", "--store", e, "--input", p(&ok_input)], no_store),
         (&["ingest", "--store", s, &missing], "missing.file"),
         (&["link", "--store", s, "--input", &missing], "missing.file"),
         (&["retrieve", "--store", s, "--retriever", "all", "--input", &missing, "--output", p(&out)], "missing.file"),

@@ -3,8 +3,9 @@
 
 use crate::common::*;
 use std::collections::BTreeSet;
-use trellis::graph::candidates::{candidate_subgraph, CandidateConfig};
 use trellis::graph::informativeness::{Depth, Informativeness, KatzConfig};
+use trellis::graph::Hop;
+use trellis::retrieve::{RetrievalInput, Retriever, RetrieverConfig, RetrieverKind};
 use trellis::{EntityId, Store};
 
 struct Lcg(u64);
@@ -217,14 +218,22 @@ fn candidates_are_capped_and_deterministic() {
     let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
     let named = |n: &str| store.entity_by_key(n).unwrap().unwrap();
     let mentioned = vec![named("Jordan Spieth"), named("Golf"), named("The Dark Knight"), named("Jordan Spieth")];
-    let cfg = CandidateConfig::default();
-    let c = candidate_subgraph(&store, &mentioned, &cfg).unwrap();
-    assert_eq!(c, candidate_subgraph(&store, &mentioned, &cfg).unwrap(), "same input, same candidates");
-    // Jordan Spieth's 4 facts (hand-checked in real_data.rs) come first, all of them.
-    let spieth: Vec<_> = c.one_hop.iter().filter(|h| h.from == named("Jordan Spieth")).collect();
+    // The `all` retriever returns the candidate subgraph as it is, in candidate order.
+    let rc = RetrieverConfig::new(RetrieverKind::All);
+    let cfg = rc.candidates.clone();
+    let retriever = Retriever::new(store.clone(), rc).unwrap();
+    let candidates = || -> Vec<Vec<Hop>> { retriever.rank(&RetrievalInput::given(&[], mentioned.clone())).unwrap().into_iter().map(|p| p.hops).collect() };
+    let c = candidates();
+    assert_eq!(c, candidates(), "same input, same candidates");
+    let first = c.iter().position(|p| p.len() == 2).unwrap_or(c.len());
+    assert!(c[first..].iter().all(|p| p.len() == 2), "1-hop paths first, then 2-hop ones");
+    let one_hop: Vec<Hop> = c[..first].iter().map(|p| p[0]).collect();
+    let two_hop = &c[first..];
+    // Jordan Spieth's 4 facts (hand-checked in real_data.rs), all of them.
+    let spieth: Vec<_> = one_hop.iter().filter(|h| h.from == named("Jordan Spieth")).collect();
     assert_eq!(spieth.len(), 4);
     for m in [named("Jordan Spieth"), named("Golf"), named("The Dark Knight")] {
-        let hops: Vec<_> = c.one_hop.iter().filter(|h| h.from == m).collect();
+        let hops: Vec<_> = one_hop.iter().filter(|h| h.from == m).collect();
         assert!(hops.len() <= cfg.facts_per_entity);
         let mut per_relation = std::collections::HashMap::new();
         for h in &hops {
@@ -234,7 +243,7 @@ fn candidates_are_capped_and_deterministic() {
             assert!(store.neighbors_via(s, trellis::Direction::Out, r).unwrap().contains(&o));
         }
         assert!(per_relation.values().all(|&n| n <= cfg.tails_per_relation));
-        let paths: Vec<_> = c.two_hop.iter().filter(|p| p[0].from == m).collect();
+        let paths: Vec<_> = two_hop.iter().filter(|p| p[0].from == m).collect();
         assert!(paths.len() <= cfg.paths_per_entity);
         for p in paths {
             assert_eq!(p[1].from, p[0].edge.other);
@@ -252,5 +261,5 @@ fn candidates_are_capped_and_deterministic() {
     }
     let stored = store.degree(golf, trellis::Direction::Out).unwrap() + store.degree(golf, trellis::Direction::In).unwrap();
     assert!(stored as usize > expected, "Golf has {stored} facts");
-    assert_eq!(c.one_hop.iter().filter(|h| h.from == golf).count(), expected.min(cfg.facts_per_entity));
+    assert_eq!(one_hop.iter().filter(|h| h.from == golf).count(), expected.min(cfg.facts_per_entity));
 }

@@ -8,8 +8,7 @@ use crate::common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use trellis::decode::beam::ModelNorm;
-use trellis::decode::prior::{PriorMode, PriorNorm};
+use trellis::decode::{ModelNorm, PriorMode, PriorNorm};
 use trellis::link::Message;
 use trellis::retrieve::gsr::GsrOptions;
 use trellis::retrieve::{RetrievalInput, Retriever, RetrieverConfig, RetrieverKind};
@@ -131,7 +130,7 @@ fn gsr_matches_the_python_reference_for_every_prior_and_layout() {
 #[test]
 fn every_path_for_every_dev_dialog_is_in_the_store() {
     use trellis::dataset::opendialkg;
-    use trellis::graph::candidates::CandidateScope;
+    use trellis::graph::CandidateScope;
     let dir = tempfile::tempdir().unwrap();
     let s = dir.path().join("kg");
     ingest(&s, &["--on-error", "skip"], &[&shared_data("opendialkg/kg.tsv")]);
@@ -334,6 +333,20 @@ fn gsr_refuses_what_cannot_work_with_clear_messages() {
     assert_eq!(a.get_output().status.code(), Some(1), "{err}");
     // The command names the model's own tokenizer file, ready to paste.
     let command = format!("run `trellis index-tokens --store {} --tokenizer {}`", bare.display(), fixture("gsr/tiny-split/tokenizer.json").display());
+    assert!(err.contains(&command), "{err}");
+    // An index a later load made stale: the library's reason, then the command (with the
+    // model's linearization).
+    std::fs::create_dir(dir.path().join("stale")).unwrap();
+    let stale = sample_store(&dir.path().join("stale"));
+    ingest(&stale, &[], &[&write(dir.path(), "more.tsv", b"Somebody New\tknows\tJordan Spieth\n")]);
+    let a = retrieve_gsr(&stale, &input, &output, &[]);
+    let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+    assert_eq!(a.get_output().status.code(), Some(1), "{err}");
+    let command = format!(
+        "it needs building again; run `trellis index-tokens --store {} --tokenizer {} --linearization dialoggsr` again",
+        stale.display(),
+        fixture("gsr/tiny-split/tokenizer.json").display()
+    );
     assert!(err.contains(&command), "{err}");
     // A bad setting.
     let a = retrieve_gsr(&store, &input, &output, &["--alpha", "1.5"]);

@@ -272,9 +272,13 @@ fn committed_v1_store_is_migrated_and_validates() {
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("v1");
     copy_dir(&fixture("stores/v1-sample"), &copy);
-    // Readers do not migrate: they say what to run.
+    // Readers do not migrate: they say what is needed, and the command line what to run.
     let err = Store::open_read_only(&copy).err().expect("a v1 store needs migrating").to_string();
-    assert!(err.contains("format version 1, older than this build's 3; run `trellis migrate"), "{err}");
+    assert!(err.contains("format version 1, older than this build's 3: it needs migrating"), "{err}");
+    let out = trellis().arg("stats").arg("--store").arg(&copy).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("it needs migrating; run `trellis migrate --store {}`", copy.display())), "{stderr}");
     let before = std::fs::read_to_string(copy.join("CURRENT")).unwrap();
     let out = stdout_of(trellis().arg("migrate").arg("--store").arg(&copy));
     assert!(out.contains("step 1 of 2: add folded names to the name index; add the token index column families"), "{out}");
@@ -327,7 +331,7 @@ fn newer_and_unsupported_formats_are_refused() {
     assert!(err.contains("newer Trellis"), "{err}");
     set_format_version(&s, 0);
     let err = Store::open_read_only(&s).err().expect("refused").to_string();
-    assert!(err.contains("run `trellis migrate"), "{err}");
+    assert!(err.contains("it needs migrating"), "{err}");
     let err = trellis::store::migrate(&s).expect_err("refused").to_string();
     assert!(err.contains("older than the oldest this build migrates (1)"), "{err}");
     assert!(matches!(trellis::store::migrate(&s), Err(trellis::MigrateError::TooOld { found: 0, oldest: 1, .. })));

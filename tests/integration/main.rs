@@ -5,7 +5,6 @@ mod bounds;
 mod cli;
 mod common;
 mod crash;
-mod decode;
 mod generate;
 mod graph;
 mod gsr;

@@ -74,7 +74,7 @@ fn dialogs() -> Vec<Vec<Message>> {
 }
 
 /// A retrieved path by name, each name read on its own: `~r` where a hop walks a fact backwards.
-fn named(store: &Store, hops: &[trellis::graph::candidates::Hop]) -> KnowledgePath {
+fn named(store: &Store, hops: &[trellis::graph::Hop]) -> KnowledgePath {
     let name = |e| store.entity_names(&[e]).unwrap()[0].clone().unwrap();
     hops.iter()
         .map(|h| {

@@ -438,7 +438,7 @@ fn gold_counts_on_the_shared_dev_sets() {
 
 #[test]
 fn candidate_recall_is_the_share_of_gold_paths_among_the_candidates() {
-    use trellis::graph::candidates::{in_neighbourhood, CandidateScope};
+    use trellis::graph::CandidateScope;
     let dir = tempfile::tempdir().unwrap();
     let kg = write(dir.path(), "g.tsv", b"Alpha\tr\tBravo\nAlpha\ts\tCharlie\nBravo\tt\tDelta\n");
     let s = dir.path().join("s");
@@ -448,8 +448,14 @@ fn candidate_recall_is_the_share_of_gold_paths_among_the_candidates() {
     let rel = |k: &str| store.relation_by_key(k).unwrap().unwrap();
     let (a, b, c, d) = (id("Alpha"), id("Bravo"), id("Charlie"), id("Delta"));
     let (r, s_, t) = (rel("r"), rel("s"), rel("t"));
-    let within =
-        |m: &[trellis::EntityId], p: &[(trellis::EntityId, trellis::RelationId, trellis::EntityId)], hub: usize| in_neighbourhood(&store, m, p, hub).unwrap();
+    // Uncapped, a path is a candidate when it is in the 1- and 2-hop neighbourhood (hubs,
+    // over `katz.hub_degree` facts, not expanded).
+    let within = |m: &[trellis::EntityId], p: &[(trellis::EntityId, trellis::RelationId, trellis::EntityId)], hub: usize| {
+        let mut cfg = RetrieverConfig::new(RetrieverKind::All);
+        cfg.scope = CandidateScope::Uncapped;
+        cfg.katz.hub_degree = hub;
+        Retriever::new(store.clone(), cfg).unwrap().admits_any(m, &[p.to_vec()]).unwrap()
+    };
     assert!(within(&[a], &[(a, r, b)], 100));
     assert!(within(&[b], &[(a, r, b)], 100), "walked backwards from Bravo");
     assert!(!within(&[c], &[(a, r, b)], 100), "not at a mentioned entity");

@@ -1,7 +1,7 @@
 //! `trellis targets` (the generative retriever's training data) against independent
 //! computations: a gold path's target ids are the tokenizer's encoding of the path as the
 //! linearization renders it, and the allowed set at every step is the set of next tokens of
-//! the candidate paths (enumerated by `candidate_subgraph`, each rendered and tokenized)
+//! the candidate paths (every path the `all` retriever returns, each rendered and tokenized)
 //! that agree with the gold path so far. The encoder input is the one `retrieve` decodes.
 
 use crate::common::*;
@@ -9,7 +9,7 @@ use crate::gsr::sample_store;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use tokenizers::Tokenizer;
-use trellis::graph::candidates::{candidate_subgraph, CandidateConfig, Hop};
+use trellis::graph::Hop;
 use trellis::ids::Direction;
 use trellis::linearize::{HopText, Linearization};
 use trellis::retrieve::{Retriever, RetrieverConfig, RetrieverKind};
@@ -106,11 +106,10 @@ fn targets_are_the_rendered_gold_paths_and_the_candidates_next_tokens() {
             .collect();
         let target: Vec<u32> = serde_json::from_value(row["target_ids"].clone()).unwrap();
         assert_eq!(target, rendered_ids(&store, &tok, &lin, &hops), "{row}");
-        // Every candidate path's tokens; the allowed set at step j is the next tokens of
-        // those that agree with the gold path's first j tokens.
-        let cand = candidate_subgraph(&store, &input.mentioned, &CandidateConfig::default()).unwrap();
-        let mut paths: Vec<Vec<u32>> = cand.one_hop.iter().map(|h| rendered_ids(&store, &tok, &lin, &[*h])).collect();
-        paths.extend(cand.two_hop.iter().map(|p| rendered_ids(&store, &tok, &lin, &p[..])));
+        // Every candidate path's tokens (the `all` retriever returns each path of the capped
+        // candidate subgraph); the allowed set at step j is the next tokens of those that
+        // agree with the gold path's first j tokens.
+        let paths: Vec<Vec<u32>> = retriever.rank(&input).unwrap().iter().map(|p| rendered_ids(&store, &tok, &lin, &p.hops)).collect();
         let allowed: Vec<Vec<u32>> = serde_json::from_value(row["allowed"].clone()).unwrap();
         let mut steps = 0;
         for j in 0..target.len() {

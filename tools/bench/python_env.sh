@@ -4,7 +4,8 @@
 # under numpy 2) and the OpenDialKG store $work/kg.
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 source tools/setup.sh
-cargo build --release --locked --bins >&2
+# `internals`: trellis-pcst drives the candidate subgraph and the PCST instance directly.
+cargo build --release --locked --bins --features internals >&2
 bin="$CARGO_TARGET_DIR/release"
 data="${TRELLIS_SHARED_DATA:-../shared/data}"
 work="${BENCH_DIR:-/tmp/trellis-bench}"

@@ -17,8 +17,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufWriter, Write};
 use std::path::PathBuf;
-use trellis::graph::candidates::{candidate_subgraph, CandidateConfig};
 use trellis::graph::pcst::{net_value, solve, Pruning};
+use trellis::graph::CandidateConfig;
+use trellis::internals::{candidate_subgraph, pcst_instance};
 use trellis::retrieve::pcst::{PcstConfig, PcstVariant};
 use trellis::retrieve::{Retriever, RetrieverConfig, RetrieverKind};
 use trellis::Store;
@@ -133,7 +134,7 @@ fn main() -> Result<()> {
                     let mentions = retriever.linker().link_dialog(history)?;
                     let mentioned: Vec<_> = retriever.linker().turn_entities(&mentions, history.len()).into_iter().map(|(e, _)| e).collect();
                     let cand = candidate_subgraph(&store, &mentioned, &CandidateConfig::default())?;
-                    let inst = retriever.pcst_instance(&cand, history)?;
+                    let inst = pcst_instance(&retriever, &cand, history)?;
                     if inst.prizes.is_empty() {
                         continue;
                     }

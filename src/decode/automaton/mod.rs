@@ -54,27 +54,55 @@ use std::sync::Arc;
 
 mod reads;
 
-/// What can go wrong building or walking a [`PathGraph`].
+/// What can go wrong building or walking a `PathGraph` (the automaton of a request).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DecodeError {
+    /// A store read of the candidate paths or their token lists failed.
     #[error(transparent)]
     Read(#[from] ReadError),
-    /// `token` and `linearization` are data.
+    /// The tokenizer lacks a boundary token of the linearization.
     #[error("the tokenizer has no token {token:?}; it is needed for the {boundary} boundary of linearization {linearization:?}")]
-    MissingBoundary { token: String, boundary: String, linearization: String },
+    MissingBoundary {
+        /// The boundary token's text (data).
+        token: String,
+        /// Which boundary (`head`, `int1`, ...).
+        boundary: String,
+        /// The linearization's name (data).
+        linearization: String,
+    },
+    /// A boundary that encodes to no token at all.
     #[error("the {boundary} boundary has no token")]
-    EmptyBoundary { boundary: &'static str },
+    EmptyBoundary {
+        /// Which boundary.
+        boundary: &'static str,
+    },
+    /// Two boundaries that may follow the same name, one a token prefix of the other.
     #[error("the boundaries {first} and {second} can follow the same name but {first} is a prefix of {second}: a decoder could not tell them apart")]
-    AmbiguousBoundaries { first: &'static str, second: &'static str },
+    AmbiguousBoundaries {
+        /// The shorter boundary.
+        first: &'static str,
+        /// The boundary it is a prefix of.
+        second: &'static str,
+    },
+    /// The end-of-sequence token is one of a boundary's tokens.
     #[error("the end-of-sequence id {eos} is also a token of the {boundary} boundary")]
-    EosInBoundary { eos: u32, boundary: &'static str },
+    EosInBoundary {
+        /// The end-of-sequence id.
+        eos: u32,
+        /// The boundary holding it.
+        boundary: &'static str,
+    },
     /// A state that no walk of this graph produced (another request's, or made up).
     #[error("a decoding state that does not belong to this request's path graph")]
     ForeignState,
     /// A search advanced by a token `allowed` did not offer (a bug of the caller, reported).
     #[error("token {token} is not allowed after this decoding state")]
-    NotAllowed { token: u32 },
+    NotAllowed {
+        /// The token advanced by.
+        token: u32,
+    },
+    /// Recency ages given to a path graph already walked.
     #[error("the mentioned entities' ages were set after decoding started")]
     AgesAfterStart,
 }
@@ -93,7 +121,10 @@ pub enum CandidateMode {
     Capped(CandidateConfig),
     /// The whole 1- and 2-hop neighbourhood; an entity with more than `hub_degree` facts is
     /// not expanded for a second hop (it can still end a 1-hop path).
-    Uncapped { hub_degree: usize },
+    Uncapped {
+        /// Facts above which an entity is not expanded for a second hop.
+        hub_degree: usize,
+    },
 }
 
 impl Default for CandidateMode {
@@ -217,8 +248,14 @@ struct CappedPaths {
 }
 
 enum Source {
-    Capped { cfg: CandidateConfig, paths: HashMap<EntityId, Arc<CappedPaths>> },
-    Uncapped { hub_degree: usize },
+    Capped {
+        cfg: CandidateConfig,
+        paths: HashMap<EntityId, Arc<CappedPaths>>,
+    },
+    Uncapped {
+        /// Facts above which an entity is not expanded for a second hop.
+        hub_degree: usize,
+    },
 }
 
 /// The paths of one request, as a token automaton (see the module documentation).
@@ -308,10 +345,6 @@ impl<'a> PathGraph<'a> {
         Ok(())
     }
 
-    pub fn boundaries(&self) -> &Boundaries {
-        self.b
-    }
-
     /// The state before the first token (after the decoder start token).
     pub fn start(&self) -> State {
         State(Phase::Head { off: 0 })
@@ -338,6 +371,7 @@ impl<'a> PathGraph<'a> {
 
     /// Drops the memoized allowed sets (store reads and built groups stay cached): frees
     /// their memory; the benchmark uses it to time the computation itself.
+    #[cfg(feature = "internals")]
     pub fn forget_allowed(&mut self) {
         self.memo = HashMap::new();
     }
@@ -399,12 +433,14 @@ impl<'a> PathGraph<'a> {
     }
 
     /// Whether a state is after EOS.
+    #[cfg(any(test, feature = "internals"))]
     pub fn is_done(&self, s: &State) -> bool {
         matches!(s.0, Phase::Done { .. })
     }
 
     /// Walks `tokens` (without the decoder start token, ending with EOS) through this
     /// automaton: the candidate path it writes, or `None`.
+    #[cfg(test)]
     pub fn accepts(&mut self, tokens: &[u32]) -> Result<Option<DecodedPath>, DecodeError> {
         let mut s = self.start();
         for &t in tokens {

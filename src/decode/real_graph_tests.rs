@@ -4,17 +4,30 @@
 //! sample OpenDialKG graph and on the whole shared one; every admitted string decodes to a
 //! path whose facts the store holds.
 
-use crate::common::*;
+use super::automaton::{Boundaries, CandidateMode, DecodedPath, PathGraph};
+use super::prior::{PriorConfig, PriorMode, PriorNorm};
+use crate::graph::candidates::{candidate_subgraph, CandidateConfig, Hop};
+use crate::ids::{Direction, EntityId};
+use crate::ingest::{BulkLoader, InputSpec, NameTokenizer, OnError};
+use crate::linearize::{Linearization, Side};
+use crate::store::tokens::TokenIndex;
+use crate::store::Store;
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use trellis::decode::{Boundaries, CandidateMode, DecodedPath, PathGraph, PriorConfig, PriorMode, PriorNorm};
-use trellis::graph::candidates::{candidate_subgraph, CandidateConfig, Hop};
-use trellis::ingest::NameTokenizer;
-use trellis::linearize::{Linearization, Side};
-use trellis::store::tokens::TokenIndex;
-use trellis::{Direction, EntityId, Store};
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
+}
+
+/// `../shared/data/<rel>` (or under `TRELLIS_SHARED_DATA`), as the integration tests find it.
+fn shared_data(rel: &str) -> PathBuf {
+    let root = std::env::var_os("TRELLIS_SHARED_DATA").map(PathBuf::from).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
+    let p = root.join(rel);
+    assert!(p.exists(), "{} is missing: these tests need the shared data sets (set TRELLIS_SHARED_DATA)", p.display());
+    p
+}
 
 struct Indexed {
     store: Arc<Store>,
@@ -22,13 +35,13 @@ struct Indexed {
     b: Boundaries,
 }
 
-/// A store of `kg`, token-indexed by the real CLI with the fixture tokenizer (`trellis`
+/// A store of `kg` (bad lines skipped), token-indexed with the fixture tokenizer (`trellis`
 /// linearization).
 fn indexed(dir: &Path, kg: &Path) -> Indexed {
     let s = dir.join("store");
-    ingest(&s, &["--on-error", "skip"], &[kg]);
-    stdout_of(trellis().arg("index-tokens").arg("--store").arg(&s).arg("--tokenizer").arg(fixture("tokenizer.json")));
+    BulkLoader::new(&s).on_error(OnError::Skip).load(&[InputSpec::new(kg)]).unwrap();
     let tok = NameTokenizer::from_file(&fixture("tokenizer.json"), Linearization::trellis()).unwrap();
+    crate::ingest::tokens::index_tokens(&s, &tok, "tokenizer.json", &crate::progress::Monitor::new()).unwrap();
     let store = Arc::new(Store::open_read_only(&s).unwrap());
     let index = TokenIndex::open(store.clone(), tok.fingerprint(), &Linearization::trellis()).unwrap();
     let b = Boundaries::new(&Linearization::trellis(), tok.tokenizer(), tok.tokenizer().token_to_id("</s>").unwrap()).unwrap();
@@ -170,14 +183,7 @@ fn compare(x: &Indexed, sets: &[Vec<EntityId>], uncapped_hub: usize, uncapped_to
     for m in sets {
         let mut modes = vec![
             CandidateMode::Capped(CandidateConfig::default()),
-            CandidateMode::Capped({
-                let mut o = CandidateConfig::default();
-                o.facts_per_entity = 7;
-                o.tails_per_relation = 2;
-                o.paths_per_entity = 9;
-                o.hops = 2;
-                o
-            }),
+            CandidateMode::Capped(CandidateConfig { facts_per_entity: 7, tails_per_relation: 2, paths_per_entity: 9, hops: 2 }),
         ];
         if uncapped_too(m) {
             modes.push(CandidateMode::Uncapped { hub_degree: uncapped_hub });

@@ -1,0 +1,18 @@
+//! Unstable: the crate's internals its own benches (`benches/decode_step.rs`) and reference
+//! tools (`tools/reference/pcst_solve.rs`) drive directly, behind the `internals` feature.
+//! Not part of the library's API: anything here may change or go in any release.
+
+pub use crate::decode::automaton::{Allowed, Boundaries, PathGraph, State};
+pub use crate::decode::prior::PriorConfig;
+pub use crate::graph::candidates::{candidate_subgraph, Candidates};
+
+use crate::link::Message;
+use crate::retrieve::pcst::PcstInstance;
+use crate::retrieve::Retriever;
+use crate::store::error::ReadError;
+
+/// The PCST instance a `pcst` retriever builds for a candidate subgraph (what it solves),
+/// for checking the solver against other implementations.
+pub fn pcst_instance(retriever: &Retriever, cand: &Candidates, history: &[Message]) -> Result<PcstInstance, ReadError> {
+    retriever.pcst_instance(cand, history)
+}
