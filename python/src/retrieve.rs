@@ -141,7 +141,7 @@ pub fn retriever_config(kind: &str, model: Option<std::path::PathBuf>, o: &Optio
 
 /// Ranks knowledge paths (1 or 2 facts) for a dialog, against one store.
 ///
-/// ``Retriever(store, kind, model=None, **options)``: ``kind`` is ``"all"``, ``"random"``,
+/// ``Retriever(store, kind, model=None, top=10, **options)``: ``kind`` is ``"all"``, ``"random"``,
 /// ``"bm25"``, ``"katz"``, ``"pcst"`` or ``"gsr"`` (generative retrieval; needs ``model``,
 /// an exported retriever directory such as ``models/gsr-opendialkg``, and the store indexed
 /// with its tokenizer: ``trellis.index_tokens``). ``options`` are ``trellis retrieve``'s
@@ -358,22 +358,24 @@ impl PyRetriever {
 }
 
 /// evaluate_retrieval(retriever, dialogs, dataset="opendialkg", actions="all",
-/// k=(1, 3, 5, 10), max_turns=None) -> dict: ``trellis eval retrieval --json`` (path@k,
+/// k=None, max_turns=None) -> dict: ``trellis eval retrieval --json`` (path@k,
 /// triple recall@k, MRR, hits@k, P/R/F1, latency) of ``retriever`` on the turns with a gold
 /// path of ``dialogs`` (an OpenDialKG csv, or MetaQA JSON lines with
-/// ``dataset="metaqa"``); ``actions``: ``"all"``, ``"assistant"`` or ``"user"``.
+/// ``dataset="metaqa"``); ``k``: the cut-offs of path@k and triple recall@k (default 1, 3, 5,
+/// 10); ``actions``: ``"all"``, ``"assistant"`` or ``"user"``.
 #[pyfunction]
-#[pyo3(signature = (retriever, dialogs, dataset = "opendialkg", actions = "all", k = vec![1, 3, 5, 10], max_turns = None))]
+#[pyo3(signature = (retriever, dialogs, dataset = "opendialkg", actions = "all", k = None, max_turns = None))]
 pub fn evaluate_retrieval<'py>(
     py: Python<'py>,
     retriever: &Bound<'py, PyRetriever>,
     dialogs: std::path::PathBuf,
     dataset: &str,
     actions: &str,
-    k: Vec<i64>,
+    k: Option<Vec<i64>>,
     max_turns: Option<i64>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let k = k
+        .unwrap_or_else(|| vec![1, 3, 5, 10])
         .into_iter()
         .map(|v| {
             let u = u64::try_from(v).map_err(|_| errors::to_py(limits::EVAL_K.refuse(v)))?;
