@@ -3,11 +3,10 @@
 use crate::convert::{self, Options};
 use crate::errors;
 use crate::retrieve::retriever_config;
-use crate::run::{detached, Handle};
+use crate::run::{chunked, detached, Handle};
 use crate::store::{store_arg, PyStore};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
-use rayon::prelude::*;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -159,22 +158,24 @@ impl PyGenerator {
         knowledge: Option<&Bound<'py, PyAny>>,
         seed: Option<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let list = self.generate_batch(py, &PyList::new(py, [history])?.into_any(), knowledge, seed)?;
+        let list = self.generate_batch(py, &PyList::new(py, [history])?.into_any(), knowledge, seed, None)?;
         list.get_item(0)
     }
 
-    /// generate_batch(requests, knowledge=None, seed=None) -> list of dicts, in order.
+    /// generate_batch(requests, knowledge=None, seed=None, progress=None) -> list of dicts.
     ///
     /// Each request is a history or a dict ``{"history", "knowledge", "seed"}``; requests
     /// are generated ``batch`` at a time, batches in parallel, with the GIL released.
-    /// ``knowledge`` and ``seed`` given here apply to every request.
-    #[pyo3(signature = (requests, knowledge = None, seed = None))]
+    /// ``knowledge`` and ``seed`` given here apply to every request. ``progress`` and Ctrl-C
+    /// as in ``Retriever.retrieve_batch`` (``"work": "respond"``, ``"unit": "requests"``).
+    #[pyo3(signature = (requests, knowledge = None, seed = None, progress = None))]
     fn generate_batch<'py>(
         &self,
         py: Python<'py>,
         requests: &Bound<'py, PyAny>,
         knowledge: Option<&Bound<'py, PyAny>>,
         seed: Option<u64>,
+        progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let mut lines = Vec::new();
         for (i, item) in requests.try_iter()?.enumerate() {
@@ -182,14 +183,12 @@ impl PyGenerator {
         }
         let generator = self.handle.get(|| Generator::open(&self.model, &self.runtime).map_err(errors::to_py))?;
         let settings = &self.settings;
-        let generated = detached(py, || {
-            let inputs: Vec<GenerationInput<'_>> =
-                lines.iter().map(|l| GenerationInput { history: &l.request.history, knowledge: l.knowledge.as_deref().unwrap_or(&[]), seed: l.seed }).collect();
-            inputs.par_chunks(settings.batch.max(1)).map(|c| generator.generate_batch(c, settings)).collect::<Result<Vec<_>, _>>()
-        })?
-        .map_err(errors::to_py)?;
+        let inputs: Vec<GenerationInput<'_>> =
+            lines.iter().map(|l| GenerationInput { history: &l.request.history, knowledge: l.knowledge.as_deref().unwrap_or(&[]), seed: l.seed }).collect();
+        let generated =
+            chunked(py, &inputs, settings.batch, ("respond", "requests"), progress, |c| generator.generate_batch(c, settings))?.map_err(errors::to_py)?;
         let list = PyList::empty(py);
-        for g in generated.into_iter().flatten() {
+        for g in generated {
             list.append(generated_dict(py, &g)?)?;
         }
         Ok(list)
@@ -331,17 +330,24 @@ impl PyPipeline {
         knowledge: Option<&Bound<'py, PyAny>>,
         seed: Option<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let list = self.answer(py, vec![pipeline_line(history, None, knowledge, seed)], false)?;
+        let list = self.answer(py, vec![pipeline_line(history, None, knowledge, seed)], false, None)?;
         list.get_item(0)
     }
 
-    /// respond_batch(requests, on_error="raise") -> list of dicts, in order.
+    /// respond_batch(requests, on_error="raise", progress=None) -> list of dicts, in order.
     ///
     /// Each request is a history or a request dict; ``batch`` of them are retrieved and
     /// generated together, batches in parallel, with the GIL released. A bad request raises
     /// ``BadInputError`` naming its index, or with ``on_error="skip"`` gets ``None``.
-    #[pyo3(signature = (requests, on_error = "raise"))]
-    fn respond_batch<'py>(&self, py: Python<'py>, requests: &Bound<'py, PyAny>, on_error: &str) -> PyResult<Bound<'py, PyList>> {
+    /// ``progress`` and Ctrl-C as in ``Retriever.retrieve_batch`` (``"work": "respond"``).
+    #[pyo3(signature = (requests, on_error = "raise", progress = None))]
+    fn respond_batch<'py>(
+        &self,
+        py: Python<'py>,
+        requests: &Bound<'py, PyAny>,
+        on_error: &str,
+        progress: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
         let skip = match on_error {
             "raise" => false,
             "skip" => true,
@@ -351,7 +357,7 @@ impl PyPipeline {
         for (i, item) in requests.try_iter()?.enumerate() {
             lines.push(pipeline_line(&item?, Some(i), None, None));
         }
-        self.answer(py, lines, skip)
+        self.answer(py, lines, skip, progress)
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
@@ -370,7 +376,13 @@ impl PyPipeline {
 }
 
 impl PyPipeline {
-    fn answer<'py>(&self, py: Python<'py>, lines: Vec<PyResult<(PipelineLine, bool)>>, skip: bool) -> PyResult<Bound<'py, PyList>> {
+    fn answer<'py>(
+        &self,
+        py: Python<'py>,
+        lines: Vec<PyResult<(PipelineLine, bool)>>,
+        skip: bool,
+        progress: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
         let mut parsed = Vec::with_capacity(lines.len());
         for l in lines {
             match l {
@@ -382,27 +394,20 @@ impl PyPipeline {
         let pipeline = self.get(py)?;
         let batch = self.spec.settings.generate.batch.max(1);
         // Per request: its answer, or what is wrong with it (its own fault).
-        let answered: Vec<Result<Value, String>> = detached(py, || -> Result<Vec<Result<Value, String>>, trellis::Error> {
-            let store = pipeline.retriever().store();
-            let good: Vec<&PipelineLine> = parsed.iter().flatten().map(|(l, _)| l).collect();
-            let mut requests = Vec::with_capacity(good.len());
-            for l in &good {
-                requests.push(request_of(store, l)?);
-            }
-            let ok: Vec<PipelineRequest<'_>> = requests.iter().filter_map(|r| r.as_ref().ok().cloned()).collect();
-            let replies: Vec<trellis::pipeline::Reply> =
-                ok.par_chunks(batch).map(|c| pipeline.respond_batch(c)).collect::<Result<Vec<_>, _>>()?.into_iter().flatten().collect();
-            let mut replies = replies.into_iter();
-            Ok(good
-                .iter()
-                .zip(requests)
-                .map(|(l, r)| match r {
-                    Err(e) => Err(e),
-                    Ok(_) => Ok(replies.next().map_or(Value::Null, |reply| render(&l.request.id, &reply))),
-                })
-                .collect())
-        })?
-        .map_err(errors::to_py)?;
+        let store = pipeline.retriever().store();
+        let good: Vec<&PipelineLine> = parsed.iter().flatten().map(|(l, _)| l).collect();
+        let requests = detached(py, || good.iter().map(|l| request_of(store, l)).collect::<Result<Vec<_>, _>>())?.map_err(errors::to_py)?;
+        let ok: Vec<PipelineRequest<'_>> = requests.iter().filter_map(|r| r.as_ref().ok().cloned()).collect();
+        let replies = chunked(py, &ok, batch, ("respond", "requests"), progress, |c| pipeline.respond_batch(c))?.map_err(errors::to_py)?;
+        let mut replies = replies.into_iter();
+        let answered: Vec<Result<Value, String>> = good
+            .iter()
+            .zip(requests)
+            .map(|(l, r)| match r {
+                Err(e) => Err(e),
+                Ok(_) => Ok(replies.next().map_or(Value::Null, |reply| render(&l.request.id, &reply))),
+            })
+            .collect();
         let mut answered = answered.into_iter();
         let list = PyList::empty(py);
         for (i, p) in parsed.iter().enumerate() {

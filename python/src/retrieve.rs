@@ -2,11 +2,10 @@
 
 use crate::convert::{self, Options};
 use crate::errors;
-use crate::run::{detached, Handle};
+use crate::run::{chunked, detached, Handle};
 use crate::store::{store_arg, PyStore};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
-use rayon::prelude::*;
 use serde_json::Value;
 use std::sync::Arc;
 use trellis::limits;
@@ -250,15 +249,25 @@ impl PyRetriever {
         answer_dict(py, answer, false)
     }
 
-    /// retrieve_batch(histories, top=None, on_error="raise") -> list of dicts, in order.
+    /// retrieve_batch(histories, top=None, on_error="raise", progress=None) -> list of dicts.
     ///
     /// Each item is a history (a list of messages) or a request dict ``{"id", "history",
     /// "entities"}`` as ``trellis retrieve`` reads (its answer keeps the ``"id"``). Requests
     /// are answered in parallel with the GIL released; the generative retriever decodes
     /// ``batch`` of them together. A bad request raises ``BadInputError`` naming its index,
-    /// or with ``on_error="skip"`` gets ``None`` in its place.
-    #[pyo3(signature = (histories, top = None, on_error = "raise"))]
-    fn retrieve_batch<'py>(&self, py: Python<'py>, histories: &Bound<'py, PyAny>, top: Option<i64>, on_error: &str) -> PyResult<Bound<'py, PyList>> {
+    /// or with ``on_error="skip"`` gets ``None`` in its place. ``progress`` is called on the
+    /// calling thread (at most ten times a second) with ``{"work": "retrieve", "done",
+    /// "total", "unit": "turns", ...}``; Ctrl-C stops the batch and raises
+    /// ``KeyboardInterrupt``.
+    #[pyo3(signature = (histories, top = None, on_error = "raise", progress = None))]
+    fn retrieve_batch<'py>(
+        &self,
+        py: Python<'py>,
+        histories: &Bound<'py, PyAny>,
+        top: Option<i64>,
+        on_error: &str,
+        progress: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
         let skip = match on_error {
             "raise" => false,
             "skip" => true,
@@ -278,9 +287,9 @@ impl PyRetriever {
         let retriever = self.get(py)?;
         let good: Vec<&Request> = requests.iter().filter_map(|r| r.as_ref().ok().map(|(r, _)| r)).collect();
         let chunk = retriever.batch_size().max(1);
-        let answered = detached(py, || good.par_chunks(chunk).map(|c| answer_batch(retriever.store(), &retriever, c, &opts)).collect::<Result<Vec<_>, _>>())?
-            .map_err(errors::to_py)?;
-        let mut answers = answered.into_iter().flatten();
+        let answered =
+            chunked(py, &good, chunk, ("retrieve", "turns"), progress, |c| answer_batch(retriever.store(), &retriever, c, &opts))?.map_err(errors::to_py)?;
+        let mut answers = answered.into_iter();
         let list = PyList::empty(py);
         for (i, r) in requests.iter().enumerate() {
             match r {

@@ -146,3 +146,52 @@ pub fn interruptible<T: Send>(
         py.detach(|| worker.join()).map_err(|_| errors::setting("the worker thread panicked (a bug in Trellis: please report it)"))
     })
 }
+
+/// The progress dict of a batch: `done` of `total` items.
+fn batch_progress(work: &str, unit: &str, done: u64, total: u64) -> serde_json::Value {
+    serde_json::json!({"work": work, "stage": work, "step": null, "steps": null, "done": done, "total": total, "unit": unit, "produced": null})
+}
+
+/// Runs `f` over `items` a chunk at a time, chunks in parallel, results in input order, as
+/// [`interruptible`] runs work: Ctrl-C (or an exception from `progress`) stops the chunks
+/// not yet started and is raised; `progress` gets `{"work", "done", "total", "unit", ...}`
+/// when the count of finished items changed.
+pub fn chunked<T: Sync, R: Send, E: Send>(
+    py: Python<'_>,
+    items: &[T],
+    chunk: usize,
+    (work, unit): (&str, &str),
+    progress: Option<&Bound<'_, PyAny>>,
+    f: impl Fn(&[T]) -> Result<Vec<R>, E> + Sync,
+) -> PyResult<Result<Vec<R>, E>> {
+    use rayon::prelude::*;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let cancel = AtomicBool::new(false);
+    let done = AtomicU64::new(0);
+    let total = items.len() as u64;
+    let mut reported = None;
+    let mut tick = |py: Python<'_>| -> PyResult<()> {
+        let Some(cb) = progress else { return Ok(()) };
+        let now = done.load(Ordering::Relaxed);
+        if reported == Some(now) {
+            return Ok(());
+        }
+        reported = Some(now);
+        cb.call1((crate::convert::to_py(py, &batch_progress(work, unit, now, total))?,)).map(|_| ())
+    };
+    interruptible(py, &|| cancel.store(true, Ordering::Relaxed), &mut tick, || {
+        let out: Result<Vec<Vec<R>>, E> = items
+            .par_chunks(chunk.max(1))
+            .map(|c| {
+                // Cancelled: the result is thrown away, so a chunk not started does nothing.
+                if cancel.load(Ordering::Relaxed) {
+                    return Ok(Vec::new());
+                }
+                let r = f(c)?;
+                done.fetch_add(c.len() as u64, Ordering::Relaxed);
+                Ok(r)
+            })
+            .collect();
+        out.map(|v| v.into_iter().flatten().collect())
+    })
+}

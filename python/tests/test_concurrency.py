@@ -118,3 +118,20 @@ def test_handles_work_in_a_forked_child(store):
 
 def forked_work(pcst, gsr, history):
     return [pcst.retrieve_batch([history] * 4), gsr.retrieve(history)]
+
+
+def test_batch_progress_and_ctrl_c(store, dev_requests):
+    retriever = trellis.Retriever(store, "gsr", model=GSR, top=2)
+    histories = [r["history"] for r in dev_requests[:40]]
+    seen = []
+    answers = retriever.retrieve_batch(histories, progress=seen.append)
+    assert seen[-1] == {"work": "retrieve", "stage": "retrieve", "step": None, "steps": None, "done": 40, "total": 40, "unit": "turns", "produced": None}
+    assert [p["done"] for p in seen] == sorted({p["done"] for p in seen})
+
+    def interrupt(p):
+        _thread.interrupt_main()
+
+    with pytest.raises(KeyboardInterrupt):
+        retriever.retrieve_batch(histories * 5, progress=interrupt)
+    # The handle is unharmed: the same answers after the interruption.
+    assert retriever.retrieve_batch(histories) == answers

@@ -71,7 +71,13 @@ class Retriever:
     def batch_size(self) -> int: ...
     def retrieve(self, history: History, top: Optional[int] = None, entities: Optional[List[str]] = None) -> Dict[str, Any]:
         """``{"mentioned": [names], "paths": [{"score", "explanation", "triples"}]}``."""
-    def retrieve_batch(self, histories: Sequence[Union[History, Dict[str, Any]]], top: Optional[int] = None, on_error: str = "raise") -> List[Optional[Dict[str, Any]]]:
+    def retrieve_batch(
+        self,
+        histories: Sequence[Union[History, Dict[str, Any]]],
+        top: Optional[int] = None,
+        on_error: str = "raise",
+        progress: Optional[ProgressCallback] = None,
+    ) -> List[Optional[Dict[str, Any]]]:
         """One answer per history or request dict ``{"id", "history", "entities"}``, in order."""
 
 class Generator:
@@ -83,7 +89,13 @@ class Generator:
     def model(self) -> str: ...
     def generate(self, history: History, knowledge: Optional[Knowledge] = None, seed: Optional[int] = None) -> Dict[str, Any]:
         """``{"text", "tokens", "score", "finish"}`` (and ``"responses"`` when several)."""
-    def generate_batch(self, requests: Sequence[Union[History, Dict[str, Any]]], knowledge: Optional[Knowledge] = None, seed: Optional[int] = None) -> List[Dict[str, Any]]: ...
+    def generate_batch(
+        self,
+        requests: Sequence[Union[History, Dict[str, Any]]],
+        knowledge: Optional[Knowledge] = None,
+        seed: Optional[int] = None,
+        progress: Optional[ProgressCallback] = None,
+    ) -> List[Dict[str, Any]]: ...
 
 class Pipeline:
     """Link, retrieve, generate. Retriever options as ``Retriever`` takes them, generator
@@ -101,7 +113,9 @@ class Pipeline:
     ) -> None: ...
     def respond(self, history: Union[History, Dict[str, Any]], knowledge: Optional[Knowledge] = None, seed: Optional[int] = None) -> Dict[str, Any]:
         """``{"response", "mentioned", "knowledge", "paths", "timings"}``."""
-    def respond_batch(self, requests: Sequence[Union[History, Dict[str, Any]]], on_error: str = "raise") -> List[Optional[Dict[str, Any]]]: ...
+    def respond_batch(
+        self, requests: Sequence[Union[History, Dict[str, Any]]], on_error: str = "raise", progress: Optional[ProgressCallback] = None
+    ) -> List[Optional[Dict[str, Any]]]: ...
 
 def ingest(
     store: Union[Store, StrPath],
