@@ -9,8 +9,11 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Backend {
+    /// RocksDB (`rocksdb` crate).
     RocksDb,
+    /// ONNX Runtime (`ort` crate).
     OnnxRuntime,
+    /// The `tokenizers` crate.
     Tokenizers,
 }
 

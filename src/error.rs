@@ -10,62 +10,128 @@ use crate::store::error::{MigrateError, OpenError, ReadError, WriteError};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// Opening a store.
     #[error(transparent)]
     Open(#[from] OpenError),
+    /// Reading an open store.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// Writing a new generation.
     #[error(transparent)]
     Write(#[from] WriteError),
+    /// Migrating a store.
     #[error(transparent)]
     Migrate(#[from] MigrateError),
+    /// Opening a token index.
     #[error(transparent)]
     TokenIndex(#[from] crate::store::tokens::TokenIndexError),
+    /// A bulk load.
     #[error(transparent)]
     Ingest(#[from] crate::ingest::IngestError),
+    /// Loading or using a tokenizer.
     #[error(transparent)]
     Tokenizer(#[from] crate::ingest::TokenizerError),
+    /// The PCST solver.
     #[error(transparent)]
     Pcst(#[from] crate::graph::pcst::PcstError),
+    /// Reading a data set.
     #[error(transparent)]
     Dataset(#[from] crate::dataset::DatasetError),
+    /// The constraint automaton.
     #[error(transparent)]
     Decode(#[from] crate::decode::DecodeError),
+    /// Loading ONNX Runtime.
     #[error(transparent)]
     Runtime(#[from] crate::model::RuntimeError),
+    /// A model directory.
     #[error(transparent)]
     ModelDir(#[from] crate::model::ModelDirError),
+    /// Running the encoder-decoder.
     #[error(transparent)]
     Seq2Seq(#[from] crate::model::Seq2SeqError),
+    /// A retriever.
     #[error(transparent)]
     Retrieve(#[from] crate::retrieve::RetrieveError),
+    /// The generative retriever.
     #[error(transparent)]
     Gsr(#[from] crate::retrieve::gsr::GsrError),
+    /// The response generator.
     #[error(transparent)]
     Generate(#[from] crate::generate::GenerateError),
+    /// A generator input template.
     #[error(transparent)]
     Template(#[from] crate::generate::TemplateError),
+    /// The link, retrieve, generate chain.
     #[error(transparent)]
     Pipeline(#[from] crate::pipeline::PipelineError),
+    /// `trellis doctor`'s checks.
     #[error(transparent)]
     Doctor(#[from] crate::pipeline::doctor::DoctorError),
+    /// Reading a linearization.
     #[error(transparent)]
     Linearize(#[from] crate::linearize::LinearizeError),
+    /// Scoring responses.
     #[error(transparent)]
     Responses(#[from] crate::eval::responses::ResponsesError),
+    /// Evaluating the whole chain.
     #[error(transparent)]
     PipelineEval(#[from] crate::eval::pipeline::PipelineEvalError),
+    /// The linking evaluation's matcher.
     #[error(transparent)]
     Matcher(#[from] crate::eval::linking::MatcherError),
     /// A setting outside its range (`crate::limits`).
     #[error(transparent)]
     Setting(#[from] crate::limits::OutOfRange),
+    /// Decoding memory that no batch size fits.
     #[error(transparent)]
     Memory(#[from] crate::limits::TooMuchMemory),
+    /// Work stopped by its [`Monitor`](crate::progress::Monitor), outside any family.
+    #[error(transparent)]
+    Cancelled(#[from] crate::progress::Cancelled),
+}
+
+impl Error {
+    /// Whether this is long work stopped by its [`Monitor`](crate::progress::Monitor),
+    /// whichever family reported it (a host maps it to its own interruption, such as
+    /// Python's KeyboardInterrupt, rather than to a failure).
+    pub fn is_cancelled(&self) -> bool {
+        use crate::eval::pipeline::PipelineEvalError;
+        use crate::ingest::IngestError;
+        use crate::pipeline::PipelineError;
+        use crate::retrieve::RetrieveError;
+        matches!(
+            self,
+            Error::Cancelled(_)
+                | Error::Ingest(IngestError::Cancelled)
+                | Error::Retrieve(RetrieveError::Cancelled)
+                | Error::Pipeline(PipelineError::Cancelled | PipelineError::Retrieve(RetrieveError::Cancelled))
+                | Error::PipelineEval(PipelineEvalError::Pipeline(PipelineError::Cancelled | PipelineError::Retrieve(RetrieveError::Cancelled)))
+        )
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cancellation_is_recognised_in_every_family() {
+        use crate::pipeline::PipelineError;
+        use crate::retrieve::RetrieveError;
+        let cancelled: Vec<Error> = vec![
+            crate::progress::Cancelled.into(),
+            crate::ingest::IngestError::Cancelled.into(),
+            RetrieveError::Cancelled.into(),
+            PipelineError::Cancelled.into(),
+            PipelineError::Retrieve(RetrieveError::Cancelled).into(),
+            crate::eval::pipeline::PipelineEvalError::Pipeline(PipelineError::Cancelled).into(),
+        ];
+        for e in cancelled {
+            assert!(e.is_cancelled(), "{e:?}");
+        }
+        let failed: Error = RetrieveError::Pcst(crate::graph::pcst::PcstError::NoClusters).into();
+        assert!(!failed.is_cancelled());
+    }
 
     #[test]
     fn every_family_converts_into_the_umbrella() {

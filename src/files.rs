@@ -16,13 +16,21 @@ pub const TOKENIZER_LIMIT: u64 = 64 << 20;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FileProblem {
+    /// A directory is at the path.
     #[error("is a directory, not a file")]
     Directory,
+    /// A FIFO, socket or device is at the path.
     #[error("is not a regular file (a FIFO, socket or device)")]
     NotRegular,
-    /// `size` is what was seen: the file's length, or what was read of a growing one.
+    /// A file over its size limit (or one that grows past it while read).
     #[error("is {size} bytes, over the limit of {} for this file", mib(*.limit))]
-    TooLarge { size: u64, limit: u64 },
+    TooLarge {
+        /// What was seen, in bytes: the file's length, or what was read of a growing one.
+        size: u64,
+        /// The limit, in bytes.
+        limit: u64,
+    },
+    /// Reading failed; a missing file is this with `NotFound`.
     #[error("cannot read: {0}")]
     Io(#[source] std::io::Error),
 }

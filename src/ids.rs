@@ -34,12 +34,15 @@ pub enum Direction {
 }
 
 impl Direction {
+    /// Both directions, `Out` first.
     pub const BOTH: [Direction; 2] = [Direction::Out, Direction::In];
 
+    /// The direction's byte in store keys (0 `Out`, 1 `In`).
     pub fn as_byte(self) -> u8 {
         self as u8
     }
 
+    /// The direction of a key byte (`None`: neither 0 nor 1).
     pub fn from_byte(b: u8) -> Option<Direction> {
         match b {
             0 => Some(Direction::Out),
@@ -48,6 +51,7 @@ impl Direction {
         }
     }
 
+    /// The other direction.
     pub fn reverse(self) -> Direction {
         match self {
             Direction::Out => Direction::In,

@@ -6,7 +6,8 @@
 //!
 //! - [`ids`], [`normalize`], [`linearize`] (how a path is written as text and tokens, one
 //!   definition for all), [`limits`] (the range of every numeric setting and the names of
-//!   every named one), [`backend`] (the opaque errors of RocksDB, ONNX Runtime, tokenizers).
+//!   every named one), [`backend`] (the opaque errors of RocksDB, ONNX Runtime, tokenizers),
+//!   [`progress`] (the [`Monitor`] every long piece of work reports to and is cancelled by).
 //! - [`store`]: the on-disk store (dictionaries, name index, adjacency, token index), its
 //!   format (`schema/`), validation and migrations; its error families.
 //! - [`ingest`]: bulk loading of TSV, pipe and N-Triples dumps; the name tokenizer and the
@@ -24,10 +25,14 @@
 //! - [`error`]: [`Error`], every family in one type.
 //!
 //! The library never prints and never installs a tracing subscriber; long work reports
-//! progress through callbacks. The command line (`src/cli`, feature `cli`) is the binary's.
+//! progress to a [`Monitor`], which can also cancel it. The command line (`src/cli`, feature `cli`) is the binary's.
+
+#![warn(missing_docs)]
 
 pub mod backend;
 pub mod dataset;
+// documented when the split lands
+#[allow(missing_docs)]
 pub mod decode;
 pub mod error;
 pub mod eval;
@@ -42,6 +47,7 @@ pub mod link;
 pub mod model;
 pub mod normalize;
 pub mod pipeline;
+pub mod progress;
 pub mod retrieve;
 pub mod store;
 
@@ -50,6 +56,7 @@ pub use error::Error;
 pub use files::FileProblem;
 pub use ids::{Direction, EntityId, RelationId};
 pub use ingest::{BulkLoader, IngestError, InputSpec};
+pub use progress::{Cancelled, Monitor, Progress};
 pub use store::{build_name, MigrateError, OpenError, ReadError, WriteError};
 pub use store::{Edge, Store};
 

@@ -74,16 +74,22 @@ pub(crate) use named_choices;
 pub struct IntRange {
     /// The setting's name in the library (`trellis.json` fields and errors use it).
     pub name: &'static str,
+    /// The smallest allowed value.
     pub min: u64,
+    /// The largest allowed value.
     pub max: u64,
 }
 
 /// A range of finite numbers; `min_open` leaves `min` itself out.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FloatRange {
+    /// The setting's name in the library (`trellis.json` fields and errors use it).
     pub name: &'static str,
+    /// The lower end.
     pub min: f64,
+    /// Whether `min` itself is left out.
     pub min_open: bool,
+    /// The upper end (included).
     pub max: f64,
 }
 
@@ -142,10 +148,12 @@ impl fmt::Display for FloatRange {
 }
 
 impl IntRange {
+    /// The range `min..=max` of the setting `name`.
     pub const fn new(name: &'static str, min: u64, max: u64) -> IntRange {
         IntRange { name, min, max }
     }
 
+    /// Whether `v` is within the range.
     pub fn contains(&self, v: u64) -> bool {
         (self.min..=self.max).contains(&v)
     }
@@ -159,6 +167,7 @@ impl IntRange {
         }
     }
 
+    /// [`IntRange::check`] for a `usize`.
     pub fn check_usize(&self, v: usize) -> Result<usize, OutOfRange> {
         self.check(v as u64).map(|v| v as usize)
     }
@@ -168,6 +177,7 @@ impl IntRange {
         IntRange { max: self.max.min(max), ..*self }
     }
 
+    /// The refusal of `value` (shown as given) with this range.
     pub fn refuse(&self, value: impl fmt::Display) -> OutOfRange {
         OutOfRange::new(self.name, self.to_string(), value.to_string())
     }
@@ -188,18 +198,22 @@ impl IntRange {
 }
 
 impl FloatRange {
+    /// The range `[min, max]` of the setting `name`.
     pub const fn closed(name: &'static str, min: f64, max: f64) -> FloatRange {
         FloatRange { name, min, min_open: false, max }
     }
 
+    /// The range `(min, max]` of the setting `name`: `min` itself left out.
     pub const fn above(name: &'static str, min: f64, max: f64) -> FloatRange {
         FloatRange { name, min, min_open: true, max }
     }
 
+    /// Whether `v` is finite and within the range.
     pub fn contains(&self, v: f64) -> bool {
         v.is_finite() && (if self.min_open { v > self.min } else { v >= self.min }) && v <= self.max
     }
 
+    /// The value, or why it is refused (NaN and infinities are).
     pub fn check(&self, v: f64) -> Result<f64, OutOfRange> {
         if self.contains(v) {
             Ok(v)
@@ -208,6 +222,7 @@ impl FloatRange {
         }
     }
 
+    /// The refusal of `value` (shown as given) with this range.
     pub fn refuse(&self, value: impl fmt::Display) -> OutOfRange {
         OutOfRange::new(self.name, self.to_string(), value.to_string())
     }
@@ -233,23 +248,31 @@ fn show(v: f64) -> String {
 
 // --- Decoding (the retriever's `decoding`, the generator's `generation`) ---
 
+/// Beams of a beam search.
 pub const BEAMS: IntRange = IntRange::new("beams", 1, 64);
 /// Also at most `beams` (checked with [`IntRange::up_to`]).
 pub const RETURN_SEQUENCES: IntRange = IntRange::new("return_sequences", 1, 64);
+/// Tokens a decoding writes at most.
 pub const MAX_NEW_TOKENS: IntRange = IntRange::new("max_new_tokens", 1, 1024);
+/// Beam search's length penalty: scores are divided by length^penalty.
 pub const LENGTH_PENALTY: FloatRange = FloatRange::closed("length_penalty", -100.0, 100.0);
 /// Requests decoded together (their rows share decoder calls); memory is checked apart.
 pub const BATCH: IntRange = IntRange::new("batch", 1, 4096);
 /// Retrieval steps: each re-encodes the dialog with the paths found so far.
 pub const STEPS: IntRange = IntRange::new("steps", 1, 16);
+/// The retriever's weight of the model's log-probability against the graph prior's (1: the model alone).
 pub const ALPHA: FloatRange = FloatRange::closed("alpha", 0.0, 1.0);
+/// Added to each entity's informativeness under the proportional prior (a zero score is not a ban).
 pub const PRIOR_EPSILON: FloatRange = FloatRange::closed("prior_epsilon", 0.0, 1e6);
+/// gamma of the prior's start recency: a first entity mentioned `age` messages ago is scaled by exp(-gamma * age) (0: off).
 pub const START_RECENCY: FloatRange = FloatRange::closed("start_recency", 0.0, 1e6);
 /// Below 1e-3 the scaled logits of a real model overflow f32.
 pub const TEMPERATURE: FloatRange = FloatRange::closed("temperature", 1e-3, 1e3);
+/// Sampling's top-p: the probability mass kept (1: no filtering).
 pub const TOP_P: FloatRange = FloatRange::above("top_p", 0.0, 1.0);
 /// 0 turns top-k off; past the largest vocabulary a model directory may have it is off too.
 pub const TOP_K: IntRange = IntRange::new("top_k", 0, 1 << 24);
+/// Sampling seed.
 pub const SEED: IntRange = IntRange::new("seed", 0, u64::MAX);
 /// transformers' logits processors (the generator's): 0 turns the first two off, 1 the
 /// penalty. No longer n-gram fits twice in the longest reply.
@@ -266,7 +289,9 @@ pub const REPETITION_PENALTY: FloatRange = FloatRange::closed("repetition_penalt
 pub const INPUT_TURNS: IntRange = IntRange::new("turns", 0, 1024);
 /// Encoder input ids: attention is quadratic in them.
 pub const INPUT_MAX_TOKENS: IntRange = IntRange::new("max_tokens", 2, 4096);
+/// Entity markers of a retriever's input (`input.entities.markers`).
 pub const ENTITY_MARKERS: IntRange = IntRange::new("markers", 1, 64);
+/// Linked entities a retriever's input shows at most (`input.entities.max`).
 pub const ENTITY_MAX: IntRange = IntRange::new("max", 1, 1024);
 
 // --- Runtime ---
@@ -285,7 +310,9 @@ pub const SESSIONS: IntRange = IntRange::new("sessions", 0, 64);
 pub const WINDOW: IntRange = IntRange::new("window", 1, 1024);
 /// Longest mention tried, in words (0 would link nothing).
 pub const MAX_NGRAM: IntRange = IntRange::new("max_ngram", 1, 256);
+/// Entities per mention at most (`--max-entities`).
 pub const MAX_ENTITIES: IntRange = IntRange::new("max_entities", 1, 64);
+/// Characters a one-word mention needs at least (`--min-word-chars`).
 pub const MIN_WORD_CHARS: IntRange = IntRange::new("min_word_chars", 0, 64);
 /// Weight of a mention one message further back.
 pub const LINK_DECAY: FloatRange = FloatRange::closed("decay", 0.0, 1.0);
@@ -296,6 +323,7 @@ pub const LINK_DECAY: FloatRange = FloatRange::closed("decay", 0.0, 1.0);
 pub const TOP: IntRange = IntRange::new("top", 1, 1000);
 /// Retrieved paths the generator reads.
 pub const KNOWLEDGE_TOP: IntRange = IntRange::new("top", 1, 64);
+/// BM25: the messages (the last 1..=L) its score averages over.
 pub const BM25_TURNS: IntRange = IntRange::new("bm25_turns", 1, 1024);
 /// Cut-offs of path@k and recall@k.
 pub const EVAL_K: IntRange = IntRange::new("k", 1, 1000);
@@ -310,6 +338,7 @@ pub const HOPS: IntRange = IntRange::new("hops", 1, 2);
 pub const LIMIT: IntRange = IntRange::new("limit", 1, u64::MAX);
 /// The load's memory budget in MB: below 16 no sort buffer fits, above 1 TiB no machine.
 pub const MEMORY_MB: IntRange = IntRange::new("memory_mb", 16, 1 << 20);
+/// Fact lines per sorted run of a load, whatever the memory budget (a hidden flag for tests).
 pub const SORT_RUN_TRIPLES: IntRange = IntRange::new("sort_run_triples", 1, u64::MAX);
 
 /// The runtime's threads per session and sessions per model.
@@ -325,9 +354,13 @@ pub const DECODE_MEMORY_BUDGET: u64 = 2 << 30;
 /// The shape of a decoder, as far as its memory goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DecoderShape {
+    /// Decoder layers.
     pub layers: usize,
+    /// Attention heads per layer.
     pub heads: usize,
+    /// Size of one head's keys and values.
     pub d_kv: usize,
+    /// Vocabulary size: the width of one logits row.
     pub vocab: usize,
 }
 
@@ -357,9 +390,13 @@ pub fn request_bytes(shape: DecoderShape, beams: usize, input_tokens: usize, max
     .bytes >> 20, DECODE_MEMORY_BUDGET >> 20
 )]
 pub struct TooMuchMemory {
+    /// Beams per request.
     pub beams: usize,
+    /// The tokens each beam may write.
     pub max_new_tokens: usize,
+    /// The encoder input's length in tokens.
     pub input_tokens: usize,
+    /// Bytes one request needs (estimated).
     pub bytes: u64,
 }
 

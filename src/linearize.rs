@@ -21,19 +21,24 @@ use std::path::PathBuf;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Side {
+    /// An entity's name.
     Entity = 0,
+    /// A relation's name.
     Relation = 1,
 }
 
 /// A boundary position of a linearized path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Position {
+    /// `[Head]`: before the path's first entity.
     Head,
     /// `[IntN]`, N in 1..=4: around the relation of hop (N + 1) / 2, walked forwards.
     Int(u8),
     /// `[RevN]`, N in 1..=4: the same, walked backwards.
     Rev(u8),
+    /// `[Tail]`: after the path's last entity.
     Tail,
+    /// `[SEP]`: between paths.
     Sep,
 }
 
@@ -50,7 +55,9 @@ pub struct Linearization {
     pub int: [Vec<String>; 4],
     /// `[Rev1]` .. `[Rev4]`.
     pub rev: [Vec<String>; 4],
+    /// `[Tail]`.
     pub tail: Vec<String>,
+    /// `[SEP]`: between paths (and before earlier paths in a retriever's input).
     pub sep: Vec<String>,
     /// Names are lowercased (entities and relations).
     pub lowercase: bool,
@@ -62,13 +69,31 @@ pub struct Linearization {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LinearizeError {
+    /// A linearization file cannot be read.
     #[error("{path}: not a linearization: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A linearization's JSON does not parse or has unknown fields.
     #[error("{path}: not a linearization: {source}")]
-    Json { path: PathBuf, source: serde_json::Error },
-    /// `name` is the linearization's own name (data).
+    Json {
+        /// The file (`<json>` for text given directly).
+        path: PathBuf,
+        /// serde_json's error.
+        source: serde_json::Error,
+    },
+    /// A boundary no tokenizer can write; `name` is the linearization's own name (data).
     #[error("linearization {name:?}: {problem}")]
-    Invalid { name: String, problem: BoundaryProblem },
+    Invalid {
+        /// The linearization's name.
+        name: String,
+        /// Which boundary and why.
+        problem: BoundaryProblem,
+    },
+    /// A path with no hop or more than two.
     #[error("a path has 1 or 2 hops, not {0}")]
     Hops(usize),
 }
@@ -77,25 +102,40 @@ pub enum LinearizeError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BoundaryProblem {
+    /// A boundary with no token.
     #[error("boundary {boundary} has no token")]
-    NoToken { boundary: String },
+    NoToken {
+        /// The boundary, e.g. `Int1`.
+        boundary: String,
+    },
+    /// A boundary token that is empty or holds white space.
     #[error("boundary {boundary} has the token {token:?} (empty or with white space)")]
-    BadToken { boundary: String, token: String },
+    BadToken {
+        /// The boundary, e.g. `Int1`.
+        boundary: String,
+        /// The token.
+        token: String,
+    },
 }
 
 /// One hop of a path as names: the relation, whether the edge is walked backwards, and the
 /// entity it reaches.
 #[derive(Clone, Copy, Debug)]
 pub struct HopText<'a> {
+    /// The relation's name.
     pub relation: &'a str,
+    /// Whether the edge is walked backwards (object to subject).
     pub reversed: bool,
+    /// The entity the hop reaches.
     pub to: &'a str,
 }
 
 /// The boundaries that enclose a name at one position of a path.
 #[derive(Clone, Copy, Debug)]
 pub struct Slot<'a> {
+    /// The boundary tokens before the name.
     pub open: &'a [String],
+    /// The boundary tokens after the name.
     pub close: &'a [String],
 }
 
@@ -162,6 +202,7 @@ impl Linearization {
         }
     }
 
+    /// A linearization from its JSON text, checked.
     pub fn from_json(text: &str) -> Result<Linearization, LinearizeError> {
         let lin: Linearization = serde_json::from_str(text).map_err(|source| LinearizeError::Json { path: "<json>".into(), source })?;
         lin.check()?;
@@ -226,6 +267,7 @@ impl Linearization {
         fnv1a64(v.to_string().as_bytes())
     }
 
+    /// [`Linearization::fingerprint`] as 16 hex digits.
     pub fn fingerprint_hex(&self) -> String {
         format!("{:016x}", self.fingerprint())
     }
@@ -244,6 +286,7 @@ impl Linearization {
         self.entity_text(name).chars().map(|c| if self.relation_spaces.contains(c) { ' ' } else { c }).collect()
     }
 
+    /// A name as written in a path: [`Linearization::entity_text`] or [`Linearization::relation_text`].
     pub fn name_text(&self, side: Side, name: &str) -> String {
         match side {
             Side::Entity => self.entity_text(name),

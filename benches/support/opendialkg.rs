@@ -79,7 +79,7 @@ pub fn setup() -> (NameTokenizer, Arc<Store>, TokenIndex) {
             .load(&[InputSpec::new(kg())])
             .unwrap();
         let t = std::time::Instant::now();
-        trellis::Store::index_tokens(&store_dir, &tok, "t5-32k", &mut |_, _, _| {}).unwrap();
+        trellis::Store::index_tokens(&store_dir, &tok, "t5-32k", &trellis::Monitor::new()).unwrap();
         eprintln!("indexed in {:.1} s", t.elapsed().as_secs_f64());
     }
     drop(ready);

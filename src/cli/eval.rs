@@ -91,7 +91,10 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
                 keep_first_samples(&mut dialogs, n);
             }
             let r = retriever.open(store.clone())?;
-            let report = retrieval::evaluate(&store, &r, &dialogs, &k)?;
+            let bar = super::progress::Bar::new();
+            let report = retrieval::evaluate(&store, &r, &dialogs, &k, &bar.monitor());
+            bar.finish();
+            let report = report?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

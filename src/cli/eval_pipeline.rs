@@ -6,8 +6,6 @@ use super::respond::{open_pipeline, open_store, GeneratorOptions};
 use super::retrieve::RetrieverOptions;
 use anyhow::{Context, Result};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use trellis::limits;
@@ -49,14 +47,11 @@ pub fn eval_pipeline(args: EvalPipelineArgs) -> Result<ExitCode> {
         super::dialogs::keep_first_samples(&mut dialogs, n);
     }
     let pipeline = open_pipeline(store, &args.retriever, &args.generator)?;
-    let total: usize = dialogs.iter().map(|d| d.samples.len()).sum();
-    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-    let bar = ProgressBar::with_draw_target(Some(total as u64), target);
-    bar.set_style(ProgressStyle::with_template("pipeline {bar:30} {human_pos}/{human_len} turns ({per_sec}, ETA {eta})")?);
+    let bar = super::progress::Bar::new();
     let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
-    let progress = |n: usize| bar.inc(n as u64);
-    let (report, predictions) = pool.install(|| trellis::eval::pipeline::evaluate(&pipeline, &dialogs, args.knowledge, args.retriever.gsr.batch, &progress))?;
-    bar.finish_and_clear();
+    let (report, predictions) =
+        pool.install(|| trellis::eval::pipeline::evaluate(&pipeline, &dialogs, args.knowledge, args.retriever.gsr.batch, &bar.monitor()))?;
+    bar.finish();
     if let Some(path) = &args.predictions {
         super::batch::write_replacing(path, |out| {
             for p in &predictions {

@@ -1,11 +1,11 @@
 //! `trellis ingest`.
 
-use super::progress::LoadProgress;
+use super::progress::Bar;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+
 use trellis::ingest::{BulkLoader, Compression, Format, InputSpec, OnError};
 use trellis::limits;
 
@@ -54,14 +54,13 @@ pub struct IngestArgs {
 
 pub fn run(args: IngestArgs) -> Result<ExitCode> {
     let inputs: Vec<InputSpec> = args.files.iter().map(|p| InputSpec { path: p.clone(), format: args.format, compression: args.compression }).collect();
-    let bar = Arc::new(Mutex::new(LoadProgress::new()));
-    let bar_cb = bar.clone();
+    let bar = Bar::new();
     let mut loader = BulkLoader::new(&args.store)
         .with_memory_mb(args.memory_mb)
         .on_error(args.on_error)
         .with_reverse_prefix(args.reverse_prefix)
         .with_lang(args.lang)
-        .on_progress(move |p| bar_cb.lock().expect("progress lock").update(p));
+        .with_monitor(bar.monitor());
     if let Some(n) = args.sort_run_triples {
         loader = loader.with_sort_run_triples(n);
     }
@@ -72,7 +71,7 @@ pub fn run(args: IngestArgs) -> Result<ExitCode> {
         loader = loader.with_rejects_file(r);
     }
     let result = loader.load(&inputs);
-    bar.lock().expect("progress lock").finish();
+    bar.finish();
     // The library says what is missing; the command line says which flag gives it.
     let report = match result {
         Err(e @ trellis::IngestError::UnknownFormat { .. }) => return Err(anyhow::Error::new(e).context("use --format tsv|pipe|ntriples")),

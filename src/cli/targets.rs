@@ -37,6 +37,10 @@ pub struct TargetsArgs {
     input: PathBuf,
     #[command(flatten)]
     actions: ActionsOption,
+    /// A generator's targets only: also the replies that follow no action, with no
+    /// knowledge in the input (so the generator learns to answer without any).
+    #[arg(long)]
+    without_knowledge: bool,
     /// Whose candidates the allowed sets are: the capped candidate subgraph, or the whole 1-
     /// and 2-hop neighbourhood (what `retrieve --scope` decodes over).
     #[arg(long, value_parser = super::named::<CandidateScope>(CandidateScope::NAMES), default_value_t = CandidateScope::Capped)]
@@ -59,8 +63,15 @@ pub struct TargetsArgs {
 pub fn run(args: TargetsArgs) -> Result<ExitCode> {
     let dir = ModelDir::open_spec(&args.model)?;
     let mut dialogs = opendialkg::read(&args.input)?;
+    let generator = dir.trellis().task == GenerationConfig::TASK;
+    if args.without_knowledge {
+        if !generator {
+            anyhow::bail!(super::Usage(format!("--without-knowledge is for a generator's targets; {} is a retriever", args.model.display())));
+        }
+        opendialkg::add_turns_without_action(&mut dialogs);
+    }
     args.actions.apply(&mut dialogs);
-    if dir.trellis().task == GenerationConfig::TASK {
+    if generator {
         let config: GenerationConfig = dir.section()?;
         return generator_targets(&args, &dir, &config, &dialogs);
     }

@@ -2,12 +2,10 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use trellis::ingest::NameTokenizer;
-use trellis::linearize::{Linearization, Side};
+use trellis::linearize::Linearization;
 
 #[derive(Args)]
 pub struct IndexTokensArgs {
@@ -33,20 +31,10 @@ pub fn run(args: IndexTokensArgs) -> Result<ExitCode> {
     let linearization = Linearization::from_arg(&args.linearization)?;
     let tokenizer = NameTokenizer::from_file(&args.tokenizer, linearization)?;
     let name = args.name.unwrap_or_else(|| args.tokenizer.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()));
-    let target = if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-    let bar = ProgressBar::with_draw_target(None, target);
-    bar.set_style(ProgressStyle::with_template("{prefix} {bar:30} {human_pos}/{human_len} (ETA {eta})").expect("valid template"));
-    let mut progress = |side: Side, done: u64, total: u64| {
-        bar.set_prefix(match side {
-            Side::Entity => "entities",
-            Side::Relation => "relations",
-        });
-        bar.set_length(total);
-        bar.set_position(done);
-    };
-    let info = trellis::Store::index_tokens(&args.store, &tokenizer, &name, &mut progress)
+    let bar = super::progress::Bar::new();
+    let info = trellis::Store::index_tokens(&args.store, &tokenizer, &name, &bar.monitor())
         .with_context(|| format!("indexing {} with {}", args.store.display(), args.tokenizer.display()))?;
-    bar.finish_and_clear();
+    bar.finish();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&info)?);
         return Ok(ExitCode::SUCCESS);

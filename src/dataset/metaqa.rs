@@ -20,6 +20,7 @@ struct Gold {
     t: String,
 }
 
+/// Reads a MetaQA question file: one dialog of one message per question; blank lines skipped.
 pub fn read(path: &std::path::Path) -> Result<Vec<Dialog>, DatasetError> {
     let file = std::fs::File::open(path).map_err(|e| DatasetError::Io { path: path.into(), source: e })?;
     let mut out = Vec::new();

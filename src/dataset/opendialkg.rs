@@ -7,18 +7,22 @@
 use super::{DatasetError, DatasetProblem};
 use crate::link::Message;
 
+/// A triple as the data set gives it: (head, relation, tail).
 pub type Triple = (String, String, String);
 
 /// One dialog: its chat messages, and the samples it yields.
 #[derive(Clone, Debug)]
 pub struct Dialog {
+    /// Its chat messages, in order.
     pub messages: Vec<Message>,
+    /// Its turns with a gold path.
     pub samples: Vec<Sample>,
 }
 
 /// A turn with a gold path: the history is `messages[..upto]` of its dialog.
 #[derive(Clone, Debug)]
 pub struct Sample {
+    /// How many messages come before the action (the history is `messages[..upto]`).
     pub upto: usize,
     /// Who took the action (`assistant` or `user` in OpenDialKG; `user` for MetaQA).
     pub speaker: String,
@@ -81,6 +85,23 @@ pub fn read(path: &std::path::Path) -> Result<Vec<Dialog>, DatasetError> {
 pub fn keep_samples_of(dialogs: &mut [Dialog], speaker: &str) {
     for d in dialogs {
         d.samples.retain(|s| s.speaker == speaker);
+    }
+}
+
+/// Adds, as samples without a gold path, the turns whose reply follows no action: every
+/// message after the first that no sample stands before, with its writer as the speaker.
+/// For training a generator that also answers without knowledge (the knowledge-less
+/// replies of the data set); samples stay in message order.
+pub fn add_turns_without_action(dialogs: &mut [Dialog]) {
+    for d in dialogs {
+        let taken: std::collections::HashSet<usize> = d.samples.iter().map(|s| s.upto).collect();
+        let extra: Vec<Sample> = (1..d.messages.len())
+            .filter(|i| !taken.contains(i))
+            .map(|upto| Sample { upto, speaker: d.messages[upto].speaker.clone(), gold: Vec::new(), paths: Vec::new() })
+            .collect();
+        d.samples.extend(extra);
+        // Stable: an action's samples keep their order among themselves.
+        d.samples.sort_by_key(|s| s.upto);
     }
 }
 

@@ -81,7 +81,7 @@ impl Fixture {
         let s = dir.path().join("store");
         BulkLoader::new(&s).load(&[InputSpec::new(&input)]).unwrap();
         let tok = word_tokenizer(&words, &lin);
-        crate::ingest::tokens::index_tokens(&s, &tok, "words", &mut |_, _, _| {}).unwrap();
+        crate::ingest::tokens::index_tokens(&s, &tok, "words", &crate::progress::Monitor::new()).unwrap();
         let store = Arc::new(Store::open_read_only(&s).unwrap());
         let index = TokenIndex::open(store.clone(), tok.fingerprint(), &lin).unwrap();
         let eos = tok.tokenizer().token_to_id("</s>").unwrap();

@@ -10,28 +10,35 @@ use crate::store::Store;
 use aho_corasick::AhoCorasick;
 use std::collections::HashSet;
 
+/// One linker's figures.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Scores {
     /// Turns whose gold start entity is in the linked set, over all turns with a gold path.
     pub recall_all: f64,
     /// The same over the turns whose history contains the start entity's name.
     pub recall_named: f64,
+    /// Mean size of the linked entity set per turn.
     pub mean_entities_per_turn: f64,
 }
 
+/// What [`evaluate`] measured.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct LinkingReport {
+    /// Turns with a gold path.
     pub turns: u64,
     /// Turns whose whole history contains the gold start entity's name, ignoring case.
     pub turns_named: u64,
     /// Turns whose gold start entity is not in the store at all (counted as misses).
     pub gold_not_in_store: u64,
+    /// Trellis's linker.
     pub trellis: Scores,
+    /// The substring baseline (zeros when it was not run).
     pub substring: Scores,
     /// Messages linked (every chat message of every dialog).
     pub messages: u64,
     /// Time to link one message (`Linker::push`), microseconds.
     pub latency_us_p50: f64,
+    /// The same, 99th percentile.
     pub latency_us_p99: f64,
     /// Turns Trellis missed: (gold start entity, whether named in the history, the last
     /// message of the history, the linked names).
@@ -43,8 +50,10 @@ pub struct LinkingReport {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MatcherError {
+    /// Reading the names failed.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// The Aho-Corasick automaton refused the names.
     #[error("substring matcher: {0}")]
     Build(#[source] aho_corasick::BuildError),
 }
@@ -57,6 +66,7 @@ pub struct SubstringMatcher {
 }
 
 impl SubstringMatcher {
+    /// Reads every entity name of the store into the automaton.
     pub fn new(store: &Store) -> Result<SubstringMatcher, MatcherError> {
         let mut names = Vec::new();
         let mut ids = Vec::new();
@@ -70,11 +80,14 @@ impl SubstringMatcher {
         Ok(SubstringMatcher { automaton, ids })
     }
 
+    /// The entities whose names occur in `text`, ignoring ASCII case (overlaps included).
     pub fn entities(&self, text: &str) -> HashSet<EntityId> {
         self.automaton.find_overlapping_iter(text).map(|m| self.ids[m.pattern().as_usize()]).collect()
     }
 }
 
+/// Links every dialog of `dialogs` and scores each turn with a gold path; the substring
+/// baseline too when given.
 pub fn evaluate(store: &Store, linker: &Linker, dialogs: &[Dialog], substring: Option<&SubstringMatcher>) -> Result<LinkingReport, ReadError> {
     let mut r = LinkingReport::default();
     let (mut hits, mut hits_named, mut size) = (0u64, 0u64, 0u64);

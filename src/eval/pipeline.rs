@@ -20,6 +20,7 @@ use crate::generate::targets::{gold_knowledge, reply_of};
 use crate::generate::KnowledgePath;
 use crate::graph::candidates::Fact;
 use crate::pipeline::{KnowledgeSource, Pipeline, PipelineError, PipelineRequest, Reply};
+use crate::progress::{Monitor, Progress, Unit, Work};
 use rayon::prelude::*;
 use std::collections::HashSet;
 
@@ -40,8 +41,10 @@ pub enum KnowledgeMode {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PipelineEvalError {
+    /// The chain failed.
     #[error(transparent)]
     Pipeline(#[from] PipelineError),
+    /// Scoring the replies failed (no sample to score).
     #[error(transparent)]
     Scores(#[from] ResponsesError),
 }
@@ -52,6 +55,7 @@ pub struct RetrievedScores {
     /// Share of samples whose exact gold path is the top path, and among the `top` given to
     /// the generator.
     pub path_at_1: f64,
+    /// Share of samples whose exact gold path is among the `top` paths.
     pub path_at_top: f64,
     /// Mean share of the gold triples among the triples of the `top` paths.
     pub triple_recall_at_top: f64,
@@ -63,31 +67,45 @@ pub struct RetrievedScores {
 /// divided among its replies).
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct StageMeans {
+    /// Linking.
     pub link_ms: f64,
+    /// Retrieval.
     pub retrieve_ms: f64,
+    /// Generation.
     pub generate_ms: f64,
 }
 
+/// What [`evaluate`] measured.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PipelineReport {
+    /// Which knowledge the generator read.
     pub knowledge: KnowledgeMode,
     /// Samples scored (actions with a gold path and a reply).
     pub samples: u64,
     /// Actions with a gold path but no reply of the same speaker after them (not scored).
     pub without_reply: u64,
+    /// The replies' scores against the gold replies.
     pub responses: ResponseScores,
+    /// The retrieved paths against the gold path (`None` unless the knowledge is retrieved).
     pub retrieval: Option<RetrievedScores>,
+    /// Mean milliseconds per reply of each stage.
     pub timings: StageMeans,
+    /// Samples over the wall time of the whole run.
     pub replies_per_s: f64,
 }
 
 /// One scored sample, for error analysis and `eval responses`.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Prediction {
+    /// The dialog's 0-based position in the input.
     pub dialog: usize,
+    /// The messages before the reply (the history is `messages[..upto]`).
     pub upto: usize,
+    /// The generated reply.
     pub response: String,
+    /// The gold reply.
     pub reference: String,
+    /// The knowledge the generator read.
     pub knowledge: Vec<KnowledgePath>,
 }
 
@@ -99,14 +117,14 @@ pub fn knowledge_text(knowledge: &[KnowledgePath]) -> String {
 }
 
 /// Runs the chain over every sample of `dialogs`, `batch` samples per pipeline call, calls
-/// in parallel on rayon's current pool; `progress` is told how many samples each finished
-/// call held.
+/// in parallel on rayon's current pool; `monitor` hears after each call (samples done of
+/// all) and, once cancelled, stops the evaluation with `PipelineError::Cancelled`.
 pub fn evaluate(
     pipeline: &Pipeline,
     dialogs: &[Dialog],
     mode: KnowledgeMode,
     batch: usize,
-    progress: &(dyn Fn(usize) + Sync),
+    monitor: &Monitor,
 ) -> Result<(PipelineReport, Vec<Prediction>), PipelineEvalError> {
     let mut without_reply = 0u64;
     let mut samples: Vec<(usize, &Dialog, &Sample, &str, Vec<KnowledgePath>)> = Vec::new();
@@ -120,6 +138,7 @@ pub fn evaluate(
     }
     let started = std::time::Instant::now();
     let chunks: Vec<_> = samples.chunks(batch.max(1)).collect();
+    let (total, done) = (samples.len() as u64, std::sync::atomic::AtomicU64::new(0));
     let replies: Vec<Vec<Reply>> = chunks
         .par_iter()
         .map(|chunk| {
@@ -136,11 +155,13 @@ pub fn evaluate(
                     seed: None,
                 })
                 .collect();
-            let out = pipeline.respond_batch(&requests);
-            progress(chunk.len());
-            out
+            monitor.check().map_err(PipelineError::from)?;
+            let out = pipeline.respond_batch(&requests)?;
+            let now = done.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed) + chunk.len() as u64;
+            monitor.report(&Progress::new(Work::Evaluate, (1, 1), "turns", now, Some(total), Unit::Turns));
+            Ok(out)
         })
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, PipelineError>>()?;
     let seconds = started.elapsed().as_secs_f64();
     let replies: Vec<Reply> = replies.into_iter().flatten().collect();
     let n = samples.len().max(1) as f64;

@@ -77,8 +77,11 @@ use std::path::{Path, PathBuf};
 /// its entities (for [`Grounding`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResponsePair {
+    /// The system's reply.
     pub prediction: String,
+    /// The reference reply.
     pub reference: String,
+    /// The knowledge as text, for KF1 (`None` or empty: the pair is left out of KF1).
     #[serde(default)]
     pub knowledge: Option<String>,
     /// The entity names of the knowledge given for this reply (its paths' heads and tails,
@@ -91,12 +94,16 @@ pub struct ResponsePair {
 /// Corpus BLEU for n = 1..4 (JSON keys "1".."4"), a fraction in 0..1.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Bleu {
+    /// BLEU-1.
     #[serde(rename = "1")]
     pub bleu1: f64,
+    /// BLEU-2.
     #[serde(rename = "2")]
     pub bleu2: f64,
+    /// BLEU-3.
     #[serde(rename = "3")]
     pub bleu3: f64,
+    /// BLEU-4.
     #[serde(rename = "4")]
     pub bleu4: f64,
 }
@@ -104,8 +111,11 @@ pub struct Bleu {
 /// Mean ROUGE F-measures (JSON keys "rouge1", "rouge2", "rougeL").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Rouge {
+    /// ROUGE-1 F-measure.
     pub rouge1: f64,
+    /// ROUGE-2 F-measure.
     pub rouge2: f64,
+    /// ROUGE-L F-measure.
     #[serde(rename = "rougeL")]
     pub rouge_l: f64,
 }
@@ -129,20 +139,33 @@ pub struct Grounding {
 /// The scores of a list of pairs (see the module documentation for each definition).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ResponseScores {
+    /// Pairs scored.
     pub pairs: usize,
+    /// sacrebleu's corpus BLEU (tokenizer 13a, exp smoothing).
     pub bleu_sacrebleu: Bleu,
+    /// nltk's corpus BLEU without smoothing, on lowercased tokens.
     pub bleu_nltk: Bleu,
+    /// BLEU as the DialogGSR authors' code computes it (cumulative, epsilon smoothing).
     pub bleu_dialoggsr: Bleu,
+    /// rouge-score's F-measures without the stemmer.
     pub rouge: Rouge,
+    /// rouge-score's F-measures with the Porter stemmer.
     pub rouge_stemmed: Rouge,
+    /// Unigram F1 with the reference after SQuAD's normalization, averaged over pairs.
     pub f1: f64,
+    /// The same F1 with the knowledge text, over the pairs that have one (`None`: no pair has).
     pub kf1: Option<f64>,
+    /// The pairs KF1 averages over.
     pub kf1_pairs: usize,
+    /// Distinct unigrams over all unigrams of the predictions.
     pub distinct_1: f64,
+    /// Distinct bigrams over all bigrams of the predictions.
     pub distinct_2: f64,
     /// Distinct predictions (exact string equality) and their share of the pairs.
     pub distinct_replies: usize,
+    /// `distinct_replies` over the pairs.
     pub distinct_replies_share: f64,
+    /// Whether the replies name the entities of their knowledge.
     pub grounding: Grounding,
 }
 
@@ -150,41 +173,85 @@ pub struct ResponseScores {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ResponsesError {
+    /// The list of pairs is empty.
     #[error("no pairs to score")]
     NoPairs,
     /// A file that cannot be read (the IO error is in the message, not a `source()`, so that a
     /// printed error chain says it once).
     #[error("{path}: {error}")]
-    Io { path: PathBuf, error: std::io::Error },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        error: std::io::Error,
+    },
     /// A bad line of a predictions or gold file (bad input data).
     #[error("{path}:{line}: {problem}")]
-    Bad { path: PathBuf, line: u64, problem: LineProblem },
+    Bad {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: u64,
+        /// What is wrong.
+        problem: LineProblem,
+    },
 }
 
 /// What is wrong with one line of a predictions or gold file.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LineProblem {
+    /// Bytes that are not UTF-8.
     #[error("invalid UTF-8 at byte {byte} of the line")]
-    InvalidUtf8 { byte: usize },
+    InvalidUtf8 {
+        /// 0-based offset of the first invalid byte.
+        byte: usize,
+    },
+    /// The line does not parse as JSON.
     #[error("not a JSON object: {0}")]
     Json(serde_json::Error),
+    /// The line is JSON but not an object.
     #[error("not a JSON object")]
     NotAnObject,
+    /// No `"id"` that is a string or an integer.
     #[error("no \"id\" (a string or an integer)")]
     NoId,
+    /// The named field is present but not a string.
     #[error("\"{0}\" is not a string")]
     NotAString(&'static str),
+    /// The named field is present but not a list of strings.
     #[error("\"{0}\" is not a list of strings")]
     NotAListOfStrings(&'static str),
+    /// No `"response"` (predictions may say `"reply"` instead).
     #[error("no \"response\"{}", if *or_reply { " (or \"reply\")" } else { "" })]
-    NoResponse { or_reply: bool },
+    NoResponse {
+        /// Whether `"reply"` would do (a predictions file).
+        or_reply: bool,
+    },
+    /// An id a line of the same file already has.
     #[error("id {id:?} again (first on line {first})")]
-    DuplicateId { id: String, first: u64 },
+    DuplicateId {
+        /// The id.
+        id: String,
+        /// The line that has it first.
+        first: u64,
+    },
+    /// A prediction whose id no gold line has.
     #[error("id {id:?} is not in the gold file {gold}")]
-    NotInGold { id: String, gold: PathBuf },
+    NotInGold {
+        /// The id.
+        id: String,
+        /// The gold file.
+        gold: PathBuf,
+    },
+    /// A gold line whose id no prediction has.
     #[error("no prediction for id {id:?} in {predictions}")]
-    NoPrediction { id: String, predictions: PathBuf },
+    NoPrediction {
+        /// The id.
+        id: String,
+        /// The predictions file.
+        predictions: PathBuf,
+    },
 }
 
 /// Scores `pairs` (in their order). Fails only on an empty list.

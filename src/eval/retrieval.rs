@@ -4,6 +4,7 @@
 use crate::dataset::opendialkg::{Dialog, Triple};
 use crate::graph::candidates::Fact;
 use crate::ids::Direction;
+use crate::progress::{Monitor, Progress, Unit, Work};
 use crate::retrieve::RetrieveError;
 use crate::retrieve::Retriever;
 use crate::store::error::ReadError;
@@ -14,6 +15,7 @@ use std::collections::{BTreeMap, HashSet};
 /// `"path_at": {"1": 0.08, "3": 0.17}`.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct RetrievalReport {
+    /// Turns with a gold path.
     pub turns: u64,
     /// Turns with a gold triple that is not a fact of the store, for any reason (an unknown
     /// or empty name, or a fact the graph lacks). No retriever can return their gold path.
@@ -31,12 +33,15 @@ pub struct RetrievalReport {
     pub path_at: BTreeMap<usize, f64>,
     /// k -> mean share of gold triples among the triples of the top k paths.
     pub triple_recall_at: BTreeMap<usize, f64>,
+    /// Mean reciprocal rank of the first path holding a gold triple (0 when none does).
     pub mrr: f64,
     /// k -> share of turns with a gold triple in the top k paths, k = 1, 3, 10.
     pub hits_at: BTreeMap<usize, f64>,
     /// Of the triples of the top max(k) paths against the gold triples, per turn, averaged.
     pub precision: f64,
+    /// The same, recall.
     pub recall: f64,
+    /// The same, F1 (per turn, averaged).
     pub f1: f64,
     /// Paths returned per turn.
     pub mean_size: f64,
@@ -44,9 +49,13 @@ pub struct RetrievalReport {
     /// whose top path also takes that gold path's first relation in its direction: where a
     /// retriever wins or loses (the entity, or the relation).
     pub top_start_entity: f64,
+    /// Share of turns whose top path also takes the gold path's first relation, in its direction.
     pub top_first_relation: f64,
+    /// Time per turn to link and retrieve (its share of its batch's retrieval), median, ms.
     pub latency_ms_p50: f64,
+    /// The same, 99th percentile.
     pub latency_ms_p99: f64,
+    /// Turns over the wall time of the whole run.
     pub turns_per_s: f64,
 }
 
@@ -75,7 +84,10 @@ fn first_step(store: &Store, path: &[Triple], reverse_prefix: &str) -> Result<Op
     Ok(Some((s, r, dir)))
 }
 
-pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[usize]) -> Result<RetrievalReport, RetrieveError> {
+/// Scores `retriever` on every turn of `dialogs` with a gold path (path@k for each of
+/// `ks`, and the fixed hits@1/3/10, MRR, triple recall). `monitor` hears after each batch
+/// of turns and, once cancelled, stops the evaluation with [`RetrieveError::Cancelled`].
+pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[usize], monitor: &Monitor) -> Result<RetrievalReport, RetrieveError> {
     let mut r = RetrievalReport::default();
     let kmax = ks.iter().copied().max().unwrap_or(10).max(10);
     let mut path_hits = vec![0u64; ks.len()];
@@ -91,7 +103,9 @@ pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[
     let turns: Vec<(&Dialog, &crate::dataset::opendialkg::Sample)> = dialogs.iter().flat_map(|d| d.samples.iter().map(move |s| (d, s))).collect();
     // Turns are ranked a batch at a time (the generative retriever decodes a batch
     // together); a turn's latency is its linking plus its share of the batch.
+    let mut done = 0u64;
     for chunk in turns.chunks(retriever.batch_size().max(1)) {
+        monitor.check()?;
         let mut inputs = Vec::with_capacity(chunk.len());
         let mut link_ms = Vec::with_capacity(chunk.len());
         for (dialog, sample) in chunk {
@@ -170,6 +184,8 @@ pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[
             r_sum += rc;
             f_sum += if p + rc > 0.0 { 2.0 * p * rc / (p + rc) } else { 0.0 };
         }
+        done += chunk.len() as u64;
+        monitor.report(&Progress::new(Work::Evaluate, (1, 1), "turns", done, Some(turns.len() as u64), Unit::Turns));
     }
     let n = r.turns.max(1) as f64;
     r.candidate_recall = candidates as f64 / n;

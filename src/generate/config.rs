@@ -14,16 +14,27 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields, default)]
 #[non_exhaustive]
 pub struct GenerationConfig {
+    /// How the encoder input is written (default `dialoggsr`).
     pub encoding: InputEncoding,
+    /// Greedy, beam search or sampling (default beam).
     pub strategy: StrategyKind,
+    /// Beams, 1..=64 (default 5).
     pub beams: usize,
+    /// Sequences returned per request, 1..=`beams` (default 1).
     pub return_sequences: usize,
+    /// Beam search's length penalty, -100..=100 (default 1.5).
     pub length_penalty: f64,
+    /// Beam search: a request is done once it has `beams` finished hypotheses (default true).
     pub early_stopping: bool,
+    /// Tokens written at most, 1..=1024 (default 64).
     pub max_new_tokens: usize,
+    /// Sampling temperature, 0.001..=1000 (default 1).
     pub temperature: f64,
+    /// Sampling: top-k filtering, 0..=2^24 (0: off; default 50).
     pub top_k: usize,
+    /// Sampling: top-p filtering as transformers does it, in (0, 1] (1: off, the default).
     pub top_p: f64,
+    /// Sampling seed of a request that brings none (default 0).
     pub seed: u64,
     /// Token ids that end a sequence as EOS does.
     pub stop_ids: Vec<u32>,
@@ -31,7 +42,9 @@ pub struct GenerationConfig {
     pub stop: Vec<String>,
     /// transformers' logits processors (`crate::decode::processors`): 0, 0 and 1 are off.
     pub no_repeat_ngram_size: usize,
+    /// transformers' `min_new_tokens`: EOS and stop ids held back until this many tokens are written (default 0).
     pub min_new_tokens: usize,
+    /// transformers' `repetition_penalty`, 0.001..=1000 (default 1).
     pub repetition_penalty: f64,
     /// Entity names replaced by placeholders (`crate::generate::delex`); absent, names are
     /// written as they are.

@@ -45,7 +45,9 @@ pub struct DelexConfig {
 /// A request with its entity names replaced (rules 1-3).
 #[derive(Clone, Debug)]
 pub struct Delexed {
+    /// The history with the names replaced.
     pub history: Vec<Message>,
+    /// The knowledge with the names replaced.
     pub knowledge: Vec<KnowledgePath>,
     /// `names[k]` is what `placeholders[k]` stands for.
     pub names: Vec<String>,
@@ -254,12 +256,34 @@ pub fn relexicalize(text: &str, placeholders: &[String], names: &[String]) -> St
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PlaceholderProblem {
+    /// A placeholder that is empty or holds white space.
     #[error("placeholder {index} ({text:?}) is empty or holds white space")]
-    Blank { index: usize, text: String },
+    Blank {
+        /// Its 0-based position in `placeholders`.
+        index: usize,
+        /// The placeholder.
+        text: String,
+    },
+    /// A placeholder that is part of another.
     #[error("placeholder {index} ({text:?}) is part of placeholder {other} ({other_text:?})")]
-    Inside { index: usize, text: String, other: usize, other_text: String },
+    Inside {
+        /// Its 0-based position in `placeholders`.
+        index: usize,
+        /// The placeholder.
+        text: String,
+        /// The other's position.
+        other: usize,
+        /// The other placeholder.
+        other_text: String,
+    },
+    /// A placeholder that is not one token decoding writes back.
     #[error("placeholder {index} ({text:?}) is not one token of tokenizer.json that decoding writes back (add it as an added token that is not special)")]
-    NotAToken { index: usize, text: String },
+    NotAToken {
+        /// Its 0-based position in `placeholders`.
+        index: usize,
+        /// The placeholder.
+        text: String,
+    },
 }
 
 /// Every placeholder non-empty, without white space, and not inside another.

@@ -43,12 +43,16 @@ use std::collections::BTreeSet;
 /// fact `relation(tail, head)` walked backwards.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Triple {
+    /// The entity the triple starts at.
     pub head: String,
+    /// The relation; `~r` walks `r` backwards.
     pub relation: String,
+    /// The entity the triple reaches.
     pub tail: String,
 }
 
 impl Triple {
+    /// A triple from its three names.
     pub fn new(head: impl Into<String>, relation: impl Into<String>, tail: impl Into<String>) -> Triple {
         Triple { head: head.into(), relation: relation.into(), tail: tail.into() }
     }
@@ -79,12 +83,22 @@ pub type KnowledgePath = Vec<Triple>;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum KnowledgeProblem {
+    /// A path with no triple.
     #[error("a path has no triple")]
     Empty,
+    /// A path of more than two triples.
     #[error("a path has 1 or 2 triples, not {0}")]
     TooLong(usize),
+    /// A triple that does not start where the one before ended.
     #[error("triple {index} starts at {found:?}, not at {expected:?} where the one before ended")]
-    Broken { index: usize, expected: String, found: String },
+    Broken {
+        /// The triple's 0-based position in the path.
+        index: usize,
+        /// The tail of the triple before.
+        expected: String,
+        /// Its own head.
+        found: String,
+    },
 }
 
 /// Checks one path: 1 or 2 triples, chained.
@@ -105,10 +119,15 @@ pub fn check_path(path: &[Triple]) -> Result<(), KnowledgeProblem> {
 /// A slot of a template.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Slot {
+    /// `{history}`: the history text.
     History,
+    /// `{paths}`: the paths as the linearization writes them.
     Paths,
+    /// `{triples}`: SURGE's naive concatenation of the triples.
     Triples,
+    /// `{invariant}`: SORT(INV(Z)).
     Invariant,
+    /// `{entities}`: SORT(ENT(Z)).
     Entities,
 }
 
@@ -127,12 +146,24 @@ enum Part {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TemplateError {
+    /// A `{name}` that is no slot.
     #[error(
         "unknown slot {{{name}}} at byte {at} (the slots are {{history}}, {{paths}}, {{triples}}, {{invariant}}, {{entities}}; write {{{{ and }}}} for braces)"
     )]
-    UnknownSlot { name: String, at: usize },
+    UnknownSlot {
+        /// The name between the braces.
+        name: String,
+        /// Its byte offset in the template.
+        at: usize,
+    },
+    /// A lone `{` or `}`.
     #[error("unmatched {brace:?} at byte {at} (write {{{{ and }}}} for braces)")]
-    Unmatched { brace: char, at: usize },
+    Unmatched {
+        /// The brace.
+        brace: char,
+        /// Its byte offset in the template.
+        at: usize,
+    },
 }
 
 /// A user template, checked when made (`Template::new`).
@@ -144,6 +175,7 @@ pub struct Template {
 }
 
 impl Template {
+    /// Parses a template; an unknown slot or a lone brace is refused.
     pub fn new(source: impl Into<String>) -> Result<Template, TemplateError> {
         let source = source.into();
         let mut parts = Vec::new();
@@ -223,6 +255,7 @@ pub enum InputEncoding {
     Invariant,
     /// SORT(ENT(Z)), then the history.
     Efficient,
+    /// A user template with slots.
     Template(Template),
 }
 
@@ -230,8 +263,10 @@ pub enum InputEncoding {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum EncodingNameError {
+    /// Not one of the encoding names.
     #[error(transparent)]
     Unknown(#[from] crate::limits::UnknownName),
+    /// A `template:TEXT` whose template is refused.
     #[error(transparent)]
     Template(#[from] TemplateError),
 }

@@ -60,8 +60,11 @@ use tokenizers::Tokenizer;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StrategyKind {
+    /// The best logit at each step.
     Greedy,
+    /// Beam search ([`BeamSettings`]).
     Beam,
+    /// Seeded sampling ([`Sampling`]).
     Sample,
 }
 
@@ -70,9 +73,14 @@ pub enum StrategyKind {
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct BeamSettings {
+    /// Beams per request (1..=64, default 4).
     pub beams: usize,
+    /// Sequences returned per request (1..=`beams`, default 1).
     pub return_sequences: usize,
+    /// Hypothesis scores are divided by generated_len ^ length_penalty (-100..=100, default 1).
     pub length_penalty: f64,
+    /// A request is done once it has `beams` finished hypotheses (default true); else once
+    /// no running beam can beat the worst of them (transformers' heuristic).
     pub early_stopping: bool,
 }
 
@@ -87,8 +95,11 @@ impl Default for BeamSettings {
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Strategy {
+    /// The first best logit at each step.
     Greedy,
+    /// Beam search.
     Beam(BeamSettings),
+    /// Seeded sampling (temperature, top-k, top-p).
     Sample(Sampling),
 }
 
@@ -96,8 +107,11 @@ pub enum Strategy {
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct GenerateSettings {
+    /// How the encoder input is written from the history and the knowledge.
     pub encoding: InputEncoding,
+    /// How tokens are chosen.
     pub strategy: Strategy,
+    /// Tokens written at most (1..=1024, default 64).
     pub max_new_tokens: usize,
     /// Token ids that end a sequence as EOS does.
     pub stop_ids: Vec<u32>,
@@ -168,13 +182,16 @@ impl GenerateSettings {
 /// One request: the dialog so far and the knowledge to ground the response in.
 #[derive(Clone, Copy, Debug)]
 pub struct GenerationInput<'a> {
+    /// The dialog so far, oldest message first.
     pub history: &'a [Message],
+    /// The knowledge paths to ground the response in.
     pub knowledge: &'a [KnowledgePath],
     /// The sampling seed of this request (default: the settings').
     pub seed: Option<u64>,
 }
 
 impl<'a> GenerationInput<'a> {
+    /// A request with the settings' seed.
     pub fn new(history: &'a [Message], knowledge: &'a [KnowledgePath]) -> GenerationInput<'a> {
         GenerationInput { history, knowledge, seed: None }
     }
@@ -195,10 +212,15 @@ pub enum Finish {
 /// One generated response.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Generated {
+    /// The response: the decoded tokens without the final EOS or stop id and special
+    /// tokens, cut before the first stop text.
     pub text: String,
     /// The generated ids (the start token not included; the final EOS or stop id included).
     pub tokens: Vec<u32>,
+    /// Greedy and sampling: the sum of the model's log-probabilities of the tokens written;
+    /// beam search: the hypothesis score (`sum / generated_len ^ length_penalty`).
     pub score: f64,
+    /// Why the sequence ended.
     pub finish: Finish,
 }
 
@@ -207,6 +229,7 @@ pub struct Generated {
 pub struct EncoderInput {
     /// The text tokenized (after the oldest messages were dropped).
     pub text: String,
+    /// The token ids of `text` (after any cut).
     pub ids: Vec<u32>,
     /// Messages dropped from the front of the history window to fit `max_tokens`.
     pub dropped_messages: usize,
@@ -246,41 +269,95 @@ impl GenerateSettings {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum GenerateError {
+    /// The model could not be loaded or run.
     #[error(transparent)]
     Model(#[from] Seq2SeqError),
+    /// The model directory cannot be used.
     #[error(transparent)]
     ModelDir(#[from] ModelDirError),
+    /// The tokenizer failed on an input text.
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
+    /// The model directory's `trellis.json` names another task.
     #[error("{}: trellis.json says the model is a {task:?}, not a generator (a generator's trellis.json has \"task\": \"generator\")", model.display())]
-    NotAGenerator { model: PathBuf, task: String },
+    NotAGenerator {
+        /// The model directory.
+        model: PathBuf,
+        /// The task it names.
+        task: String,
+    },
+    /// The model directory has no `trellis.json`, so no task.
     #[error("{}: no trellis.json, so not a generator (a generator's trellis.json has \"task\": \"generator\")", model.display())]
-    NoTrellisFile { model: PathBuf },
-    /// `input` is the request's position in the call (0 for [`Generator::encoder_input`]).
+    NoTrellisFile {
+        /// The model directory.
+        model: PathBuf,
+    },
+    /// A knowledge path of a request cannot be written; `input` is the request's position
+    /// in the call (0 for [`Generator::encoder_input`]).
     #[error("request {input}, knowledge path {path}: {problem}")]
-    Knowledge { input: usize, path: usize, problem: KnowledgeProblem },
+    Knowledge {
+        /// The request's position.
+        input: usize,
+        /// The path's position among its knowledge.
+        path: usize,
+        /// What is wrong with it.
+        problem: KnowledgeProblem,
+    },
+    /// The knowledge cannot be written with the model's linearization.
     #[error(transparent)]
     Linearize(#[from] LinearizeError),
     /// A setting outside its range (`crate::limits`).
     #[error("{0}")]
     Setting(#[from] OutOfRange),
+    /// Even one request of a call would hold more decoding memory than the budget.
     #[error("{0}")]
     Memory(#[from] TooMuchMemory),
+    /// A stop text is empty.
     #[error("bad generation setting: a stop text must not be empty")]
     EmptyStop,
+    /// A stop id is not a token of the model.
     #[error("bad generation setting: stop id {token} is outside the model's {vocab}-token vocabulary")]
-    StopIdOutOfRange { token: u32, vocab: u32 },
+    StopIdOutOfRange {
+        /// The stop id.
+        token: u32,
+        /// The model's vocabulary size.
+        vocab: u32,
+    },
     /// Boxed: the search's error is the biggest, and every caller's `Result` carries it.
     #[error("beam search: {0}")]
     Search(#[source] Box<SearchError<Seq2SeqError, std::convert::Infallible>>),
+    /// The model's logits do not have one vocabulary-wide row per sequence.
     #[error("the model returned {got} logits for {rows} rows of a {vocab}-token vocabulary")]
-    LogitsShape { got: usize, rows: usize, vocab: usize },
+    LogitsShape {
+        /// Logits returned.
+        got: usize,
+        /// Rows asked for.
+        rows: usize,
+        /// The vocabulary size.
+        vocab: usize,
+    },
+    /// The model returned a NaN logit.
     #[error("the model returned a NaN logit (row {row}, token {token})")]
-    NaN { row: usize, token: usize },
+    NaN {
+        /// The decoder row.
+        row: usize,
+        /// The token whose logit is NaN.
+        token: usize,
+    },
+    /// No token of a row can be written (every logit is -inf, or sampling's filters left none).
     #[error("the model gave no token a finite logit (row {row})")]
-    NoFiniteLogit { row: usize },
+    NoFiniteLogit {
+        /// The decoder row.
+        row: usize,
+    },
+    /// The tokenizer cannot decode the generated ids.
     #[error("decoding the generated ids {tokens:?}: {source}")]
-    Decode { tokens: Vec<u32>, source: crate::BackendError },
+    Decode {
+        /// The ids.
+        tokens: Vec<u32>,
+        /// The tokenizer's error.
+        source: crate::BackendError,
+    },
 }
 
 impl From<SearchError<Seq2SeqError, std::convert::Infallible>> for GenerateError {
@@ -533,6 +610,7 @@ impl Generator {
         &self.defaults
     }
 
+    /// The model and its session pool.
     pub fn model(&self) -> &Seq2Seq {
         &self.model
     }

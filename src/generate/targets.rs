@@ -13,9 +13,11 @@ use crate::model::dir::ModelDir;
 /// One turn's training example.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ResponseTarget {
-    /// The dialog's index in the file (0-based) and the number of messages before the reply.
+    /// The dialog's index in the file (0-based).
     pub dialog: usize,
+    /// The number of messages before the reply.
     pub upto: usize,
+    /// Who wrote the reply.
     pub speaker: String,
     /// The encoder input: the history `messages[..upto]` and the gold path.
     pub input_ids: Vec<u32>,

@@ -31,13 +31,17 @@ pub enum Depth {
     One = 1,
     /// K = 2: the paper's setting.
     Two = 2,
+    /// K = 3.
     Three = 3,
 }
 
+/// The settings of S(e, M).
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct KatzConfig {
+    /// The longest path length K summed over (default 2).
     pub k: Depth,
+    /// The decay beta of a path of length k, beta^k (default 0.5).
     pub beta: f64,
     /// Entities with more facts than this are hubs (see the module documentation).
     pub hub_degree: usize,
@@ -49,8 +53,10 @@ impl Default for KatzConfig {
     }
 }
 
+/// S(e, M) of one entity.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Score {
+    /// The score.
     pub value: f64,
     /// The hub guard skipped at least one intermediate entity.
     pub truncated: bool,
@@ -102,6 +108,7 @@ pub struct Informativeness {
 }
 
 impl Informativeness {
+    /// The scorer of the mentioned entities `mentioned` (their neighbour lists are read here).
     pub fn new(store: Arc<Store>, mentioned: &[EntityId], cfg: KatzConfig) -> Result<Informativeness, ReadError> {
         let mut m = Vec::with_capacity(mentioned.len());
         for &e in mentioned {

@@ -1,5 +1,7 @@
 //! Walks over the stored graph, streamed from the store, and scores computed on it.
 
+// documented when the split lands
+#[allow(missing_docs)]
 pub mod candidates;
 pub mod informativeness;
 pub mod pcst;
@@ -13,8 +15,11 @@ use std::ops::ControlFlow;
 /// neighbour `from`. `edge.direction` is `In` when the fact was walked backwards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Step {
+    /// 1 or 2: how far the fact is from the start entity.
     pub hop: u8,
+    /// The entity the fact was reached from (the start, for hop 1).
     pub from: EntityId,
+    /// The fact, seen from `from`.
     pub edge: Edge,
 }
 

@@ -30,9 +30,13 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Pruning {
+    /// Every merge edge, every good node.
     None,
+    /// Merge edges between good nodes.
     Simple,
+    /// Goemans-Williamson: inactive clusters cut off unless a kept edge needs them.
     Gw,
+    /// Johnson, Minkoff and Phillips: subtrees whose prizes do not pay for them cut off.
     Strong,
 }
 
@@ -40,14 +44,41 @@ pub enum Pruning {
 #[derive(Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PcstError {
+    /// A prize that is negative, NaN or infinite.
     #[error("prize of node {node} is {value}: prizes must be finite and >= 0")]
-    BadPrize { node: usize, value: f64 },
+    BadPrize {
+        /// The node's index.
+        node: usize,
+        /// The prize.
+        value: f64,
+    },
+    /// A cost that is negative, NaN or infinite.
     #[error("cost of edge {edge} is {value}: costs must be finite and >= 0")]
-    BadCost { edge: usize, value: f64 },
+    BadCost {
+        /// The edge's index.
+        edge: usize,
+        /// The cost.
+        value: f64,
+    },
+    /// An edge names a node past the last one.
     #[error("edge {edge} joins node {node}, but there are only {nodes} nodes")]
-    BadEndpoint { edge: usize, node: u32, nodes: usize },
+    BadEndpoint {
+        /// The edge's index.
+        edge: usize,
+        /// The node it names.
+        node: u32,
+        /// How many nodes there are.
+        nodes: usize,
+    },
+    /// The edge and cost lists differ in length.
     #[error("{edges} edges but {costs} costs")]
-    CostCount { edges: usize, costs: usize },
+    CostCount {
+        /// Edges given.
+        edges: usize,
+        /// Costs given.
+        costs: usize,
+    },
+    /// `num_clusters` is 0.
     #[error("num_clusters must be at least 1")]
     NoClusters,
 }
@@ -56,7 +87,9 @@ pub enum PcstError {
 /// edges (indices into the instance's edge list).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PcstSolution {
+    /// The chosen nodes.
     pub nodes: Vec<u32>,
+    /// The chosen edges, as indices into the instance's edge list.
     pub edges: Vec<u32>,
 }
 

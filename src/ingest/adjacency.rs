@@ -5,8 +5,8 @@
 use super::error::IngestError;
 use super::sort::{Order, TripleSorter};
 use super::sst::{SstOptions, SstSink};
-use super::{Progress, ProgressFn};
 use crate::ids::{Direction, EntityId, RelationId};
+use crate::progress::{Monitor, Progress, Unit, Work};
 use crate::store::codec;
 use crate::store::error::{Corruption, Key, ReadError};
 use crate::store::idlist;
@@ -24,13 +24,14 @@ pub(super) fn write_adjacency_both(
     sorter: &mut TripleSorter,
     old: Option<&DB>,
     set: &SstOptions,
-    progress: &mut Option<ProgressFn>,
+    monitor: &Monitor,
+    inputs: usize,
 ) -> Result<(CfFiles, u64), IngestError> {
     let mut files = Vec::new();
     let mut added_out = 0;
     for (order, dir) in [(Order::Spo, Direction::Out), (Order::Ops, Direction::In)] {
         let t = Instant::now();
-        let (adj, deg, added) = write_adjacency(sorter, old, set, order, dir, progress)?;
+        let (adj, deg, added) = write_adjacency(sorter, old, set, order, dir, monitor, inputs)?;
         tracing::info!(?dir, elapsed_ms = t.elapsed().as_millis() as u64, "wrote adjacency");
         files.push((CF_ADJACENCY, adj));
         files.push((CF_DEGREES, deg));
@@ -54,9 +55,12 @@ fn write_adjacency(
     set: &SstOptions,
     order: Order,
     dir: Direction,
-    progress: &mut Option<ProgressFn>,
+    monitor: &Monitor,
+    inputs: usize,
 ) -> Result<(Vec<PathBuf>, Vec<PathBuf>, u64), IngestError> {
-    let (step, steps) = (if dir == Direction::Out { 1 } else { 2 }, 2);
+    // The load's steps: one per input, both adjacency directions, the commit.
+    let (step, steps) = (inputs + if dir == Direction::Out { 1 } else { 2 }, inputs + 3);
+    let stage = if dir == Direction::Out { "write outgoing adjacency" } else { "write incoming adjacency" };
     let total = sorter.pushed();
     let mut adj = SstSink::new(set, CF_ADJACENCY)?;
     let mut deg = SstSink::new(set, CF_DEGREES)?;
@@ -126,9 +130,8 @@ fn write_adjacency(
         others.push(other);
         seen += 1;
         if seen.is_multiple_of(1 << 20) {
-            if let Some(f) = progress.as_mut() {
-                f(&Progress::Writing { step, steps, what: if dir == Direction::Out { "outgoing adjacency" } else { "incoming adjacency" }, done: seen, total });
-            }
+            monitor.check().map_err(|_| IngestError::Cancelled)?;
+            monitor.report(&Progress::new(Work::Load, (step, steps), stage, seen, Some(total), Unit::Facts));
         }
         Ok(())
     });

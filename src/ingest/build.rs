@@ -7,7 +7,8 @@ use super::dictionaries::Tables;
 use super::error::IngestError;
 use super::sort::TripleSorter;
 use super::sst::SstOptions;
-use super::{adjacency, BulkLoader, InputSpec, LoadReport, Progress};
+use super::{adjacency, BulkLoader, InputSpec, LoadReport};
+use crate::progress::{Progress, Unit, Work};
 use crate::store::error::OpenError;
 use crate::store::generation::NextGeneration;
 use crate::store::meta::{LoadRecord, Meta};
@@ -145,6 +146,7 @@ fn run_locked(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport
     };
     for (index, spec) in inputs.iter().enumerate() {
         state.read_input(index, inputs.len(), spec)?;
+        state.loader.monitor.check().map_err(|_| IngestError::Cancelled)?;
     }
     tracing::info!(
         facts = state.report.facts_read,
@@ -164,9 +166,12 @@ fn run_locked(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport
     let sst_options = SstOptions::new(&cache, tmp.path());
     let files = state.write_tables(&sst_options)?;
     tracing::info!(sort_runs = state.report.sort_runs, elapsed_ms = started.elapsed().as_millis() as u64, "wrote SST files");
+    // The last check: past it the load commits.
+    state.loader.monitor.check().map_err(|_| IngestError::Cancelled)?;
     let next = NextGeneration::begin(&dir, old.as_ref(), next_gen, &cache)?;
     let db = &next.db;
-    state.progress(&Progress::Committing);
+    let inputs_count = inputs.len();
+    state.progress(Progress::new(Work::Load, (inputs_count + 3, inputs_count + 3), "commit", 0, None, Unit::Facts));
     for (cf, paths) in &files.ssts {
         if paths.is_empty() {
             continue;
@@ -215,25 +220,24 @@ fn run_locked(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport
 }
 
 impl Loading<'_> {
-    pub(super) fn progress(&mut self, p: &Progress) {
-        if let Some(f) = self.loader.progress.as_mut() {
-            f(p);
-        }
+    pub(super) fn progress(&self, p: Progress) {
+        self.loader.monitor.report(&p);
     }
 
     /// Builds every SST file of the load and counts what is new.
     fn write_tables(&mut self, set: &SstOptions) -> Result<Tables, IngestError> {
         // Adjacency (from the sorter) and dictionaries (from the interners) are independent:
-        // write them on two threads. The adjacency thread owns the progress callback.
+        // write them on two threads. The adjacency thread reports progress (steps after
+        // the inputs' reading steps).
         let mut sorter = std::mem::replace(&mut self.sorter, TripleSorter::new(0, PathBuf::new()));
-        let mut progress = self.loader.progress.take();
+        let monitor = self.loader.monitor.clone();
+        let inputs = self.report.inputs.len();
         let old = self.old;
         let (adjacency, dictionaries) = std::thread::scope(|scope| {
-            let adjacency = scope.spawn(|| adjacency::write_adjacency_both(&mut sorter, old, set, &mut progress));
+            let adjacency = scope.spawn(|| adjacency::write_adjacency_both(&mut sorter, old, set, &monitor, inputs));
             let dictionaries = self.write_dictionaries(set);
             (adjacency.join().expect("adjacency writer does not panic"), dictionaries)
         });
-        self.loader.progress = progress;
         self.sorter = sorter;
         let (adj_files, new_facts) = adjacency?;
         let mut tables = dictionaries?;

@@ -7,10 +7,15 @@ use std::path::PathBuf;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LineErrorKind {
+    /// Not three columns (TSV, pipe).
     WrongColumnCount,
+    /// A subject, relation or object that is empty (blank).
     EmptyName,
+    /// Bytes that are not UTF-8.
     InvalidUtf8,
+    /// Not one N-Triples statement.
     InvalidNtriples,
+    /// Longer than the line limit (1 MiB).
     LineTooLong,
     /// A control character (Unicode category Cc: U+0000-U+001F, U+007F-U+009F) inside a
     /// name; the field separator of TSV is no part of a name.
@@ -18,6 +23,7 @@ pub enum LineErrorKind {
 }
 
 impl LineErrorKind {
+    /// The kind as messages and reject counts name it, e.g. "wrong column count".
     pub fn name(self) -> &'static str {
         match self {
             LineErrorKind::WrongColumnCount => "wrong column count",
@@ -41,23 +47,54 @@ impl std::fmt::Display for LineErrorKind {
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LineProblem {
+    /// Longer than the line limit.
     #[error("line is {bytes} bytes, the limit is {limit} bytes")]
-    TooLong { bytes: u64, limit: usize },
+    TooLong {
+        /// The line's length.
+        bytes: u64,
+        /// The limit.
+        limit: usize,
+    },
     /// `byte`: 1-based offset of the first invalid byte.
     #[error("invalid UTF-8 at byte {byte} of the line")]
-    InvalidUtf8 { byte: usize },
+    InvalidUtf8 {
+        /// 1-based offset of the first invalid byte.
+        byte: usize,
+    },
+    /// Not three columns.
     #[error("expected 3 {separator}-separated columns, found {found}")]
-    Columns { separator: &'static str, found: usize },
+    Columns {
+        /// The separator's name, "tab" or "|".
+        separator: &'static str,
+        /// How many columns the line has.
+        found: usize,
+    },
+    /// An empty subject, relation or object.
     #[error("the {field} is empty")]
-    Empty { field: &'static str },
+    Empty {
+        /// "subject", "relation" or "object".
+        field: &'static str,
+    },
+    /// A relation that is only the reverse prefix.
     #[error("the relation is empty after its reverse prefix {prefix:?}")]
-    EmptyAfterReversePrefix { prefix: String },
+    EmptyAfterReversePrefix {
+        /// The configured reverse prefix.
+        prefix: String,
+    },
     /// `at`: 1-based byte offset in the line, when known (N-Triples names are decoded).
     #[error("the {field} contains U+{:04X}{}", u32::from(*.character), .at.map_or(String::new(), |i| format!(" at byte {i} of the line")))]
-    ControlCharacter { field: &'static str, character: char, at: Option<usize> },
+    ControlCharacter {
+        /// "subject", "relation" or "object".
+        field: &'static str,
+        /// The control character.
+        character: char,
+        /// 1-based byte offset in the line, when known.
+        at: Option<usize>,
+    },
     /// The N-Triples parser's own error (shared: line errors are cloned).
     #[error("{} (column {})", .0.message(), .0.location().start.column + 1)]
     Ntriples(std::sync::Arc<oxttl::TurtleSyntaxError>),
+    /// An N-Triples line with a second statement.
     #[error("more than one triple on the line")]
     MultipleTriples,
 }
@@ -65,8 +102,11 @@ pub enum LineProblem {
 /// One rejected line, before the file name is attached.
 #[derive(Clone, Debug)]
 pub struct LineError {
+    /// 1-based line number in its file.
     pub line: u64,
+    /// The coarse class, counted by `--on-error skip`.
     pub kind: LineErrorKind,
+    /// What exactly is wrong.
     pub detail: LineProblem,
     /// The line's bytes (at most the first 80 for over-long lines).
     pub text: Vec<u8>,
@@ -91,33 +131,85 @@ pub fn snippet(text: &[u8]) -> String {
     out
 }
 
+/// Why a load failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum IngestError {
+    /// A malformed input line (with [`OnError::Stop`](crate::ingest::OnError::Stop), the default).
     #[error("{file}:{line}: {kind}: {detail}\n  | {snippet}")]
-    BadLine { file: PathBuf, line: u64, kind: LineErrorKind, detail: LineProblem, snippet: String },
+    BadLine {
+        /// The input file.
+        file: PathBuf,
+        /// 1-based line number.
+        line: u64,
+        /// The coarse class.
+        kind: LineErrorKind,
+        /// What exactly is wrong.
+        detail: LineProblem,
+        /// The line's first 80 characters, control characters shown as their pictures.
+        snippet: String,
+    },
+    /// No format was given and neither the file's name nor its first line tells it.
     #[error("{path}: cannot tell the input format from the file name; say which it is (tsv, pipe or ntriples)")]
-    UnknownFormat { path: PathBuf },
+    UnknownFormat {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A compressed stream ends early or does not decode.
     #[error("{file}: truncated or corrupt {codec} stream after line {line}: {source}")]
-    Truncated { file: PathBuf, codec: &'static str, line: u64, source: std::io::Error },
+    Truncated {
+        /// The input file.
+        file: PathBuf,
+        /// "gzip", "bzip2" or "zstd".
+        codec: &'static str,
+        /// The last whole line read.
+        line: u64,
+        /// The decoder's error.
+        source: std::io::Error,
+    },
+    /// A file operation failed (an input, the rejects file, the sort's run files).
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Rayon's thread pool could not be built.
     #[error("cannot start the parser threads: {0}")]
     ThreadPool(#[source] rayon::ThreadPoolBuildError),
+    /// The input names more entities or relations than 32-bit ids hold.
     #[error("more than {limit} {what}: ids are u32")]
-    TooManyIds { what: &'static str, limit: u64 },
-    #[error("the load was cancelled; the store is unchanged")]
+    TooManyIds {
+        /// "entities" or "relations".
+        what: &'static str,
+        /// The most ids (2^32 - 1).
+        limit: u64,
+    },
+    /// The load or token indexing was cancelled by its monitor; nothing was committed.
+    #[error("cancelled; the store is unchanged")]
     Cancelled,
+    /// The token index's tokenizer cannot be loaded or used.
     #[error(transparent)]
     Tokenizer(#[from] crate::ingest::TokenizerError),
+    /// The tokenizer gave a name a token id the trie keeps for its own use.
     #[error("the tokenizer wrote token id {id} for {name:?}; that id is reserved by the trie")]
-    ReservedToken { id: u32, name: String },
+    ReservedToken {
+        /// The id.
+        id: u32,
+        /// The name.
+        name: String,
+    },
+    /// The store cannot be opened for the load.
     #[error(transparent)]
     Open(#[from] OpenError),
+    /// Reading the store failed.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// Writing the new generation failed.
     #[error(transparent)]
     Write(#[from] WriteError),
+    /// RocksDB failed.
     #[error("rocksdb: {0}")]
     Rocks(crate::BackendError),
 }

@@ -26,12 +26,17 @@ pub enum Format {
     Ntriples,
 }
 
+/// How an input file is compressed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Compression {
+    /// Not compressed.
     None,
+    /// gzip (`.gz`).
     Gzip,
+    /// bzip2 (`.bz2`).
     Bzip2,
+    /// zstd (`.zst`).
     Zstd,
 }
 
@@ -50,6 +55,7 @@ impl Compression {
 /// Where triples come from: a file, or standard input (`-`).
 #[derive(Clone, Debug)]
 pub struct InputSpec {
+    /// The file to read; `-` is standard input.
     pub path: PathBuf,
     /// `None`: detect from the file name.
     pub format: Option<Format>,
@@ -58,14 +64,17 @@ pub struct InputSpec {
 }
 
 impl InputSpec {
+    /// The file at `path`, its format and compression detected.
     pub fn new(path: impl Into<PathBuf>) -> InputSpec {
         InputSpec { path: path.into(), format: None, compression: None }
     }
 
+    /// Whether the input is standard input (`-`).
     pub fn is_stdin(&self) -> bool {
         self.path.as_os_str() == "-"
     }
 
+    /// The path for messages (`<stdin>` for standard input).
     pub fn display(&self) -> String {
         if self.is_stdin() {
             "<stdin>".into()

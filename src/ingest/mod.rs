@@ -34,17 +34,15 @@ pub(crate) mod sort;
 mod sst;
 pub(crate) mod tokenizer;
 pub(crate) mod tokens;
-pub use tokens::TokenProgress;
 
 pub use error::{IngestError, LineError, LineErrorKind, LineProblem};
 pub use input::{Compression, Format, InputSpec};
 pub use tokenizer::{NameTokenizer, PositionDependence, TokenizerError};
 
+use crate::progress::Monitor;
 use crate::store::meta::InputRecord;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// What to do with a malformed line.
@@ -57,20 +55,6 @@ pub enum OnError {
     Skip,
 }
 
-/// Progress reports, sent to the `on_progress` callback.
-#[derive(Clone, Debug)]
-pub enum Progress {
-    /// Parsing input `index` of `count`: bytes of the file consumed (compressed bytes for
-    /// compressed files) out of its size when known, and facts read so far in this load.
-    Reading { index: usize, count: usize, file: String, bytes: u64, total_bytes: Option<u64>, facts: u64 },
-    /// Writing the store: step `step` of `steps` (a description), `done` of `total` units.
-    Writing { step: usize, steps: usize, what: &'static str, done: u64, total: u64 },
-    /// Making the new generation current.
-    Committing,
-}
-
-pub(crate) type ProgressFn = Box<dyn FnMut(&Progress) + Send>;
-
 /// Loads triple files into the store at `dir`, creating it when it does not exist.
 pub struct BulkLoader {
     dir: PathBuf,
@@ -81,42 +65,53 @@ pub struct BulkLoader {
     rejects: Option<PathBuf>,
     reverse_prefix: String,
     lang: String,
-    progress: Option<ProgressFn>,
-    cancel: Arc<AtomicBool>,
+    monitor: Monitor,
 }
 
 /// What a load did.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct LoadReport {
+    /// Each input: its path, format, lines, facts read and lines rejected.
     pub inputs: Vec<InputRecord>,
     /// Fact lines read (before deduplication).
     pub facts_read: u64,
+    /// Facts the store did not have before.
     pub new_facts: u64,
+    /// Entities the store did not have before.
     pub new_entities: u64,
+    /// Relations the store did not have before.
     pub new_relations: u64,
+    /// Aliases the store did not have before.
     pub new_aliases: u64,
     /// Rejected lines per kind (`--on-error skip`).
     pub rejected: BTreeMap<LineErrorKind, u64>,
+    /// The file rejected lines were written to (`None`: no line was rejected).
     pub rejects_file: Option<PathBuf>,
     /// Labels whose subject is in no fact of the store (dropped, as the format says).
     pub unused_labels: u64,
     /// Store totals after the load.
     pub entities: u64,
+    /// Relations in the store after the load.
     pub relations: u64,
+    /// Facts in the store after the load.
     pub facts: u64,
     /// Sorted runs spilled to disk by the external sort and merged into the adjacency (0: it
     /// fit in the budget).
     pub sort_runs: usize,
+    /// Wall time of the load.
     pub elapsed: Duration,
 }
 
 impl LoadReport {
+    /// Rejected lines of every kind.
     pub fn rejected_total(&self) -> u64 {
         self.rejected.values().sum()
     }
 }
 
 impl BulkLoader {
+    /// A loader for the store at `dir`: 1024 MB, all cores, stop at the first bad line,
+    /// reverse prefix `~`, English labels.
     pub fn new(dir: impl AsRef<Path>) -> BulkLoader {
         BulkLoader {
             dir: dir.as_ref().to_path_buf(),
@@ -127,8 +122,7 @@ impl BulkLoader {
             rejects: None,
             reverse_prefix: "~".into(),
             lang: "en".into(),
-            progress: None,
-            cancel: Arc::new(AtomicBool::new(false)),
+            monitor: Monitor::new(),
         }
     }
 
@@ -153,6 +147,7 @@ impl BulkLoader {
         self
     }
 
+    /// What to do with a malformed line (default [`OnError::Stop`]).
     pub fn on_error(mut self, policy: OnError) -> Self {
         self.on_error = policy;
         self
@@ -178,14 +173,12 @@ impl BulkLoader {
         self
     }
 
-    pub fn on_progress(mut self, f: impl FnMut(&Progress) + Send + 'static) -> Self {
-        self.progress = Some(Box::new(f));
+    /// Reports the load's progress to `monitor` (one step per input, read in bytes with
+    /// the facts read so far, then the writing steps in facts, then the commit) and stops
+    /// it with `IngestError::Cancelled`, the store unchanged, once `monitor` is cancelled.
+    pub fn with_monitor(mut self, monitor: Monitor) -> Self {
+        self.monitor = monitor;
         self
-    }
-
-    /// A flag that, once set, makes the load stop with `IngestError::Cancelled`.
-    pub fn cancel_flag(&self) -> Arc<AtomicBool> {
-        self.cancel.clone()
     }
 
     /// Loads `inputs` (in order) and commits them as one new generation of the store.

@@ -14,7 +14,8 @@ use super::error::IngestError;
 use super::input::{open_input, Chunk, LineChunker};
 use super::naming::blank_prefix;
 use super::parse::{parse_chunk, ParseConfig, ParsedChunk};
-use super::{InputSpec, Progress};
+use super::InputSpec;
+use crate::progress::{Progress, Unit, Work};
 use crate::store::meta::InputRecord;
 use rayon::prelude::*;
 use std::sync::atomic::Ordering;
@@ -37,7 +38,7 @@ impl Loading<'_> {
         // with rayon's global pool.
         let pool =
             rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("trellis-parse-{i}")).build().map_err(IngestError::ThreadPool)?;
-        let cancel = self.loader.cancel.clone();
+        let monitor = self.loader.monitor.clone();
         let mut record = InputRecord { path: file.clone(), format: format.name().into(), ..Default::default() };
         let facts_before = self.report.facts_read;
         let result = std::thread::scope(|scope| -> Result<(), IngestError> {
@@ -87,16 +88,17 @@ impl Loading<'_> {
                 }
             });
             for batch in parsed_rx {
-                if cancel.load(Ordering::Relaxed) {
-                    return Err(IngestError::Cancelled);
-                }
+                monitor.check().map_err(|_| IngestError::Cancelled)?;
                 for chunk in batch? {
                     record.lines += chunk.lines;
                     self.take_chunk(&file, chunk, &mut record)?;
                 }
-                let p =
-                    Progress::Reading { index, count, file: file.clone(), bytes: consumed.load(Ordering::Relaxed), total_bytes, facts: self.report.facts_read };
-                self.progress(&p);
+                if monitor.reports() {
+                    let bytes = consumed.load(Ordering::Relaxed);
+                    // Steps: one per input, both adjacency directions, the commit.
+                    let p = Progress::new(Work::Load, (index + 1, count + 3), format!("read {file}"), bytes, total_bytes, Unit::Bytes);
+                    self.progress(p.with_facts(self.report.facts_read));
+                }
             }
             Ok(())
         });

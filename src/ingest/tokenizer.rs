@@ -20,22 +20,63 @@ pub use crate::linearize::fnv1a64;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TokenizerError {
+    /// The tokenizer file cannot be read.
     #[error("{path}: cannot load the tokenizer: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
     /// A directory, FIFO or device in place of the file, or a file over the limit.
     #[error("{path}: cannot load the tokenizer: {problem}")]
-    File { path: PathBuf, problem: crate::files::FileProblem },
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What is in its place.
+        problem: crate::files::FileProblem,
+    },
+    /// The tokenizer file is not JSON.
     #[error("{path}: cannot load the tokenizer: not JSON: {source}")]
-    NotJson { path: PathBuf, source: serde_json::Error },
+    NotJson {
+        /// The file.
+        path: PathBuf,
+        /// serde_json's error.
+        source: serde_json::Error,
+    },
     /// The `tokenizers` crate refused the file (its error type is a boxed error).
     #[error("{path}: cannot load the tokenizer: {source}")]
-    Load { path: PathBuf, source: crate::BackendError },
+    Load {
+        /// The file.
+        path: PathBuf,
+        /// The `tokenizers` crate's error.
+        source: crate::BackendError,
+    },
+    /// A boundary token of the linearization is not in the vocabulary.
     #[error("the tokenizer has no token {token:?}; it is needed for the {role} boundary of linearization {linearization:?} (give a linearization whose boundaries the tokenizer has)")]
-    MissingBoundary { token: String, role: String, linearization: String },
+    MissingBoundary {
+        /// The token.
+        token: String,
+        /// Which boundary needs it.
+        role: String,
+        /// The linearization's name.
+        linearization: String,
+    },
+    /// The tokenizer failed on a text.
     #[error("tokenizing {text:?}: {source}")]
-    Encode { text: String, source: crate::BackendError },
+    Encode {
+        /// The text.
+        text: String,
+        /// The `tokenizers` crate's error.
+        source: crate::BackendError,
+    },
+    /// A name's context boundaries are not found in its encoding (the name merged with them).
     #[error("tokenizing {text:?}: the boundary tokens did not survive tokenization")]
-    LostBoundary { text: String },
+    LostBoundary {
+        /// The text encoded.
+        text: String,
+    },
+    /// A name is written with other ids in another position of its side.
     #[error("{0}")]
     PositionDependent(Box<PositionDependence>),
 }
@@ -47,14 +88,22 @@ pub enum TokenizerError {
      the token index needs the same ids at every position of a side"
 )]
 pub struct PositionDependence {
+    /// Entity or relation.
     pub side: Side,
+    /// The name.
     pub name: String,
+    /// The boundary before its first position.
     pub first_open: String,
+    /// Its ids there.
     pub first: Vec<u32>,
+    /// The boundary before the other position.
     pub other_open: String,
+    /// Its ids there.
     pub other: Vec<u32>,
 }
 
+/// A tokenizer that writes entity and relation names as token ids, each in its
+/// linearization context, under a fingerprint that names it in the store.
 pub struct NameTokenizer {
     tokenizer: Tokenizer,
     fingerprint: u64,
@@ -90,18 +139,22 @@ impl NameTokenizer {
         Ok(NameTokenizer { tokenizer, fingerprint, linearization })
     }
 
+    /// The fingerprint (FNV-1a 64 of the canonical JSON, for a file), the key of its token index.
     pub fn fingerprint(&self) -> u64 {
         self.fingerprint
     }
 
+    /// The linearization names are written in.
     pub fn linearization(&self) -> &Linearization {
         &self.linearization
     }
 
+    /// The vocabulary size, added tokens included.
     pub fn vocab_size(&self) -> usize {
         self.tokenizer.get_vocab_size(true)
     }
 
+    /// The underlying `tokenizers` tokenizer.
     pub fn tokenizer(&self) -> &Tokenizer {
         &self.tokenizer
     }

@@ -7,6 +7,7 @@
 use super::IngestError;
 use crate::ingest::NameTokenizer;
 use crate::linearize::Side;
+use crate::progress::{Monitor, Progress, Unit, Work};
 use crate::store::codec::{decode_term, id_key};
 use crate::store::error::{OpenError, ReadError};
 use crate::store::generation::NextGeneration;
@@ -18,9 +19,6 @@ use std::path::Path;
 
 const BATCH: u32 = 4096;
 
-/// Progress: `done` of `total` names of `side` encoded.
-pub type TokenProgress<'a> = &'a mut dyn FnMut(Side, u64, u64);
-
 // A writer's operation (a new generation, like a load), so it lives with the loader; it
 // is offered as `Store::index_tokens`, beside `Store::open`, `Store::validate` and
 // `Store::migrate`.
@@ -28,14 +26,15 @@ impl crate::store::Store {
     /// Builds the token index of `tokenizer` in the store at `dir` (`trellis index-tokens`):
     /// every entity and relation name as the tokenizer's ids, and the trie constrained
     /// decoding walks, written into a new generation committed atomically like a load;
-    /// `name` is recorded for humans. `progress` gets `(side, done, total)` after every
-    /// batch of names.
-    pub fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, progress: TokenProgress<'_>) -> Result<TokenizerInfo, IngestError> {
-        index_tokens(dir, tokenizer, name, progress)
+    /// `name` is recorded for humans. `monitor` hears after every batch of names (step 1
+    /// entity names, step 2 relation names) and, once cancelled, stops the indexing with
+    /// `IngestError::Cancelled`, the store unchanged.
+    pub fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, monitor: &Monitor) -> Result<TokenizerInfo, IngestError> {
+        index_tokens(dir, tokenizer, name, monitor)
     }
 }
 
-pub(crate) fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, progress: TokenProgress<'_>) -> Result<TokenizerInfo, IngestError> {
+pub(crate) fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, monitor: &Monitor) -> Result<TokenizerInfo, IngestError> {
     let _lock = layout::lock_writer(dir)?;
     let (number, gen) = layout::current_generation(dir)?.ok_or_else(|| OpenError::NotAStore { path: dir.into() })?;
     layout::remove_stale(dir, Some(&gen))?;
@@ -66,10 +65,14 @@ pub(crate) fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, pr
     db.delete_range_cf(cf(CF_TERM_TOKENS), &from[..], &to[..])?;
     db.delete_range_cf(cf(CF_TOKEN_TRIE), &from[..], &to[..])?;
     let mut buf = Vec::new();
-    for (side, total, names_cf) in [(Side::Entity, meta.entities, CF_ENTITIES), (Side::Relation, meta.relations, CF_RELATIONS)] {
+    let sides = [(Side::Entity, meta.entities, CF_ENTITIES, "entity names"), (Side::Relation, meta.relations, CF_RELATIONS, "relation names")];
+    for (step, (side, total, names_cf, stage)) in sides.into_iter().enumerate() {
         let total = u32::try_from(total).unwrap_or(u32::MAX);
         let mut start = 0u32;
         while start < total {
+            // Nothing is committed before the end: a cancelled index leaves an uncommitted
+            // generation, removed like a killed load's.
+            monitor.check().map_err(|_| IngestError::Cancelled)?;
             let end = start.saturating_add(BATCH).min(total);
             let mut names = Vec::with_capacity((end - start) as usize);
             for id in start..end {
@@ -95,7 +98,7 @@ pub(crate) fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, pr
                 batch.put_cf(cf(CF_TOKEN_TRIE), trie_key(fp, side, tokens, id), []);
             }
             db.write(batch)?;
-            progress(side, u64::from(end), u64::from(total));
+            monitor.report(&Progress::new(Work::IndexTokens, (step + 1, 2), stage, u64::from(end), Some(u64::from(total)), Unit::Names));
             start = end;
         }
     }

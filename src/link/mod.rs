@@ -70,10 +70,14 @@ pub enum MatchKind {
     PartialName,
 }
 
+/// A candidate entity of a mention.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct LinkedEntity {
+    /// The entity's id.
     pub id: u32,
+    /// Its display name.
     pub name: String,
+    /// Facts touching it, as subject or object (0 for a partial-name mention, not looked up).
     pub degree: u64,
 }
 
@@ -82,14 +86,19 @@ pub struct LinkedEntity {
 pub struct Mention {
     /// Index of the message in the dialog.
     pub message: usize,
+    /// The message's speaker (empty when none).
     pub speaker: String,
     /// Byte span of the mention in the message (UTF-8).
     pub start: usize,
+    /// End of the byte span (exclusive).
     pub end: usize,
     /// The same span in characters (Unicode scalar values), as Python indexes strings.
     pub char_start: usize,
+    /// End of the character span (exclusive).
     pub char_end: usize,
+    /// The mention as written.
     pub text: String,
+    /// How it was found.
     pub kind: MatchKind,
     /// Candidate entities, best first.
     pub entities: Vec<LinkedEntity>,
@@ -98,8 +107,10 @@ pub struct Mention {
 /// A message of a dialog.
 #[derive(Clone, Debug, serde::Deserialize, serde::Serialize)]
 pub struct Message {
+    /// Who wrote it (`speaker` or `sender` in JSON; empty when none).
     #[serde(alias = "sender", default)]
     pub speaker: String,
+    /// What it says (`text` or `message` in JSON).
     #[serde(alias = "message")]
     pub text: String,
 }
@@ -108,12 +119,16 @@ pub struct Message {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum MessageProblem {
+    /// No text string (or the value is neither a string nor an object).
     #[error("needs a \"text\" (or \"message\") string")]
     NoText,
+    /// Both `text` and `message`.
     #[error("has both \"text\" and \"message\"")]
     TwoTexts,
+    /// A speaker that is neither a string nor null.
     #[error("has a \"speaker\" (or \"sender\") that is not a string")]
     SpeakerNotAString,
+    /// Both `speaker` and `sender`.
     #[error("has both \"speaker\" and \"sender\"")]
     TwoSpeakers,
 }
@@ -174,6 +189,7 @@ impl DialogState {
         self.messages
     }
 
+    /// Whether no message was pushed yet.
     pub fn is_empty(&self) -> bool {
         self.messages == 0
     }
@@ -191,6 +207,7 @@ impl Linker {
         &self.store
     }
 
+    /// The linker's settings.
     pub fn config(&self) -> &LinkConfig {
         &self.cfg
     }

@@ -2,6 +2,7 @@
 //! film, "It" the novel) but in dialog are almost always just words. A mention made only of
 //! these words is not linked.
 
+/// The stop words, normalized, sorted (binary-searched).
 pub const STOP_WORDS: &[&str] = &[
     "a",
     "about",
@@ -261,6 +262,7 @@ pub const STOP_WORDS: &[&str] = &[
     "yourself",
 ];
 
+/// Whether a normalized word is a stop word.
 pub fn is_stop_word(normalized: &str) -> bool {
     STOP_WORDS.binary_search(&normalized).is_ok()
 }

@@ -9,6 +9,7 @@ pub struct Word<'a> {
     pub text: &'a str,
     /// Byte offsets of `text` in the message.
     pub start: usize,
+    /// End of the byte span (exclusive).
     pub end: usize,
     /// The word ends in a possessive `'s` (or `’s`), which a lookup may drop.
     pub possessive: bool,

@@ -14,12 +14,19 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use tokenizers::Tokenizer;
 
+/// The encoder graph's file name.
 pub const ENCODER_FILE: &str = "encoder_model.onnx";
+/// The split layout's first-step decoder file name.
 pub const DECODER_FILE: &str = "decoder_model.onnx";
+/// The split layout's later-step decoder file name (reads the KV cache).
 pub const DECODER_WITH_PAST_FILE: &str = "decoder_with_past_model.onnx";
+/// The merged decoder's file name (both step kinds in one graph).
 pub const MERGED_FILE: &str = "decoder_model_merged.onnx";
+/// The tokenizer's file name.
 pub const TOKENIZER_FILE: &str = "tokenizer.json";
+/// The Hugging Face model configuration's file name.
 pub const CONFIG_FILE: &str = "config.json";
+/// Trellis's own configuration's file name (optional: defaults when absent).
 pub const TRELLIS_FILE: &str = "trellis.json";
 
 /// Which decoder files are used.
@@ -39,18 +46,42 @@ crate::limits::named_choices!(Layout, "layout", { Split => "split", Merged => "m
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FieldProblem {
+    /// The field is absent (or null) and has no default.
     #[error("missing")]
     Missing,
+    /// The field's JSON type is wrong.
     #[error("not {expected}")]
-    Type { expected: &'static str },
+    Type {
+        /// What it should be, e.g. "an integer".
+        expected: &'static str,
+    },
+    /// A number outside the range this file allows.
     #[error("{value} is out of range ({min}..={max})")]
-    Range { value: f64, min: f64, max: f64 },
-    /// `value` is the file's text (data).
+    Range {
+        /// The number found.
+        value: f64,
+        /// The smallest allowed.
+        min: f64,
+        /// The largest allowed.
+        max: f64,
+    },
+    /// A name that is not one of the allowed ones; `value` is the file's text (data).
     #[error("{value:?} is not one of {allowed}")]
-    Unknown { value: String, allowed: &'static str },
+    Unknown {
+        /// The name found.
+        value: String,
+        /// The allowed names, as the message shows them.
+        allowed: &'static str,
+    },
     /// Outside its range in `crate::limits` (the command line's and the options' own).
     #[error("must be {range}, not {value}")]
-    OutOfRange { range: String, value: String },
+    OutOfRange {
+        /// The allowed range, e.g. `2..=4096`.
+        range: String,
+        /// The value found.
+        value: String,
+    },
+    /// A `linearization` object that is not a valid linearization.
     #[error("{0}")]
     Linearization(Box<LinearizeError>),
     /// A task's own check of its section (`TaskSection`).
@@ -58,34 +89,99 @@ pub enum FieldProblem {
     Invalid(Box<dyn std::error::Error + Send + Sync>),
     /// A section only another task reads.
     #[error("a {task} does not read it ({instead})")]
-    OtherTask { task: &'static str, instead: &'static str },
+    OtherTask {
+        /// The model's task (`retriever` or `generator`).
+        task: &'static str,
+        /// What that task reads in its place.
+        instead: &'static str,
+    },
 }
 
 /// Why a model directory cannot be used.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ModelDirError {
+    /// The path is not a directory.
     #[error("{}: not a model directory (no such directory)", path.display())]
-    NotADirectory { path: PathBuf },
+    NotADirectory {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// Neither decoder layout's files are in the directory.
     #[error("{}: no decoder: neither {DECODER_FILE} + {DECODER_WITH_PAST_FILE} nor {MERGED_FILE} is there", dir.display())]
-    NoDecoder { dir: PathBuf },
+    NoDecoder {
+        /// The model directory.
+        dir: PathBuf,
+    },
+    /// A forced layout's decoder files are not all there.
     #[error("{}: the {layout} layout was asked for, but {} is missing", dir.display(), missing.join(" and "))]
-    LayoutMissing { dir: PathBuf, layout: Layout, missing: Vec<&'static str> },
+    LayoutMissing {
+        /// The model directory.
+        dir: PathBuf,
+        /// The layout asked for.
+        layout: Layout,
+        /// The file names that are absent.
+        missing: Vec<&'static str>,
+    },
+    /// A file every model directory needs (encoder, config.json, tokenizer.json) is absent.
     #[error("{}: missing (a model directory needs it)", path.display())]
-    MissingFile { path: PathBuf },
+    MissingFile {
+        /// The missing file.
+        path: PathBuf,
+    },
+    /// A model file exists but reading it failed.
     #[error("{}: cannot read: {source}", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
     /// In place of a model file: a directory, a FIFO or device, or a file over its limit.
     #[error("{}: {problem}", path.display())]
-    File { path: PathBuf, problem: FileProblem },
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What is in its place.
+        problem: FileProblem,
+    },
+    /// A JSON file does not parse, or does not fit its schema (unknown field, wrong shape).
     #[error("{}: not valid JSON for this file: {source}", path.display())]
-    Json { path: PathBuf, source: serde_json::Error },
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// serde_json's error (line and column).
+        source: serde_json::Error,
+    },
+    /// One field of config.json or trellis.json is wrong.
     #[error("{}: field `{field}`: {problem}", path.display())]
-    Field { path: PathBuf, field: String, problem: FieldProblem },
+    Field {
+        /// The file.
+        path: PathBuf,
+        /// The field's dotted name, e.g. `input.max_tokens`.
+        field: String,
+        /// What is wrong with it.
+        problem: FieldProblem,
+    },
+    /// An `input.entities` marker that the tokenizer does not turn into exactly one token.
     #[error("{}: the entity marker {marker:?} of trellis.json is not one token of tokenizer.json (add it as a special token)", path.display())]
-    MarkerNotAToken { path: PathBuf, marker: String },
+    MarkerNotAToken {
+        /// The trellis.json that names it.
+        path: PathBuf,
+        /// The marker text.
+        marker: String,
+    },
+    /// The tokenizer has more tokens than the model has logits.
     #[error("{}: the tokenizer has {tokens} tokens but config.json's vocab_size is {vocab_size}: the model cannot write them all", path.display())]
-    VocabTooSmall { path: PathBuf, tokens: usize, vocab_size: u32 },
+    VocabTooSmall {
+        /// The config.json.
+        path: PathBuf,
+        /// The tokenizer's vocabulary size, added tokens included.
+        tokens: usize,
+        /// config.json's `vocab_size`.
+        vocab_size: u32,
+    },
+    /// tokenizer.json cannot be loaded or used.
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
 }
@@ -93,16 +189,23 @@ pub enum ModelDirError {
 /// The fields of the Hugging Face T5 `config.json` Trellis reads.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct T5Config {
+    /// Vocabulary size: the decoder's logits per step (1..=16777216).
     pub vocab_size: u32,
+    /// Hidden size of every layer.
     pub d_model: usize,
+    /// Size of one attention head's keys and values.
     pub d_kv: usize,
+    /// Attention heads per layer.
     pub num_heads: usize,
     /// Encoder layers.
     pub num_layers: usize,
     /// Decoder layers (`num_layers` when absent).
     pub num_decoder_layers: usize,
+    /// The first token fed to the decoder.
     pub decoder_start_token_id: u32,
+    /// The end-of-sequence token: decoding stops on it.
     pub eos_token_id: u32,
+    /// The padding token.
     pub pad_token_id: u32,
 }
 
@@ -113,8 +216,11 @@ pub struct T5Config {
 pub struct InputConfig {
     /// The last `turns` messages (all when 0).
     pub turns: usize,
+    /// Whether each message is written `speaker: text` rather than its text alone (default false).
     pub speaker_prefix: bool,
+    /// What joins the messages (default one space).
     pub separator: String,
+    /// The most encoder ids (2..=4096, default 256); a longer input is cut from the left, its EOS kept.
     pub max_tokens: usize,
     /// The linked entities written after the messages, each behind a marker of its recency;
     /// absent, the input is the messages alone.
@@ -136,6 +242,7 @@ impl Default for InputConfig {
 pub struct EntityMarkers {
     /// One token each (checked against `tokenizer.json` when the directory is opened).
     pub markers: Vec<String>,
+    /// The most entities written (1..=1024, default 8).
     #[serde(default = "default_max_entities")]
     pub max: usize,
 }
@@ -148,7 +255,9 @@ fn default_max_entities() -> usize {
 /// was last mentioned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InputEntity {
+    /// The entity's name (written through the linearization's entity text).
     pub name: String,
+    /// How many messages back it was last mentioned (0: in the last message).
     pub age: u32,
 }
 
@@ -203,9 +312,13 @@ pub trait TaskSection: serde::de::DeserializeOwned + Default {
 /// `trellis.json`, checked, with the linearization resolved.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct TrellisConfig {
+    /// The file format version (only 1 is read).
     pub format: u32,
+    /// The model's task: `retriever` or `generator`.
     pub task: String,
+    /// How paths and entities are written as text (a preset or a full object).
     pub linearization: Linearization,
+    /// How the encoder input is made (`input`).
     pub input: InputConfig,
     /// The task's own section as written (absent: its defaults); [`TrellisConfig::section`].
     section: Option<serde_json::Value>,
@@ -220,8 +333,18 @@ impl Default for TrellisConfig {
 /// The decoder files of the chosen layout.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DecoderFiles {
-    Split { first: PathBuf, with_past: PathBuf },
-    Merged { merged: PathBuf },
+    /// Two decoders: one for the first step, one for the later steps.
+    Split {
+        /// `decoder_model.onnx`.
+        first: PathBuf,
+        /// `decoder_with_past_model.onnx`.
+        with_past: PathBuf,
+    },
+    /// One decoder graph for both step kinds.
+    Merged {
+        /// `decoder_model_merged.onnx`.
+        merged: PathBuf,
+    },
 }
 
 /// A model directory, read and checked.
@@ -504,21 +627,27 @@ impl ModelDir {
         Ok(section)
     }
 
+    /// The directory's path, as given when it was opened.
     pub fn path(&self) -> &Path {
         &self.path
     }
+    /// The decoder layout in use.
     pub fn layout(&self) -> Layout {
         self.layout
     }
+    /// The encoder graph's path.
     pub fn encoder_file(&self) -> &Path {
         &self.encoder
     }
+    /// The decoder graph paths of the layout in use.
     pub fn decoder_files(&self) -> &DecoderFiles {
         &self.decoder
     }
+    /// The checked `config.json`.
     pub fn config(&self) -> &T5Config {
         &self.config
     }
+    /// The checked `trellis.json` (its defaults when the file is absent).
     pub fn trellis(&self) -> &TrellisConfig {
         &self.trellis
     }
@@ -526,6 +655,7 @@ impl ModelDir {
     pub fn has_trellis_file(&self) -> bool {
         self.trellis_present
     }
+    /// How paths and entities are written as text (`trellis.json` `linearization`).
     pub fn linearization(&self) -> &Linearization {
         &self.trellis.linearization
     }

@@ -13,20 +13,64 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum InterfaceIssue {
+    /// A graph lacks an input the decoder fills.
     #[error("has no input {name:?}, which the decoder needs")]
-    MissingInput { name: String },
+    MissingInput {
+        /// The input's name.
+        name: String,
+    },
+    /// A graph has an input the decoder cannot fill.
     #[error("has an input {name:?} the decoder does not know how to fill")]
-    UnknownInput { name: String },
+    UnknownInput {
+        /// The input's name.
+        name: String,
+    },
+    /// A graph lacks an output the decoder reads.
     #[error("has no output {name:?}, which the decoder needs")]
-    MissingOutput { name: String },
+    MissingOutput {
+        /// The output's name.
+        name: String,
+    },
+    /// A graph has cache inputs or outputs for more layers than config.json says.
     #[error("has {name:?}, a layer beyond config.json's {layers} decoder layers")]
-    ExtraLayer { name: String, layers: usize },
+    ExtraLayer {
+        /// The input's or output's name.
+        name: String,
+        /// config.json's decoder layers.
+        layers: usize,
+    },
+    /// An input or output of the wrong element type.
     #[error("{name:?} is {found}, not {expected}")]
-    WrongType { name: String, expected: &'static str, found: String },
+    WrongType {
+        /// Its name.
+        name: String,
+        /// The type the decoder needs, e.g. "an int64 tensor".
+        expected: &'static str,
+        /// The graph's type.
+        found: String,
+    },
+    /// An input or output with the wrong number of dimensions.
     #[error("{name:?} has {found} dimensions, not {expected}")]
-    WrongRank { name: String, expected: usize, found: usize },
+    WrongRank {
+        /// Its name.
+        name: String,
+        /// The dimensions the decoder needs.
+        expected: usize,
+        /// The graph's.
+        found: usize,
+    },
+    /// A fixed dimension that differs from config.json's.
     #[error("{name:?} has {found} at axis {axis}, but config.json says {expected}")]
-    WrongDim { name: String, axis: usize, expected: i64, found: i64 },
+    WrongDim {
+        /// The input's or output's name.
+        name: String,
+        /// The axis, 0-based.
+        axis: usize,
+        /// config.json's size.
+        expected: i64,
+        /// The graph's size.
+        found: i64,
+    },
 }
 
 /// One problem of one model file.
@@ -34,7 +78,9 @@ pub enum InterfaceIssue {
 #[error("{}: {issue}", file.display())]
 #[non_exhaustive]
 pub struct InterfaceProblem {
+    /// The graph file.
     pub file: PathBuf,
+    /// What is wrong.
     pub issue: InterfaceIssue,
 }
 

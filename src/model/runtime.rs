@@ -24,23 +24,68 @@ const WHAT_TO_DO: &str = "run `source tools/setup.sh` (it installs onnxruntime==
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RuntimeError {
+    /// `ORT_DYLIB_PATH` is not set and no candidate path holds the library.
     #[error("no ONNX Runtime library found (looked at {}); {WHAT_TO_DO}", list(tried))]
-    NotFound { tried: Vec<PathBuf> },
+    NotFound {
+        /// The paths looked at.
+        tried: Vec<PathBuf>,
+    },
+    /// The path given does not exist.
     #[error("{}: no such ONNX Runtime library ({from}); {WHAT_TO_DO}", path.display())]
-    Missing { path: PathBuf, from: &'static str },
+    Missing {
+        /// The path.
+        path: PathBuf,
+        /// Where the path came from (`ORT_DYLIB_PATH`, ...).
+        from: &'static str,
+    },
+    /// The path given is not a regular file.
     #[error("{}: not a file ({from}); {WHAT_TO_DO}", path.display())]
-    NotAFile { path: PathBuf, from: &'static str },
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// Where the path came from (`ORT_DYLIB_PATH`, ...).
+        from: &'static str,
+    },
+    /// The file cannot be opened as a shared library.
     #[error("{}: cannot load it as a shared library: {source}; {WHAT_TO_DO}", path.display())]
-    Unloadable { path: PathBuf, source: libloading::Error },
+    Unloadable {
+        /// The file.
+        path: PathBuf,
+        /// The loader's error.
+        source: libloading::Error,
+    },
+    /// The shared library is not ONNX Runtime.
     #[error("{}: a shared library, but not ONNX Runtime (it has no OrtGetApiBase); {WHAT_TO_DO}", path.display())]
-    NotOnnxRuntime { path: PathBuf },
-    /// `found` is the version string the library reports (data).
+    NotOnnxRuntime {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The library's version is too old or not 1.x; `found` is the version string the
+    /// library reports (data).
     #[error("{}: ONNX Runtime {found:?} is not supported (this build needs 1.{MIN_MINOR_VERSION} or later, 1.x); {WHAT_TO_DO}", path.display())]
-    Version { path: PathBuf, found: String },
+    Version {
+        /// The library.
+        path: PathBuf,
+        /// The version string.
+        found: String,
+    },
+    /// `ort` could not set the library up.
     #[error("{}: ONNX Runtime could not be initialized: {source}", path.display())]
-    Init { path: PathBuf, source: InitFailure },
+    Init {
+        /// The library.
+        path: PathBuf,
+        /// What failed.
+        source: InitFailure,
+    },
+    /// Another ONNX Runtime library was loaded earlier in this process.
     #[error("ONNX Runtime is already loaded from {} in this process; {} cannot be loaded as well (one library per process)", loaded.display(), requested.display())]
-    AlreadyLoaded { loaded: PathBuf, requested: PathBuf },
+    AlreadyLoaded {
+        /// The library loaded.
+        loaded: PathBuf,
+        /// The library asked for now.
+        requested: PathBuf,
+    },
+    /// The library cannot list its execution providers.
     #[error("cannot list ONNX Runtime's execution providers: {0}")]
     Providers(crate::BackendError),
 }
@@ -49,8 +94,10 @@ pub enum RuntimeError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum InitFailure {
+    /// Loading the library's API failed.
     #[error(transparent)]
     Load(ort::LoadDynamicError),
+    /// Creating the ONNX Runtime environment failed.
     #[error(transparent)]
     Ort(crate::BackendError),
     /// `ort` panicked; the panic's text (data).
@@ -84,7 +131,9 @@ static LOADING: Mutex<()> = Mutex::new(());
 /// Where the library was found: for messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Located {
+    /// The library's path.
     pub path: PathBuf,
+    /// How it was found (`ORT_DYLIB_PATH`, `~/.cache/trellis/onnxruntime`, `next to the executable`).
     pub from: &'static str,
 }
 
@@ -205,6 +254,7 @@ impl Runtime {
         RUNTIME.get()
     }
 
+    /// The path the library was loaded from.
     pub fn library(&self) -> &Path {
         &self.library
     }

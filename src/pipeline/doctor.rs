@@ -12,49 +12,74 @@ use crate::retrieve::gsr::DecodingConfig;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
+/// What [`doctor`] checks.
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct DoctorOptions {
+    /// The model directory to check (`None`: the runtime alone, and a CUDA device if one is named).
     pub model: Option<PathBuf>,
+    /// Where the model runs (default the CPU).
     pub device: Device,
+    /// ONNX Runtime's threads per session, 0..=256 (0: one per core).
     pub threads: usize,
+    /// Forces a decoder layout (`None`: the split pair when both files exist, else the merged file).
     pub layout: Option<Layout>,
 }
 
+/// The ONNX Runtime library found.
 #[derive(Clone, Debug, Serialize)]
 pub struct RuntimeReport {
+    /// The library's path.
     pub library: PathBuf,
     /// How the library was found (`ORT_DYLIB_PATH`, the cache, next to the executable).
     pub found_by: String,
+    /// The library's version.
     pub version: String,
     /// Providers the library was built with.
     pub providers: Vec<String>,
 }
 
+/// The model directory, as read.
 #[derive(Clone, Debug, Serialize)]
 pub struct ModelReport {
+    /// Its path.
     pub path: PathBuf,
+    /// The decoder layout in use.
     pub layout: Layout,
+    /// config.json's `vocab_size`.
     pub vocab_size: u32,
+    /// config.json's `d_model`.
     pub d_model: usize,
+    /// Encoder layers.
     pub encoder_layers: usize,
+    /// Decoder layers.
     pub decoder_layers: usize,
+    /// Attention heads per layer.
     pub heads: usize,
+    /// Size of one head's keys and values.
     pub d_kv: usize,
+    /// The tokenizer's vocabulary size, added tokens included.
     pub tokenizer_tokens: usize,
+    /// The linearization's name.
     pub linearization: String,
     /// False when there is no trellis.json (defaults used).
     pub trellis_json: bool,
+    /// Each graph's inputs and outputs.
     pub graphs: Vec<GraphReport>,
 }
 
+/// What [`doctor`] found.
 #[derive(Clone, Debug, Serialize)]
 pub struct DoctorReport {
+    /// The runtime library.
     pub runtime: RuntimeReport,
+    /// The device, as `cpu` or `cuda:N`.
     pub device: String,
+    /// The model, when one was given and it opened.
     pub model: Option<ModelReport>,
     /// Each problem of the model, one sentence.
     pub problems: Vec<String>,
+    /// Whether no problem was found.
     pub ok: bool,
 }
 
@@ -62,10 +87,13 @@ pub struct DoctorReport {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DoctorError {
+    /// The ONNX Runtime library cannot be found or loaded.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// The device cannot be used.
     #[error(transparent)]
     Device(Box<Seq2SeqError>),
+    /// `threads` is out of range.
     #[error("{0}")]
     Setting(#[from] crate::limits::OutOfRange),
 }

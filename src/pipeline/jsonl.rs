@@ -20,9 +20,11 @@ use serde_json::{json, Value};
 
 /// A `trellis run` request.
 pub struct PipelineLine {
+    /// The request's id, history and entities, as `trellis retrieve` reads them.
     pub request: Request,
     /// Knowledge given instead of retrieving (`Some(vec![])`: none at all).
     pub knowledge: Option<Vec<KnowledgePath>>,
+    /// The request's sampling seed (`None`: the settings').
     pub seed: Option<u64>,
 }
 
@@ -30,14 +32,29 @@ pub struct PipelineLine {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LineError {
+    /// The retrieve part of the request is malformed.
     #[error(transparent)]
     Request(#[from] RequestError),
+    /// `"knowledge"` is not a list of lists.
     #[error("\"knowledge\" must be a list of paths, each a list of triples")]
     KnowledgeNotAList,
+    /// A triple that is neither form.
     #[error("knowledge[{path}][{triple}]: a triple is {{\"head\", \"relation\", \"tail\", \"reverse\"}} or [head, relation, tail] with string names")]
-    BadTriple { path: usize, triple: usize },
+    BadTriple {
+        /// The path's 0-based position.
+        path: usize,
+        /// The triple's 0-based position in it.
+        triple: usize,
+    },
+    /// A path whose triples do not chain, or with no triple or more than two.
     #[error("knowledge[{path}]: {problem}")]
-    BadPath { path: usize, problem: crate::generate::KnowledgeProblem },
+    BadPath {
+        /// The path's 0-based position.
+        path: usize,
+        /// What is wrong with it.
+        problem: crate::generate::KnowledgeProblem,
+    },
+    /// `"seed"` is not a non-negative integer.
     #[error("\"seed\" must be a non-negative integer")]
     BadSeed,
 }

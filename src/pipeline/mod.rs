@@ -12,6 +12,7 @@ use crate::generate::{GenerateError, GenerateSettings, Generated, GenerationInpu
 use crate::graph::candidates::distinct_terms;
 use crate::ids::{Direction, EntityId};
 use crate::link::Message;
+use crate::progress::{Monitor, Progress, Unit, Work};
 use crate::retrieve::{RetrievalInput, RetrieveError, Retriever, ScoredPath};
 use crate::store::error::ReadError;
 use std::time::Instant;
@@ -26,12 +27,24 @@ pub mod jsonl;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PipelineError {
+    /// Reading the store failed.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// Retrieval failed.
     #[error(transparent)]
     Retrieve(#[from] RetrieveError),
+    /// Generation failed.
     #[error("generating: {0}")]
     Generate(#[from] GenerateError),
+    /// The work's [`Monitor`] was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl From<crate::progress::Cancelled> for PipelineError {
+    fn from(_: crate::progress::Cancelled) -> PipelineError {
+        PipelineError::Cancelled
+    }
 }
 
 /// The knowledge a request's reply is grounded in.
@@ -49,9 +62,11 @@ pub enum KnowledgeSource<'a> {
 /// One request: the dialog so far (oldest first).
 #[derive(Clone, Debug)]
 pub struct PipelineRequest<'a> {
+    /// The dialog so far, oldest first.
     pub history: &'a [Message],
     /// Entities given instead of linking the history (for callers with their own linker).
     pub entities: Option<Vec<EntityId>>,
+    /// The knowledge the reply is grounded in (default: retrieved).
     pub knowledge: KnowledgeSource<'a>,
     /// The sampling seed of this request (sampling only; default: the settings').
     pub seed: Option<u64>,
@@ -69,8 +84,11 @@ impl<'a> PipelineRequest<'a> {
 /// by its size.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct StageTimings {
+    /// Linking.
     pub link_ms: f64,
+    /// Retrieval.
     pub retrieve_ms: f64,
+    /// Generation.
     pub generate_ms: f64,
     /// Requests in the batch that shared the retrieval and generation times.
     pub batch: usize,
@@ -90,6 +108,7 @@ pub struct Reply {
     pub knowledge: Vec<KnowledgePath>,
     /// The generated sequences, best first (at least one).
     pub responses: Vec<Generated>,
+    /// Where the request's time went.
     pub timings: StageTimings,
 }
 
@@ -106,10 +125,12 @@ impl Reply {
 pub struct PipelineSettings {
     /// Retrieved paths handed to the generator (the best `top`).
     pub top: usize,
+    /// How replies are generated.
     pub generate: GenerateSettings,
 }
 
 impl PipelineSettings {
+    /// The best `top` retrieved paths for the generator, with `generate`.
     pub fn new(top: usize, generate: GenerateSettings) -> PipelineSettings {
         PipelineSettings { top, generate }
     }
@@ -137,14 +158,17 @@ impl Pipeline {
         Ok(Pipeline { retriever, generator, settings })
     }
 
+    /// The retriever (its store and linker).
     pub fn retriever(&self) -> &Retriever {
         &self.retriever
     }
 
+    /// The generator.
     pub fn generator(&self) -> &Generator {
         &self.generator
     }
 
+    /// The settings it was built with.
     pub fn settings(&self) -> &PipelineSettings {
         &self.settings
     }
@@ -153,6 +177,29 @@ impl Pipeline {
     pub fn respond(&self, request: &PipelineRequest<'_>) -> Result<Reply, PipelineError> {
         let mut out = self.respond_batch(std::slice::from_ref(request))?;
         Ok(out.pop().expect("one reply per request"))
+    }
+
+    /// Replies to every request of `requests`, in their order: batches of the retriever's
+    /// [`batch_size`](Retriever::batch_size) requests go through
+    /// [`respond_batch`](Pipeline::respond_batch), batches in parallel on rayon's current
+    /// pool (`ThreadPool::install` bounds it). `monitor` hears after each batch (requests
+    /// done of all) and, once cancelled, stops the work before the next batch with
+    /// [`PipelineError::Cancelled`].
+    pub fn respond_many(&self, requests: &[PipelineRequest<'_>], monitor: &Monitor) -> Result<Vec<Reply>, PipelineError> {
+        use rayon::prelude::*;
+        let total = requests.len() as u64;
+        let done = std::sync::atomic::AtomicU64::new(0);
+        let batches: Vec<Vec<Reply>> = requests
+            .par_chunks(self.retriever.batch_size().max(1))
+            .map(|chunk| {
+                monitor.check()?;
+                let replies = self.respond_batch(chunk)?;
+                let now = done.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed) + chunk.len() as u64;
+                monitor.report(&Progress::new(Work::Respond, (1, 1), "requests", now, Some(total), Unit::Requests));
+                Ok(replies)
+            })
+            .collect::<Result<_, PipelineError>>()?;
+        Ok(batches.into_iter().flatten().collect())
     }
 
     /// Replies to many requests, in their order; they are retrieved and generated together.

@@ -5,10 +5,14 @@
 use crate::link::Message;
 use std::hash::BuildHasher;
 
+/// BM25's term-frequency saturation k1.
 pub const K1: f64 = 1.5;
+/// BM25's length normalization b.
 pub const B: f64 = 0.75;
+/// A negative idf is replaced by epsilon times the mean idf.
 pub const EPSILON: f64 = 0.25;
 
+/// The BM25 tokens of a text: lowercase runs of letters and digits.
 pub fn tokenize(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for_each_token(text, &mut String::new(), |t| out.push(t.to_owned()));
@@ -83,6 +87,7 @@ pub struct Bm25 {
 }
 
 impl Bm25 {
+    /// An index of `corpus`, one token list per document.
     pub fn new(corpus: &[Vec<String>]) -> Bm25 {
         Bm25::build(corpus.len(), |i, add| corpus[i].iter().for_each(|t| add(t)))
     }

@@ -32,15 +32,25 @@ use super::RetrievalInput;
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct GsrOverrides {
+    /// How the decoder is constrained and scored (`decoding.prior`).
     pub prior: Option<PriorMode>,
+    /// How entity masses become probabilities (`decoding.prior_norm`).
     pub prior_norm: Option<PriorNorm>,
+    /// Weight of the model's log-probability against the log prior, 0..=1 (`decoding.alpha`).
     pub alpha: Option<f64>,
+    /// Added to each entity's score under the proportional prior, 0..=1e6 (`decoding.prior_epsilon`).
     pub prior_epsilon: Option<f64>,
+    /// gamma of the prior's start recency, 0..=1e6 (0: off; `decoding.start_recency`).
     pub start_recency: Option<f64>,
+    /// The model's log-softmax over the vocabulary or the allowed tokens (`decoding.model_norm`).
     pub model_norm: Option<ModelNorm>,
+    /// Beams per dialog, 1..=64 (`decoding.beams`).
     pub beams: Option<usize>,
+    /// Paths returned per dialog, 1..=`beams` (`decoding.return_sequences`; its default is cut to `beams`).
     pub return_sequences: Option<usize>,
+    /// Beam search's length penalty, -100..=100 (`decoding.length_penalty`).
     pub length_penalty: Option<f64>,
+    /// Tokens a path may take at most, 1..=1024 (`decoding.max_new_tokens`).
     pub max_new_tokens: Option<usize>,
 }
 
@@ -50,7 +60,9 @@ pub struct GsrOverrides {
 pub struct GsrOptions {
     /// The exported model's directory (`schema/model.md`).
     pub model: PathBuf,
+    /// ONNX Runtime's threads, sessions and decoder layout.
     pub runtime: RuntimeOptions,
+    /// Settings that replace `trellis.json`'s `decoding` (`None`: the file's).
     pub overrides: GsrOverrides,
     /// Retrieval steps (the paper's multi-step retrieval); 1 by default.
     pub steps: usize,
@@ -59,6 +71,7 @@ pub struct GsrOptions {
 }
 
 impl GsrOptions {
+    /// Options for the model at `model`, with the defaults: one step, batches of 8, no overrides.
     pub fn new(model: impl Into<PathBuf>) -> GsrOptions {
         GsrOptions { model: model.into(), runtime: RuntimeOptions::default(), overrides: GsrOverrides::default(), steps: 1, batch: 8 }
     }
@@ -99,13 +112,21 @@ impl GsrOptions {
 /// The settings a retriever decodes with, resolved.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GsrSettings {
+    /// How the decoder is constrained and scored.
     pub prior: PriorMode,
+    /// How entity masses become probabilities.
     pub prior_norm: PriorNorm,
+    /// Weight of the model's log-probability against the log prior (0..=1).
     pub alpha: f64,
+    /// Added to each entity's score under the proportional prior.
     pub prior_epsilon: f64,
+    /// gamma of the prior's start recency (0: off).
     pub start_recency: f64,
+    /// The beam search's settings (`alpha` set only for the `connection` and `katz` priors).
     pub search: SearchConfig,
+    /// Retrieval steps.
     pub steps: usize,
+    /// Dialogs decoded together: at most the batch asked for, cut to what fits the decoding memory budget.
     pub batch: usize,
 }
 
@@ -113,26 +134,44 @@ pub struct GsrSettings {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum GsrError {
+    /// The model could not be loaded or run.
     #[error(transparent)]
     Model(#[from] Seq2SeqError),
+    /// The model directory cannot be used.
     #[error(transparent)]
     ModelDir(#[from] ModelDirError),
+    /// The store has no usable token index for the model's tokenizer and linearization.
     #[error("{model}: {source}")]
-    TokenIndex { model: PathBuf, source: TokenIndexError },
+    TokenIndex {
+        /// The model directory.
+        model: PathBuf,
+        /// Why the index cannot be used.
+        source: TokenIndexError,
+    },
+    /// The constraint automaton failed (boundaries the tokenizer cannot write, a state from elsewhere).
     #[error(transparent)]
     Decode(#[from] DecodeError),
+    /// Reading the store failed.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// A path cannot be written with the model's linearization.
     #[error(transparent)]
     Linearize(#[from] crate::linearize::LinearizeError),
     /// Boxed: the search's error is the biggest, and every caller's `Result` carries it.
     #[error("beam search: {0}")]
     Search(Box<SearchError<Seq2SeqError, DecodeError>>),
+    /// The model directory's `trellis.json` names another task.
     #[error("{model}: trellis.json says the model is a {task:?}, not a retriever")]
-    NotARetriever { model: PathBuf, task: String },
+    NotARetriever {
+        /// The model directory.
+        model: PathBuf,
+        /// The task it names.
+        task: String,
+    },
     /// A setting outside its range (`crate::limits`).
     #[error("{0}")]
     Setting(#[from] OutOfRange),
+    /// Even one dialog of a batch would hold more decoding memory than the budget.
     #[error("{0}")]
     Memory(#[from] TooMuchMemory),
 }
@@ -140,6 +179,7 @@ pub enum GsrError {
 /// One retrieved path with how the model wrote it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GsrPath {
+    /// The path: its entities and relations.
     pub path: DecodedPath,
     /// The hypothesis' score (`sum / generated_len ^ length_penalty`).
     pub score: f64,
@@ -174,6 +214,7 @@ pub struct GsrTimings {
     pub encode_ns: u64,
     /// Decoder calls, and the time inside ONNX Runtime's `run` for them.
     pub decoder_steps: u64,
+    /// Time inside ONNX Runtime's `run` for the decoder calls.
     pub decoder_run_ns: u64,
     /// The model's own work around `run` (inputs, outputs, cache reorders).
     pub decoder_outside_ns: u64,
@@ -237,18 +278,27 @@ fn shortest_path_tokens(lin: &crate::linearize::Linearization) -> usize {
 #[serde(deny_unknown_fields, default)]
 #[non_exhaustive]
 pub struct DecodingConfig {
+    /// Beams per dialog, 1..=64 (default 5).
     pub beams: usize,
+    /// Paths returned per dialog, 1..=`beams` (default 5).
     pub return_sequences: usize,
+    /// Weight of the model's log-probability against the log prior, 0..=1 (default 0.8).
     pub alpha: f64,
+    /// How the decoder is constrained and scored (default `katz`).
     pub prior: PriorMode,
+    /// How entity masses become probabilities (default `proportional`).
     pub prior_norm: PriorNorm,
+    /// Added to each entity's score under the proportional prior, 0..=1e6 (default 0.001).
     pub prior_epsilon: f64,
     /// gamma of the prior's start recency (0: off; src/decode/prior.rs).
     pub start_recency: f64,
     /// The model's log-softmax over the vocabulary or over the allowed tokens.
     pub model_norm: ModelNorm,
+    /// Beam search's length penalty, -100..=100 (default 1).
     pub length_penalty: f64,
+    /// Tokens a path may take at most, 1..=1024 (default 64).
     pub max_new_tokens: usize,
+    /// A dialog is done once it has `beams` finished paths (default true).
     pub early_stopping: bool,
 }
 
@@ -360,14 +410,17 @@ impl GsrRetriever {
         Ok(GsrRetriever { store, model, index, boundaries, settings, katz: katz.clone(), search_ns: AtomicU64::new(0), encode_ns: AtomicU64::new(0) })
     }
 
+    /// The resolved decoding settings.
     pub fn settings(&self) -> &GsrSettings {
         &self.settings
     }
 
+    /// The model and its session pool.
     pub fn model(&self) -> &Seq2Seq {
         &self.model
     }
 
+    /// Where decoding time went, summed over every call since open.
     pub fn timings(&self) -> GsrTimings {
         let m = self.model.timings();
         GsrTimings {

@@ -19,8 +19,11 @@ use crate::store::error::ReadError;
 use crate::store::Store;
 use serde_json::{json, Value};
 
+/// One request line of `trellis retrieve`.
 pub struct Request {
+    /// The request's `"id"`, any JSON, echoed in its answer (null when absent).
     pub id: Value,
+    /// The dialog so far, oldest first.
     pub history: Vec<Message>,
     /// Entity keys given instead of linking the history.
     pub entities: Option<Vec<String>>,
@@ -31,22 +34,46 @@ pub struct Request {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RequestError {
+    /// Bytes that are not UTF-8.
     #[error("invalid UTF-8 at byte {byte} of the line")]
-    InvalidUtf8 { byte: usize },
+    InvalidUtf8 {
+        /// 0-based offset of the first invalid byte.
+        byte: usize,
+    },
+    /// The line is not JSON.
     #[error("invalid JSON: {0}")]
     InvalidJson(#[source] serde_json::Error),
+    /// The line is JSON but not an object.
     #[error("expected a JSON object with a \"history\" list")]
     NotAnObject,
+    /// The object has no `"history"` list.
     #[error("no \"history\" list")]
     NoHistory,
+    /// A message of the history is malformed.
     #[error("history[{index}] {problem}")]
-    BadMessage { index: usize, problem: crate::link::MessageProblem },
+    BadMessage {
+        /// The message's 0-based position.
+        index: usize,
+        /// What is wrong with it.
+        problem: crate::link::MessageProblem,
+    },
+    /// `"entities"` is present but not a list.
     #[error("\"entities\" must be a list of entity keys")]
     EntitiesNotAList,
+    /// An entry of `"entities"` is not a string.
     #[error("entities[{index}] must be a string (an entity key)")]
-    EntityNotAString { index: usize },
+    EntityNotAString {
+        /// Its 0-based position.
+        index: usize,
+    },
+    /// An entity key that no entity of the store has.
     #[error("entities[{index}]: no entity with key {key:?} in the store")]
-    UnknownEntity { index: usize, key: String },
+    UnknownEntity {
+        /// Its 0-based position.
+        index: usize,
+        /// The key.
+        key: String,
+    },
 }
 
 /// Why a request got no answer: its own fault, or the store's. Only the first is bad
@@ -54,8 +81,10 @@ pub enum RequestError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AnswerError {
+    /// The request line is malformed (bad input data).
     #[error(transparent)]
     Request(#[from] RequestError),
+    /// Retrieval failed (a store read or the model).
     #[error(transparent)]
     Retrieve(#[from] RetrieveError),
 }

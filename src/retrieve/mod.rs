@@ -15,9 +15,11 @@ use crate::graph::informativeness::{Informativeness, KatzConfig};
 use crate::ids::EntityId;
 use crate::ingest::tokenizer::fnv1a64;
 use crate::link::{LinkConfig, Linker, Message};
+use crate::progress::{Monitor, Progress, Unit, Work};
 use crate::store::error::ReadError;
 use crate::store::Store;
 use pcst::{PcstConfig, PcstVariant};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Why a retrieval failed: a store read, or a PCST instance the solver refused (the
@@ -25,22 +27,37 @@ use std::sync::Arc;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RetrieveError {
+    /// Reading the store failed.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// The PCST solver refused an instance.
     #[error("prize-collecting Steiner tree: {0}")]
     Pcst(#[from] crate::graph::pcst::PcstError),
+    /// The generative retriever failed.
     #[error("generative retrieval: {0}")]
     Gsr(#[from] gsr::GsrError),
     /// A setting outside its range (`crate::limits`).
     #[error("{0}")]
     Setting(#[from] crate::limits::OutOfRange),
+    /// The work's [`Monitor`] was cancelled.
+    #[error("retrieval cancelled")]
+    Cancelled,
+}
+
+impl From<crate::progress::Cancelled> for RetrieveError {
+    fn from(_: crate::progress::Cancelled) -> RetrieveError {
+        RetrieveError::Cancelled
+    }
 }
 
 /// A retrieved path (1 or 2 hops) with its score and a short explanation.
 #[derive(Clone, Debug)]
 pub struct ScoredPath {
+    /// 1 or 2 hops from the path's first entity.
     pub hops: Vec<Hop>,
+    /// The retriever's own score (1 for `all`; a BM25, informativeness or hypothesis score for the others).
     pub score: f64,
+    /// Why the path was chosen, for people (e.g. `bm25 0.8123, mean over the last 3 messages`).
     pub explanation: String,
     /// The generative retriever's tokens with their model and prior log-probabilities
     /// (empty for the others).
@@ -50,14 +67,19 @@ pub struct ScoredPath {
 /// One generated token of a path: its id, `log_softmax(logits)[id]` and `log p_graph(id)`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TokenScore {
+    /// The token id.
     pub id: u32,
+    /// The model's log-probability of it, `log_softmax(logits)[id]`.
     pub model: f64,
+    /// The graph prior's log-probability of it, `log p_graph(id)`.
     pub prior: f64,
 }
 
 /// What retrievers see: the dialog history (oldest first) and the entities linked in it.
 pub struct RetrievalInput<'a> {
+    /// The messages so far, oldest first.
     pub history: &'a [Message],
+    /// The entities linked in them (the candidates' seeds).
     pub mentioned: Vec<EntityId>,
     /// Per mentioned entity, how many messages back it was last mentioned (0: the last
     /// message); empty when the entities were given rather than linked (all taken as 0).
@@ -110,22 +132,31 @@ impl RetrieverKind {
     }
 }
 
+/// A retriever's settings; [`RetrieverConfig::new`] gives the defaults.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct RetrieverConfig {
+    /// Which retriever.
     pub kind: RetrieverKind,
+    /// How candidate paths are gathered around the mentioned entities.
     pub candidates: CandidateConfig,
     /// Capped candidates (every retriever) or the whole neighbourhood (generative only).
     pub scope: CandidateScope,
+    /// The entity linker's settings.
     pub link: LinkConfig,
+    /// The informativeness (Katz) settings: the `katz` retriever's and the generative prior's;
+    /// its hub degree also bounds the uncapped scope.
     pub katz: KatzConfig,
     /// BM25: average over the last 1..=L messages.
     pub bm25_turns: usize,
+    /// The seed of `random`'s order (default 42).
     pub seed: u64,
+    /// The PCST retriever's settings.
     pub pcst: PcstConfig,
 }
 
 impl RetrieverConfig {
+    /// The defaults for `kind`: capped candidates, BM25 over 3 messages, seed 42, PCST seed 003.
     pub fn new(kind: RetrieverKind) -> RetrieverConfig {
         RetrieverConfig {
             kind,
@@ -217,11 +248,36 @@ impl Retriever {
             .collect())
     }
 
+    /// Links and ranks every history of `histories`: the answers, in input order, are
+    /// those [`retrieve`](Retriever::retrieve) gives each alone (an answer never depends on
+    /// the batch). Batches of [`batch_size`](Retriever::batch_size) histories are ranked
+    /// together, batches in parallel on rayon's current pool (`ThreadPool::install` bounds
+    /// it). `monitor` hears after each batch (turns done of all) and, once cancelled, stops
+    /// the work before the next batch with [`RetrieveError::Cancelled`].
+    pub fn retrieve_many(&self, histories: &[&[Message]], monitor: &Monitor) -> Result<Vec<Vec<ScoredPath>>, RetrieveError> {
+        use rayon::prelude::*;
+        let total = histories.len() as u64;
+        let done = AtomicU64::new(0);
+        let batches: Vec<Vec<Vec<ScoredPath>>> = histories
+            .par_chunks(self.batch_size().max(1))
+            .map(|chunk| {
+                monitor.check()?;
+                let inputs = chunk.iter().map(|h| self.input(h)).collect::<Result<Vec<_>, _>>()?;
+                let ranked = self.rank_batch(&inputs)?;
+                let now = done.fetch_add(chunk.len() as u64, Ordering::Relaxed) + chunk.len() as u64;
+                monitor.report(&Progress::new(Work::Retrieve, (1, 1), "turns", now, Some(total), Unit::Turns));
+                Ok(ranked)
+            })
+            .collect::<Result<_, RetrieveError>>()?;
+        Ok(batches.into_iter().flatten().collect())
+    }
+
     /// The store it retrieves from.
     pub fn store(&self) -> &Arc<Store> {
         &self.store
     }
 
+    /// The linker that finds the mentioned entities.
     pub fn linker(&self) -> &Linker {
         &self.linker
     }

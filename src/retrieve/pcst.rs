@@ -30,6 +30,7 @@ use crate::ids::EntityId;
 use crate::link::Message;
 use hashbrown::HashMap;
 
+/// How prizes and costs are set (module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub enum PcstVariant {
@@ -39,10 +40,13 @@ pub enum PcstVariant {
     GRetriever,
 }
 
+/// The `pcst` retriever's settings.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct PcstConfig {
+    /// How prizes and costs are set.
     pub variant: PcstVariant,
+    /// The pruning after growth (default `gw`).
     pub pruning: Pruning,
     /// Entities with a prize (seed 003: k = 3).
     pub node_k: usize,
@@ -55,6 +59,7 @@ pub struct PcstConfig {
 }
 
 impl PcstConfig {
+    /// The defaults of `variant`: `gw` pruning, node_k 3, edge_k 5, edge cost 1 (seed 003) or 0.5 (G-Retriever), decay 0.01.
     pub fn new(variant: PcstVariant) -> PcstConfig {
         let edge_cost = match variant {
             PcstVariant::Seed003 => 1.0,
@@ -67,11 +72,17 @@ impl PcstConfig {
 /// A PCST instance built from a candidate subgraph, with what its nodes and edges stand for.
 #[derive(Clone, Debug, Default)]
 pub struct PcstInstance {
+    /// The instance's first nodes: the candidate entities, in order of first appearance.
     pub entities: Vec<EntityId>,
+    /// The distinct candidate facts, in order of first appearance.
     pub facts: Vec<Fact>,
+    /// Per fact, its BM25 relevance to the history.
     pub fact_relevance: Vec<f64>,
+    /// Per node (entities, then virtual fact nodes), its prize.
     pub prizes: Vec<f64>,
+    /// The edges, as pairs of node indices.
     pub edges: Vec<(u32, u32)>,
+    /// Per edge, its cost.
     pub costs: Vec<f64>,
     /// For each instance node beyond the entities: the fact it stands for.
     pub virtual_fact: Vec<usize>,

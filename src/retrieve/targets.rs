@@ -28,9 +28,11 @@ use std::sync::Arc;
 /// One turn's training example.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct TrainingTarget {
-    /// The dialog's index in the file (0-based) and the number of messages before the turn.
+    /// The dialog's index in the file (0-based).
     pub dialog: usize,
+    /// The number of messages before the turn.
     pub upto: usize,
+    /// Who took the action (`assistant` or `user`).
     pub speaker: String,
     /// The encoder input, as `trellis retrieve` builds it.
     pub input_ids: Vec<u32>,

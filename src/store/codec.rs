@@ -72,6 +72,7 @@ pub enum TermKind {
 }
 
 impl TermKind {
+    /// The kind a record's first byte stands for (`None`: no kind).
     pub fn from_byte(b: u8) -> Option<TermKind> {
         Some(match b {
             0 => TermKind::Name,
@@ -86,6 +87,7 @@ impl TermKind {
 /// Value of `entities` and `relations`: the identity key and the display name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TermRecord {
+    /// What the term is.
     pub kind: TermKind,
     /// Identity: the exact name (TSV, pipe), the IRI, or the literal in N-Triples form.
     pub key: String,
@@ -123,7 +125,9 @@ pub fn decode_term(b: &[u8]) -> Option<TermRecord> {
 /// Which dictionary a `names` entry points into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum NameTarget {
+    /// An entity's name.
     Entity(EntityId),
+    /// A relation's name.
     Relation(RelationId),
 }
 

@@ -33,20 +33,46 @@ pub enum Corruption {
     Malformed(&'static str),
     /// A JSON record (meta, tokenizer info) that does not parse.
     #[error("{record} record: {source}")]
-    Json { record: &'static str, source: serde_json::Error },
+    Json {
+        /// Which record, e.g. `meta`.
+        record: &'static str,
+        /// serde_json's error.
+        source: serde_json::Error,
+    },
     /// The two directions of the adjacency disagree on how many facts a load adds.
     #[error("the load adds {outgoing} outgoing but {incoming} incoming facts")]
-    DirectionCounts { outgoing: u64, incoming: u64 },
+    DirectionCounts {
+        /// Facts the outgoing direction adds.
+        outgoing: u64,
+        /// Facts the incoming direction adds.
+        incoming: u64,
+    },
 }
 
 /// A failed read of an open store.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReadError {
+    /// A stored key or value that does not decode.
     #[error("corrupt store: column family `{cf}`, key {key}: {what}")]
-    Corrupt { cf: &'static str, key: Key, what: Corruption },
+    Corrupt {
+        /// The column family it is in.
+        cf: &'static str,
+        /// The key.
+        key: Key,
+        /// What is wrong.
+        what: Corruption,
+    },
+    /// The generation this reader has open was deleted under it.
     #[error("{store}: files of generation {generation} were removed while this reader had it open (by hand, or by a Trellis that does not see registered readers); reopen the store to read its current generation ({source})")]
-    GenerationRemoved { store: PathBuf, generation: PathBuf, source: crate::BackendError },
+    GenerationRemoved {
+        /// The store directory.
+        store: PathBuf,
+        /// The removed generation's directory.
+        generation: PathBuf,
+        /// RocksDB's error.
+        source: crate::BackendError,
+    },
     /// Any other RocksDB failure (no `From`: every read maps its error through
     /// `Store::read_error`, so a removed generation is always reported as such).
     #[error("rocksdb: {0}")]
@@ -69,32 +95,86 @@ impl ReadError {
 pub enum LayoutProblem {
     /// `found` is the text of CURRENT (trimmed), shown as data.
     #[error("CURRENT should name a generation like `gen-000001`, found {found:?}")]
-    BadCurrent { found: String },
+    BadCurrent {
+        /// CURRENT's text.
+        found: String,
+    },
+    /// CURRENT names a generation directory that is absent.
     #[error("CURRENT names {}, which does not exist", generation.file_name().unwrap_or(generation.as_os_str()).to_string_lossy())]
-    MissingGeneration { generation: PathBuf },
+    MissingGeneration {
+        /// The path it names.
+        generation: PathBuf,
+    },
+    /// CURRENT kept changing while the store was being opened (a writer committing over and over).
     #[error("CURRENT changed {attempts} times while a reader was opening the store; try again")]
-    CurrentChurn { attempts: usize },
+    CurrentChurn {
+        /// How many times the reader tried.
+        attempts: usize,
+    },
 }
 
 /// The store cannot be opened: not a store, another format, locked, a broken layout.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpenError {
+    /// The directory has no CURRENT file.
     #[error("{path}: not a Trellis store (no CURRENT file); create one with `trellis ingest --store {path} FILE`")]
-    NotAStore { path: PathBuf },
+    NotAStore {
+        /// The directory given.
+        path: PathBuf,
+    },
+    /// The store's format version is newer than this build reads.
     #[error("{path}: the store is format version {found}, written by a newer Trellis; this build reads versions up to {supported}. Upgrade Trellis")]
-    TooNew { path: PathBuf, found: u32, supported: u32 },
+    TooNew {
+        /// The store directory.
+        path: PathBuf,
+        /// The store's version.
+        found: u32,
+        /// The newest version this build reads.
+        supported: u32,
+    },
+    /// The store's format version is older than this build's: `trellis migrate` upgrades it.
     #[error("{path}: the store is format version {found}, older than this build's {current}; run `trellis migrate --store {path}`")]
-    NeedsMigration { path: PathBuf, found: u32, current: u32 },
+    NeedsMigration {
+        /// The store directory.
+        path: PathBuf,
+        /// The store's version.
+        found: u32,
+        /// This build's version.
+        current: u32,
+    },
+    /// Another writer (a load or a migration) holds the store's lock.
     #[error("{path}: store is locked by another loader or migration (lock file {lock})")]
-    Locked { path: PathBuf, lock: PathBuf },
+    Locked {
+        /// The store directory.
+        path: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+    },
+    /// CURRENT or the generation it names is wrong.
     #[error("{path}: {problem}")]
-    Layout { path: PathBuf, problem: LayoutProblem },
+    Layout {
+        /// The store directory or its CURRENT file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: LayoutProblem,
+    },
+    /// A file system operation failed.
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        /// The file or directory it was on.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
     /// RocksDB refused to open a generation directory.
     #[error("{path}: rocksdb: {source}")]
-    Rocks { path: PathBuf, source: crate::BackendError },
+    Rocks {
+        /// The generation directory.
+        path: PathBuf,
+        /// RocksDB's error.
+        source: crate::BackendError,
+    },
     /// Reading the format version or meta record while opening.
     #[error(transparent)]
     Read(#[from] ReadError),
@@ -127,8 +207,15 @@ impl From<MigrateError> for OpenError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WriteError {
+    /// A file system operation failed.
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        /// The file or directory it was on.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// RocksDB failed while writing.
     #[error("rocksdb: {0}")]
     Rocks(crate::BackendError),
 }
@@ -143,18 +230,35 @@ impl WriteError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MigrateError {
+    /// Opening the store failed.
     #[error(transparent)]
     Open(#[from] OpenError),
+    /// Reading the old format failed.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// Writing the new generation failed.
     #[error(transparent)]
     Write(#[from] WriteError),
+    /// The store is older than the oldest version this build migrates from.
     #[error(
         "{path}: format version {found} is older than the oldest this build migrates ({oldest}); migrate it with an older Trellis first, or reload the data"
     )]
-    TooOld { path: PathBuf, found: u32, oldest: u32 },
+    TooOld {
+        /// The store directory.
+        path: PathBuf,
+        /// The store's version.
+        found: u32,
+        /// The oldest version this build migrates from.
+        oldest: u32,
+    },
+    /// No migration step starts at a version the migration reached (a gap in this build's steps).
     #[error("{path}: no migration step from format version {from}")]
-    NoStep { path: PathBuf, from: u32 },
+    NoStep {
+        /// The store directory.
+        path: PathBuf,
+        /// The version no step starts at.
+        from: u32,
+    },
 }
 
 impl From<rocksdb::Error> for WriteError {

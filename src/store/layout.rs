@@ -165,7 +165,12 @@ pub enum ReaderPin {
     /// The registry could not be written (a read-only filesystem or a directory this user
     /// cannot write): the store is open, but a commit by another process may remove its
     /// generation; reads then fail with `ReadError::GenerationRemoved`.
-    Unregistered { readers: PathBuf, reason: std::io::Error },
+    Unregistered {
+        /// The registry directory (`DIR/readers`).
+        readers: PathBuf,
+        /// Why it could not be written.
+        reason: std::io::Error,
+    },
 }
 
 /// A reader's registration file, locked (shared) while it exists; removed on drop.
@@ -176,6 +181,7 @@ pub struct Registration {
 }
 
 impl Registration {
+    /// The registration file.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -11,16 +11,21 @@ pub const KEY_META: &[u8] = b"meta";
 /// a reader must accept documents with extra fields (added by later versions).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Meta {
+    /// The store's on-disk format version.
     pub format_version: u32,
     /// `trellis <version>` of the build that created the store.
     pub created_by: String,
     /// `trellis <version>` of the build that last wrote it.
     pub updated_by: String,
+    /// Entities in the dictionary.
     pub entities: u64,
+    /// Relations in the dictionary.
     pub relations: u64,
+    /// Facts (distinct triples).
     pub facts: u64,
     /// Entries in the `names` index (primary names and aliases of entities and relations).
     pub names: u64,
+    /// Aliases of entities (names beyond their primary one).
     pub aliases: u64,
     /// The prefix that marked reverse relations in the loads (`~` by default).
     pub reverse_prefix: String,

@@ -102,9 +102,12 @@ fn v2_to_v3(db: &DB) -> Result<(), MigrateError> {
     Ok(())
 }
 
+/// What a migration did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MigrationReport {
+    /// The store's format version before.
     pub from_version: u32,
+    /// Its format version after (the same when nothing was to do).
     pub to_version: u32,
     /// "step i of n: description" for every step applied.
     pub steps: Vec<String>,

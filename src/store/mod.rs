@@ -36,6 +36,7 @@ pub fn build_name() -> String {
 /// Block cache shared by all column families of one open store.
 const DEFAULT_CACHE_BYTES: usize = 64 << 20;
 
+/// An open store: one generation of a store directory, read through RocksDB. `Send + Sync`.
 pub struct Store {
     // Declared (so dropped) before `pin`: the generation's files stay until RocksDB closed them.
     db: DB,
@@ -49,23 +50,36 @@ pub struct Store {
 /// `relation(other, entity)` when `In`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Edge {
+    /// Whether the entity is the subject (`Out`) or the object (`In`).
     pub direction: Direction,
+    /// The relation.
     pub relation: RelationId,
+    /// The entity at the other end.
     pub other: EntityId,
 }
 
 /// Summary numbers of a store (`trellis stats`).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Stats {
+    /// Entities in the dictionary.
     pub entities: u64,
+    /// Relations in the dictionary.
     pub relations: u64,
+    /// Facts (distinct subject, relation, object triples).
     pub facts: u64,
+    /// Entries in the `names` index (primary names and aliases of entities and relations).
     pub names: u64,
+    /// Aliases of entities (names beyond their primary one).
     pub aliases: u64,
+    /// The store's on-disk format version.
     pub format_version: u32,
+    /// `trellis <version>` of the build that created the store.
     pub created_by: String,
+    /// `trellis <version>` of the build that last wrote it.
     pub updated_by: String,
+    /// Loads committed into the store.
     pub loads: usize,
+    /// Bytes of the generation directory on disk.
     pub size_on_disk_bytes: u64,
     /// SST bytes per column family, in schema order.
     pub column_family_bytes: Vec<(String, u64)>,
@@ -74,12 +88,19 @@ pub struct Stats {
 /// Everything known about one entity.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct EntityInfo {
+    /// The entity's id.
     pub id: u32,
+    /// What the entity is: a plain name, an IRI, a literal or a blank node.
     pub kind: TermKind,
+    /// Identity: the exact name (TSV, pipe), the IRI, or the literal in N-Triples form.
     pub key: String,
+    /// Display name.
     pub name: String,
+    /// Its other names.
     pub aliases: Vec<String>,
+    /// Facts with it as subject.
     pub out_degree: u64,
+    /// Facts with it as object.
     pub in_degree: u64,
 }
 
@@ -114,7 +135,9 @@ pub enum EntityMatch {
 /// One entity a user-typed reference may mean.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EntityCandidate {
+    /// The entity.
     pub id: EntityId,
+    /// How the reference matched it.
     pub matched: EntityMatch,
 }
 
@@ -278,6 +301,7 @@ impl Store {
         Ok(Store { db, dir: dir.to_path_buf(), generation: gen, meta, pin })
     }
 
+    /// The store directory (the one holding `CURRENT`).
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -301,6 +325,7 @@ impl Store {
         read_error(&self.dir, &self.generation, e)
     }
 
+    /// The store's meta record (counts, versions, loads).
     pub fn meta(&self) -> &Meta {
         &self.meta
     }
@@ -313,6 +338,7 @@ impl Store {
         self.db.cf_handle(name).expect("every column family is opened with the store")
     }
 
+    /// Summary numbers (`trellis stats`).
     pub fn stats(&self) -> Stats {
         let m = &self.meta;
         Stats {
@@ -336,10 +362,12 @@ impl Store {
         }
     }
 
+    /// Entities in the dictionary.
     pub fn entity_count(&self) -> u64 {
         self.meta.entities
     }
 
+    /// Relations in the dictionary.
     pub fn relation_count(&self) -> u64 {
         self.meta.relations
     }
@@ -349,6 +377,7 @@ impl Store {
         self.term(CF_ENTITIES, id.0)
     }
 
+    /// The dictionary record of a relation, or `None` for an id past the end.
     pub fn relation(&self, id: RelationId) -> Result<Option<TermRecord>, ReadError> {
         self.term(CF_RELATIONS, id.0)
     }
@@ -359,6 +388,7 @@ impl Store {
         self.term_names(CF_ENTITIES, ids.iter().map(|e| e.0))
     }
 
+    /// The display names of many relations in one batched read, in the order of `ids` (`None` for an id past the end).
     pub fn relation_names(&self, ids: &[RelationId]) -> Result<Vec<Option<String>>, ReadError> {
         self.term_names(CF_RELATIONS, ids.iter().map(|r| r.0))
     }
@@ -393,6 +423,7 @@ impl Store {
         self.id_by_key(CF_ENTITY_KEYS, key).map(|o| o.map(EntityId))
     }
 
+    /// The relation whose identity key is `key`.
     pub fn relation_by_key(&self, key: &str) -> Result<Option<RelationId>, ReadError> {
         self.id_by_key(CF_RELATION_KEYS, key).map(|o| o.map(RelationId))
     }
@@ -495,6 +526,7 @@ impl Store {
         Ok(out)
     }
 
+    /// The aliases recorded for an entity.
     pub fn aliases(&self, e: EntityId) -> Result<Vec<String>, ReadError> {
         read_aliases(&self.db, e).map_err(|e| match e {
             ReadError::Rocks(e) => match e.as_rocksdb() {
@@ -514,6 +546,7 @@ impl Store {
         }
     }
 
+    /// Everything known about one entity, or `None` for an id past the end.
     pub fn entity_info(&self, id: EntityId) -> Result<Option<EntityInfo>, ReadError> {
         let Some(rec) = self.entity(id)? else { return Ok(None) };
         Ok(Some(EntityInfo {
@@ -626,6 +659,7 @@ impl Store {
         migrate(dir)
     }
 
+    /// Checks every column family's records against each other (`trellis validate`).
     pub fn validate(&self) -> Result<ValidationReport, ReadError> {
         validate::validate(self)
     }

@@ -27,19 +27,25 @@ pub struct TokenizerInfo {
     pub fingerprint: String,
     /// A name for humans (the file it was indexed from, or `--name`).
     pub name: String,
+    /// The tokenizer's vocabulary size, added tokens included.
     pub vocab_size: u64,
     /// How names were written around (format 3; `context` in format 2).
     pub linearization: Linearization,
     /// `linearization.fingerprint()` as 16 hex digits.
     pub linearization_fingerprint: String,
+    /// Entities in the store when indexed.
     pub entities: u64,
+    /// Relations in the store when indexed.
     pub relations: u64,
     /// `meta.dictionary_epoch` when indexed: the names it was built from.
     pub dictionary_epoch: u64,
+    /// The Trellis that built it (`trellis <version>`).
     pub indexed_by: String,
+    /// When it was built, in seconds since the Unix epoch.
     pub indexed_at: u64,
 }
 
+/// `tokenizers` key of a tokenizer: its fingerprint, big-endian.
 pub fn tokenizer_key(fp: u64) -> [u8; 8] {
     fp.to_be_bytes()
 }
@@ -90,6 +96,7 @@ pub fn encode_tokens(tokens: &[u32], out: &mut Vec<u8>) {
     }
 }
 
+/// Reads a token list value ([`encode_tokens`]); `None` when it does not decode.
 pub fn decode_tokens(mut b: &[u8]) -> Option<Vec<u32>> {
     let (n, used) = get_varint(b)?;
     b = &b[used..];
@@ -167,10 +174,12 @@ impl TokenIndex {
         Ok(TokenIndex { store, fp, info, roots: Default::default() })
     }
 
+    /// What the store records about this index.
     pub fn info(&self) -> &TokenizerInfo {
         &self.info
     }
 
+    /// How names were written around when they were tokenized.
     pub fn linearization(&self) -> &Linearization {
         &self.info.linearization
     }
@@ -288,16 +297,46 @@ fn tokenizer_arg(path: &Option<Box<PathBuf>>) -> String {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TokenIndexError {
+    /// The store has no token index for this tokenizer.
     #[error("{path}: no token index for the tokenizer with fingerprint {fingerprint:016x} (indexed: {}); run `trellis index-tokens --store {path} --tokenizer {}`", indexed_list(.indexed), tokenizer_arg(.tokenizer))]
-    NotIndexed { path: PathBuf, fingerprint: u64, indexed: Vec<TokenizerInfo>, tokenizer: Option<Box<PathBuf>> },
+    NotIndexed {
+        /// The store directory.
+        path: PathBuf,
+        /// The tokenizer's fingerprint.
+        fingerprint: u64,
+        /// The tokenizers the store has an index for.
+        indexed: Vec<TokenizerInfo>,
+        /// The tokenizer file the suggested command names (`None`: `FILE`).
+        tokenizer: Option<Box<PathBuf>>,
+    },
+    /// The index no longer matches the store's names.
     #[error("{path}: the token index of tokenizer {} ({}) is stale: {reason}; run `trellis index-tokens --store {path} --tokenizer {} --linearization {}` again", .info.fingerprint, .info.name, tokenizer_arg(.tokenizer), linearization_arg(&.info.linearization))]
-    Stale { path: PathBuf, info: Box<TokenizerInfo>, reason: StaleReason, tokenizer: Option<Box<PathBuf>> },
+    Stale {
+        /// The store directory.
+        path: PathBuf,
+        /// The index's record.
+        info: Box<TokenizerInfo>,
+        /// How it differs.
+        reason: StaleReason,
+        /// The tokenizer file the suggested command names (`None`: `FILE`).
+        tokenizer: Option<Box<PathBuf>>,
+    },
     /// `wanted` is how the command line names the linearization asked for.
     #[error(
         "{path}: the token index of tokenizer {} was built with linearization {} ({}), not {wanted}; run `trellis index-tokens --store {path} --tokenizer {} --linearization {wanted}`",
         .info.fingerprint, .info.linearization.name, .info.linearization_fingerprint, tokenizer_arg(.tokenizer)
     )]
-    Linearization { path: PathBuf, info: Box<TokenizerInfo>, wanted: &'static str, tokenizer: Option<Box<PathBuf>> },
+    Linearization {
+        /// The store directory.
+        path: PathBuf,
+        /// The index's record.
+        info: Box<TokenizerInfo>,
+        /// The linearization asked for.
+        wanted: &'static str,
+        /// The tokenizer file the suggested command names (`None`: `FILE`).
+        tokenizer: Option<Box<PathBuf>>,
+    },
+    /// Reading the store failed.
     #[error(transparent)]
     Read(#[from] ReadError),
 }
@@ -320,10 +359,26 @@ impl TokenIndexError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum StaleReason {
+    /// The store has another number of entities or relations than when indexed.
     #[error("it covers {indexed_entities} entities and {indexed_relations} relations, the store now has {entities} and {relations}")]
-    Counts { indexed_entities: u64, indexed_relations: u64, entities: u64, relations: u64 },
+    Counts {
+        /// Entities when indexed.
+        indexed_entities: u64,
+        /// Relations when indexed.
+        indexed_relations: u64,
+        /// Entities now.
+        entities: u64,
+        /// Relations now.
+        relations: u64,
+    },
+    /// A load changed names since the index was built.
     #[error("names were changed by a load since it was built (dictionary epoch {indexed_epoch}, now {epoch})")]
-    Renamed { indexed_epoch: u64, epoch: u64 },
+    Renamed {
+        /// The dictionary epoch when indexed.
+        indexed_epoch: u64,
+        /// The dictionary epoch now.
+        epoch: u64,
+    },
 }
 
 fn indexed_list(indexed: &[TokenizerInfo]) -> String {
@@ -390,6 +445,7 @@ pub struct TrieCursor<'a> {
 }
 
 impl TrieCursor<'_> {
+    /// Which dictionary's names this cursor walks.
     pub fn side(&self) -> Side {
         self.side
     }
@@ -464,6 +520,7 @@ impl Store {
         Ok(out)
     }
 
+    /// The record of the tokenizer with fingerprint `fp` (`None`: not indexed).
     pub fn tokenizer_info(&self, fp: u64) -> Result<Option<TokenizerInfo>, ReadError> {
         let key = tokenizer_key(fp);
         match self.db().get_pinned_cf(self.cf(CF_TOKENIZERS), key).map_err(|e| self.read_error(e))? {

@@ -19,13 +19,20 @@ use crate::store::error::ReadError;
 
 const MAX_PROBLEMS: usize = 50;
 
+/// What [`Store::validate`](crate::Store::validate) counted and every disagreement it found.
 #[derive(Debug, Default, Clone, serde::Serialize)]
 pub struct ValidationReport {
+    /// Entity records read.
     pub entities: u64,
+    /// Relation records read.
     pub relations: u64,
+    /// Facts in the outgoing adjacency.
     pub facts_out: u64,
+    /// Facts in the incoming adjacency.
     pub facts_in: u64,
+    /// Entries of the `names` index.
     pub names: u64,
+    /// Alias records.
     pub aliases: u64,
     /// Human-readable descriptions of every disagreement found (at most 50 kept).
     pub problems: Vec<String>,
@@ -34,6 +41,7 @@ pub struct ValidationReport {
 }
 
 impl ValidationReport {
+    /// Whether no problem was found.
     pub fn is_ok(&self) -> bool {
         self.problems.is_empty()
     }

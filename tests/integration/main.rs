@@ -15,6 +15,7 @@ mod linking;
 mod metrics;
 mod model;
 mod pipeline;
+mod progress;
 mod readers;
 mod real_data;
 mod resume;

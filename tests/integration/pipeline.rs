@@ -420,6 +420,65 @@ fn generator_targets_are_the_generators_inputs_and_the_replies() {
 }
 
 #[test]
+fn targets_without_knowledge_add_the_replies_after_no_action_with_an_empty_knowledge() {
+    let dir = tempfile::tempdir().unwrap();
+    let dev = shared_data("opendialkg/dialogs_dev.csv");
+    let csv: String = std::fs::read_to_string(&dev).unwrap().lines().take(11).collect::<Vec<_>>().join("\n") + "\n";
+    let small = write(dir.path(), "dev10.csv", csv.as_bytes());
+    let targets = |extra: &[&str], name: &str| -> Vec<Value> {
+        let out = dir.path().join(name);
+        stdout_of(trellis().args(["targets", "--model"]).arg(generator_dir()).arg("--dialogs").arg(&small).arg("--output").arg(&out).args(extra));
+        std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let with = targets(&[], "with.jsonl");
+    let all = targets(&["--without-knowledge"], "all.jsonl");
+    let dialogs = trellis::dataset::opendialkg::read(&small).unwrap();
+    let g = open_generator(1);
+    let key = |l: &Value| (l["dialog"].as_u64().unwrap() as usize, l["upto"].as_u64().unwrap() as usize);
+    // Every turn with a gold path is there as before; every other message after the first
+    // is a turn of its own, its writer the speaker, its input the dialog with no knowledge.
+    let mut expected: Vec<(usize, usize)> = Vec::new();
+    for (i, d) in dialogs.iter().enumerate() {
+        for upto in 1..d.messages.len() {
+            if !d.samples.iter().any(|s| s.upto == upto) {
+                expected.push((i, upto));
+            }
+        }
+        expected.extend(d.samples.iter().map(|s| (i, s.upto)));
+    }
+    expected.sort();
+    let keys: Vec<(usize, usize)> = all.iter().map(key).collect();
+    assert_eq!(keys, expected);
+    let mut without = 0;
+    for l in &all {
+        let (i, upto) = key(l);
+        let d = &dialogs[i];
+        if let Some(w) = with.iter().find(|w| key(w) == (i, upto) && w["speaker"] == l["speaker"]) {
+            assert_eq!(w, l, "a turn with a gold path is unchanged");
+            continue;
+        }
+        without += 1;
+        assert_eq!(l["speaker"], d.messages[upto].speaker.as_str());
+        let input = g.encoder_input(&GenerationInput::new(&d.messages[..upto], &[]), &g.settings().encoding).unwrap();
+        assert_eq!(l["input_ids"], json!(input.ids));
+        assert!(l.get("skipped").is_none());
+    }
+    assert!(without >= 20, "{without}");
+    // A retriever has no such targets.
+    let out = dir.path().join("r.jsonl");
+    let cmd = trellis()
+        .args(["targets", "--without-knowledge", "--model"])
+        .arg(fixture("gsr/tiny-split"))
+        .arg("--dialogs")
+        .arg(&small)
+        .arg("--output")
+        .arg(&out)
+        .assert()
+        .code(2);
+    assert!(String::from_utf8_lossy(&cmd.get_output().stderr).contains("--without-knowledge is for a generator's targets"));
+}
+
+#[test]
 fn generator_options_override_the_models_defaults() {
     let dir = tempfile::tempdir().unwrap();
     let store = sample_store(dir.path());

@@ -29,7 +29,7 @@ fn metrics_on_a_hand_worked_example() {
     let ranked = r.retrieve(&dialogs[0].messages[..1]).unwrap();
     let names: Vec<String> = ranked.iter().map(|p| r.verbalize(&p.hops).unwrap()).collect();
     assert_eq!(names, vec!["Alpha r Bravo", "Alpha s Charlie", "Alpha r Bravo Bravo t Delta"]);
-    let report = retrieval::evaluate(&store, &r, &dialogs, &[1, 3]).unwrap();
+    let report = retrieval::evaluate(&store, &r, &dialogs, &[1, 3], &trellis::Monitor::new()).unwrap();
     assert_eq!(report.turns, 1);
     assert_eq!(report.path_at, at(&[(1, 1.0), (3, 1.0)]));
     assert_eq!(report.triple_recall_at, at(&[(1, 1.0), (3, 1.0)]));
@@ -71,7 +71,7 @@ fn top_path_start_and_first_relation_by_hand() {
     assert_eq!(dialogs[0].samples.len(), 3);
     let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
     let r = Retriever::new(store.clone(), RetrieverConfig::new(RetrieverKind::All)).unwrap();
-    let report = retrieval::evaluate(&store, &r, &dialogs, &[1]).unwrap();
+    let report = retrieval::evaluate(&store, &r, &dialogs, &[1], &trellis::Monitor::new()).unwrap();
     assert_eq!(report.path_at, at(&[(1, 1.0 / 3.0)]));
     assert_eq!(report.top_start_entity, 2.0 / 3.0);
     assert_eq!(report.top_first_relation, 1.0 / 3.0);
@@ -89,7 +89,7 @@ fn retrievers_on_the_opendialkg_dev_dialogs() {
     for kind in [RetrieverKind::All, RetrieverKind::Random, RetrieverKind::Bm25, RetrieverKind::Katz, RetrieverKind::Pcst] {
         let name = kind.name();
         let r = Retriever::new(store.clone(), RetrieverConfig::new(kind)).unwrap();
-        let report = retrieval::evaluate(&store, &r, dialogs, &[1, 10]).unwrap();
+        let report = retrieval::evaluate(&store, &r, dialogs, &[1, 10], &trellis::Monitor::new()).unwrap();
         at10.push((name, report.triple_recall_at[&10], report.mean_size));
     }
     // The rankers order the same candidates; PCST keeps a small tree of them.
@@ -181,7 +181,7 @@ fn metaqa_questions_walk_inverse_relations_backwards() {
     assert_eq!(dialogs[0].samples[0].paths.len(), 2);
     let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
     let r = Retriever::new(store.clone(), RetrieverConfig::new(RetrieverKind::All)).unwrap();
-    let report = retrieval::evaluate(&store, &r, &dialogs, &[1, 2]).unwrap();
+    let report = retrieval::evaluate(&store, &r, &dialogs, &[1, 2], &trellis::Monitor::new()).unwrap();
     assert_eq!((report.gold_not_in_store, report.gold_unknown_name, report.gold_empty_name), (0, 0, 0));
     // William Dieterle's candidates, in store order: directed_by(Kismet, WD), then
     // directed_by(Juarez, WD) (ids in load order), then the 2-hop paths. Each answer triple
@@ -473,13 +473,13 @@ fn candidate_recall_is_the_share_of_gold_paths_among_the_candidates() {
     // One fact per entity: Alpha's candidates are r(Alpha, Bravo) and its 2-hop path only.
     let mut cfg = RetrieverConfig::new(RetrieverKind::All);
     cfg.candidates.facts_per_entity = 1;
-    let report = retrieval::evaluate(&store, &Retriever::new(store.clone(), cfg.clone()).unwrap(), &dialogs, &[1]).unwrap();
+    let report = retrieval::evaluate(&store, &Retriever::new(store.clone(), cfg.clone()).unwrap(), &dialogs, &[1], &trellis::Monitor::new()).unwrap();
     assert_eq!(report.candidate_recall, 0.0);
     cfg.candidates.facts_per_entity = 100;
-    let report = retrieval::evaluate(&store, &Retriever::new(store.clone(), cfg.clone()).unwrap(), &dialogs, &[1]).unwrap();
+    let report = retrieval::evaluate(&store, &Retriever::new(store.clone(), cfg.clone()).unwrap(), &dialogs, &[1], &trellis::Monitor::new()).unwrap();
     assert_eq!(report.candidate_recall, 0.5, "s(Alpha, Charlie) is a candidate; t(Bravo, Delta) does not start at Alpha");
     cfg.candidates.facts_per_entity = 1;
     cfg.scope = CandidateScope::Uncapped;
-    let report = retrieval::evaluate(&store, &Retriever::new(store.clone(), cfg).unwrap(), &dialogs, &[1]).unwrap();
+    let report = retrieval::evaluate(&store, &Retriever::new(store.clone(), cfg).unwrap(), &dialogs, &[1], &trellis::Monitor::new()).unwrap();
     assert_eq!(report.candidate_recall, 0.5, "uncapped: no caps");
 }

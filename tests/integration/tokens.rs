@@ -348,7 +348,7 @@ proptest! {
         let s = dir.path().join("s");
         ingest(&s, &[], &[&write(dir.path(), "g.tsv", tsv.as_bytes())]);
         let tok = tokenizer();
-        trellis::Store::index_tokens(&s, &tok, "t", &mut |_, _, _| {}).unwrap();
+        trellis::Store::index_tokens(&s, &tok, "t", &trellis::Monitor::new()).unwrap();
         let store = Arc::new(Store::open_read_only(&s).unwrap());
         let index = open_index(&store, &tok);
         let (es, _) = sample_names(&store);

@@ -1,0 +1,221 @@
+//! One shape for following and stopping long work: a bulk load, token indexing, batch
+//! retrieval, batch replies and the evaluations all take a [`Monitor`], report
+//! [`Progress`] through it and stop at its next check once it is cancelled.
+//!
+//! A monitor is a cheap handle (clones share one state), so a host keeps a clone to cancel
+//! from another thread (a Ctrl-C handler, a Python binding polling for KeyboardInterrupt, a
+//! UI's stop button) while the work runs with the other. Cancelled work ends with its
+//! family's `Cancelled` error (`IngestError::Cancelled`, `RetrieveError::Cancelled`,
+//! `PipelineError::Cancelled`; `trellis::Error::is_cancelled` asks any of them) and leaves
+//! what it writes as a crash would: a load or an index not committed, the store unchanged.
+//!
+//! The callback runs on whichever thread did the work (batch work reports from rayon's
+//! threads), so it is `Fn + Send + Sync`; it is called after each unit of work finishes,
+//! often enough for a progress bar and rarely enough not to cost time (a batch of names,
+//! a parsed chunk of input, a batch of turns).
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// What kind of work a report is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Work {
+    /// A bulk load (`BulkLoader::load`).
+    Load,
+    /// Building a tokenizer's token index (`Store::index_tokens`).
+    IndexTokens,
+    /// Ranking paths for a batch of dialog turns (`Retriever::retrieve_many`).
+    Retrieve,
+    /// Answering a batch of requests (`Pipeline::respond_many`).
+    Respond,
+    /// An evaluation over dialog turns (`eval::retrieval::evaluate`, `eval::pipeline::evaluate`).
+    Evaluate,
+}
+
+impl Work {
+    /// The lower-case name (`load`, `index-tokens`, `retrieve`, `respond`, `evaluate`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Work::Load => "load",
+            Work::IndexTokens => "index-tokens",
+            Work::Retrieve => "retrieve",
+            Work::Respond => "respond",
+            Work::Evaluate => "evaluate",
+        }
+    }
+}
+
+/// What `done` and `total` count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Unit {
+    /// Bytes of an input file (compressed bytes for a compressed file).
+    Bytes,
+    /// Facts (triples).
+    Facts,
+    /// Entity or relation names.
+    Names,
+    /// Dialog turns.
+    Turns,
+    /// Requests of a batch.
+    Requests,
+}
+
+impl Unit {
+    /// The lower-case plural name (`bytes`, `facts`, `names`, `turns`, `requests`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Bytes => "bytes",
+            Unit::Facts => "facts",
+            Unit::Names => "names",
+            Unit::Turns => "turns",
+            Unit::Requests => "requests",
+        }
+    }
+}
+
+/// One report: where the work stands in its current step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Progress {
+    /// The work reporting.
+    pub work: Work,
+    /// The current step, from 1 (a load: one step per input file, then its writing steps
+    /// and the commit).
+    pub step: usize,
+    /// The number of steps of the whole work.
+    pub steps: usize,
+    /// What the step does, for people (`read kg.tsv`, `write incoming adjacency`,
+    /// `entity names`, `turns`).
+    pub stage: String,
+    /// Units of the step done so far.
+    pub done: u64,
+    /// Units of the step in all, when known (an input read from a pipe has no size).
+    pub total: Option<u64>,
+    /// What `done` and `total` count.
+    pub unit: Unit,
+    /// Facts read so far in the whole load, while a load reads its inputs (the bytes read
+    /// say how far a file is, this says what came out of it); `None` elsewhere.
+    pub facts: Option<u64>,
+}
+
+impl Progress {
+    /// A report of `done` of `total` `unit`s in step `step` of `steps`.
+    pub(crate) fn new(work: Work, (step, steps): (usize, usize), stage: impl Into<String>, done: u64, total: Option<u64>, unit: Unit) -> Progress {
+        Progress { work, step, steps, stage: stage.into(), done, total, unit, facts: None }
+    }
+
+    pub(crate) fn with_facts(mut self, facts: u64) -> Progress {
+        self.facts = Some(facts);
+        self
+    }
+}
+
+/// Long work stopped because its [`Monitor`] was cancelled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("cancelled")]
+pub struct Cancelled;
+
+type Callback = Box<dyn Fn(&Progress) + Send + Sync>;
+
+struct Shared {
+    cancelled: AtomicBool,
+    callback: Option<Callback>,
+}
+
+/// Follows and stops long work: gets its [`Progress`] reports and can cancel it from any
+/// thread. Clones share one state: cancelling one cancels the work any clone was given to.
+/// `Monitor::default()` reports nowhere and is never cancelled unless asked.
+#[derive(Clone)]
+pub struct Monitor {
+    shared: Arc<Shared>,
+}
+
+impl Monitor {
+    /// A monitor without a callback (cancel only).
+    pub fn new() -> Monitor {
+        Monitor { shared: Arc::new(Shared { cancelled: AtomicBool::new(false), callback: None }) }
+    }
+
+    /// A monitor that sends every report to `callback`.
+    pub fn with_callback(callback: impl Fn(&Progress) + Send + Sync + 'static) -> Monitor {
+        Monitor { shared: Arc::new(Shared { cancelled: AtomicBool::new(false), callback: Some(Box::new(callback)) }) }
+    }
+
+    /// Asks the work to stop; it stops at its next check (after the unit of work under
+    /// way: a chunk of input, a batch of names or turns) with its `Cancelled` error.
+    pub fn cancel(&self) {
+        self.shared.cancelled.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`cancel`](Self::cancel) was called on this monitor or a clone.
+    pub fn is_cancelled(&self) -> bool {
+        self.shared.cancelled.load(Ordering::Relaxed)
+    }
+
+    /// `Err(Cancelled)` once cancelled: the check long work makes between units.
+    pub fn check(&self) -> Result<(), Cancelled> {
+        if self.is_cancelled() {
+            Err(Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Sends `progress` to the callback, if there is one.
+    pub(crate) fn report(&self, progress: &Progress) {
+        if let Some(f) = &self.shared.callback {
+            f(progress);
+        }
+    }
+
+    /// Whether reports go anywhere (work skips building them when not).
+    pub(crate) fn reports(&self) -> bool {
+        self.shared.callback.is_some()
+    }
+}
+
+impl Default for Monitor {
+    fn default() -> Monitor {
+        Monitor::new()
+    }
+}
+
+impl fmt::Debug for Monitor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Monitor").field("cancelled", &self.is_cancelled()).field("callback", &self.shared.callback.is_some()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[test]
+    fn clones_share_cancel_and_callback() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let m = Monitor::with_callback(move |p| sink.lock().unwrap().push((p.step, p.done)));
+        let other = m.clone();
+        assert_eq!(m.check(), Ok(()));
+        other.report(&Progress::new(Work::Retrieve, (1, 1), "turns", 3, Some(9), Unit::Turns));
+        m.report(&Progress::new(Work::Retrieve, (1, 1), "turns", 9, Some(9), Unit::Turns));
+        assert_eq!(*seen.lock().unwrap(), vec![(1, 3), (1, 9)]);
+        other.cancel();
+        assert!(m.is_cancelled());
+        assert_eq!(m.check(), Err(Cancelled));
+        // A fresh monitor is independent of the cancelled one.
+        assert!(!Monitor::default().is_cancelled());
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(Work::IndexTokens.name(), "index-tokens");
+        assert_eq!(Unit::Bytes.name(), "bytes");
+        let p = Progress::new(Work::Load, (2, 5), "read b.tsv", 10, None, Unit::Bytes).with_facts(4);
+        assert_eq!((p.facts, p.total), (Some(4), None));
+    }
+}
