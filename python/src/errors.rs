@@ -65,6 +65,9 @@ fn generate_kind(e: &trellis::generate::GenerateError) -> Kind {
 
 pub fn kind(e: &Error) -> Kind {
     use trellis::IngestError as I;
+    if e.is_cancelled() {
+        return Kind::Cancelled;
+    }
     match e {
         Error::Open(o) => Kind::Store { path: open_path(o) },
         Error::Read(_) | Error::Write(_) | Error::Migrate(_) | Error::TokenIndex(_) => Kind::Store { path: None },

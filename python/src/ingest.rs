@@ -2,13 +2,10 @@
 
 use crate::convert;
 use crate::errors;
-use crate::run::{detached, interruptible};
+use crate::run::{detached, monitored};
 use crate::store::PyStore;
 use pyo3::prelude::*;
-use serde_json::{json, Value};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use trellis::ingest::{BulkLoader, Compression, Format, InputSpec, NameTokenizer, OnError};
 use trellis::limits;
 use trellis::linearize::Linearization;
@@ -28,35 +25,6 @@ where
     v.map(|s| s.parse::<T>().map_err(|e| errors::setting(e.to_string()))).transpose()
 }
 
-/// The latest progress report, waiting for the calling thread to deliver it.
-type Latest = Arc<Mutex<Option<Value>>>;
-
-/// Calls `callback` with the latest report, if a new one came.
-fn deliver(py: Python<'_>, callback: Option<&Bound<'_, PyAny>>, latest: &Latest) -> PyResult<()> {
-    let Some(cb) = callback else { return Ok(()) };
-    let report = latest.lock().unwrap_or_else(|e| e.into_inner()).take();
-    match report {
-        Some(v) => cb.call1((convert::to_py(py, &v)?,)).map(|_| ()),
-        None => Ok(()),
-    }
-}
-
-fn load_progress(p: &trellis::ingest::Progress) -> Value {
-    use trellis::ingest::Progress as P;
-    match p {
-        P::Reading { index, count, file, bytes, total_bytes, facts } => json!({
-            "work": "load", "stage": format!("reading {file}"), "step": index + 1, "steps": count,
-            "done": bytes, "total": total_bytes, "unit": "bytes", "produced": facts,
-        }),
-        P::Writing { step, steps, what, done, total } => {
-            json!({"work": "load", "stage": what, "step": step, "steps": steps, "done": done, "total": total, "unit": "facts", "produced": null})
-        }
-        P::Committing => {
-            json!({"work": "load", "stage": "committing", "step": null, "steps": null, "done": 0, "total": null, "unit": "facts", "produced": null})
-        }
-    }
-}
-
 /// ingest(store, files, format=None, compression=None, on_error="stop", rejects=None,
 /// memory_mb=1024, threads=None, reverse_prefix="~", lang="en", progress=None) -> dict
 ///
@@ -66,7 +34,9 @@ fn load_progress(p: &trellis::ingest::Progress) -> Value {
 /// raises ``BadInputError`` (with ``.path`` and ``.line``) at the first malformed line and
 /// stores nothing; ``"skip"`` loads the rest and writes rejected lines to ``rejects``.
 /// ``progress`` is called about ten times a second on the calling thread with a dict
-/// ``{"work", "stage", "step", "steps", "done", "total", "unit", "produced"}``. The GIL is
+/// ``{"work", "step", "steps", "stage", "done", "total", "unit", "facts"}`` (the library's
+/// ``trellis::Progress``: one step per input file, in bytes, with the facts read so far;
+/// then the writing steps, in facts). The GIL is
 /// released; Ctrl-C (or an exception raised by ``progress``) cancels the load, leaving the
 /// store as it was, and is re-raised.
 #[pyfunction]
@@ -102,29 +72,15 @@ pub fn ingest<'py>(
     };
     let memory_mb = check(&limits::MEMORY_MB, memory_mb)?;
     let threads = threads.map(|t| check(&limits::THREADS, t)).transpose()?.filter(|&t| t > 0);
-    if let Some(cb) = progress {
-        if !cb.is_callable() {
-            return Err(pyo3::exceptions::PyTypeError::new_err("progress must be callable"));
-        }
-    }
     let inputs: Vec<InputSpec> = files.iter().map(|p| InputSpec { path: p.clone(), format, compression }).collect();
-    let latest: Latest = Arc::default();
-    let sink = latest.clone();
-    let mut loader = BulkLoader::new(&dir)
-        .with_memory_mb(memory_mb)
-        .on_error(on_error)
-        .with_reverse_prefix(reverse_prefix)
-        .with_lang(lang)
-        .on_progress(move |p| *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(load_progress(p)));
+    let mut loader = BulkLoader::new(&dir).with_memory_mb(memory_mb).on_error(on_error).with_reverse_prefix(reverse_prefix).with_lang(lang);
     if let Some(t) = threads {
         loader = loader.with_threads(t);
     }
     if let Some(r) = rejects {
         loader = loader.with_rejects_file(r);
     }
-    let cancel = loader.cancel_flag();
-    let report = interruptible(py, &|| cancel.store(true, Ordering::SeqCst), &mut |py| deliver(py, progress, &latest), || loader.load(&inputs))?
-        .map_err(errors::to_py)?;
+    let report = monitored(py, progress, |monitor| loader.with_monitor(monitor.clone()).load(&inputs))?.map_err(errors::to_py)?;
     convert::serialized(py, &report)
 }
 
@@ -133,8 +89,9 @@ pub fn ingest<'py>(
 /// Builds the token index of a model's tokenizer (``tokenizer.json``) in the store at
 /// ``store``, as ``trellis index-tokens`` does: what the generative retriever decodes
 /// against. ``linearization`` is ``"trellis"``, ``"dialoggsr"`` or a JSON file. Returns the
-/// index's record. ``progress`` gets ``{"work": "index_tokens", "stage", "done", "total",
-/// "unit"}`` dicts. The GIL is released.
+/// index's record. ``progress`` gets the same dicts as ``ingest``'s (``"work":
+/// "index-tokens"``, in names). The GIL is released; Ctrl-C cancels the indexing (nothing
+/// is committed) and is re-raised.
 #[pyfunction]
 #[pyo3(signature = (store, tokenizer, name = None, linearization = "trellis", progress = None))]
 pub fn index_tokens<'py>(
@@ -149,20 +106,6 @@ pub fn index_tokens<'py>(
     let linearization = Linearization::from_arg(linearization).map_err(errors::to_py)?;
     let name = name.unwrap_or_else(|| tokenizer.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()));
     let tok = detached(py, || NameTokenizer::from_file(&tokenizer, linearization))?.map_err(errors::to_py)?;
-    let latest: Latest = Arc::default();
-    let sink = latest.clone();
-    let info = interruptible(py, &|| {}, &mut |py| deliver(py, progress, &latest), || {
-        let mut report = |side: trellis::linearize::Side, done: u64, total: u64| {
-            let stage = match side {
-                trellis::linearize::Side::Entity => "entities",
-                trellis::linearize::Side::Relation => "relations",
-            };
-            *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(
-                json!({"work": "index_tokens", "stage": stage, "step": null, "steps": null, "done": done, "total": total, "unit": "names", "produced": null}),
-            );
-        };
-        trellis::Store::index_tokens(&dir, &tok, &name, &mut report)
-    })?
-    .map_err(errors::to_py)?;
+    let info = monitored(py, progress, |monitor| trellis::Store::index_tokens(&dir, &tok, &name, monitor))?.map_err(errors::to_py)?;
     convert::serialized(py, &info)
 }

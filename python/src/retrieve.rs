@@ -2,7 +2,7 @@
 
 use crate::convert::{self, Options};
 use crate::errors;
-use crate::run::{chunked, detached, Handle};
+use crate::run::{chunked, detached, monitored, Handle};
 use crate::store::{store_arg, PyStore};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
@@ -367,13 +367,15 @@ impl PyRetriever {
 }
 
 /// evaluate_retrieval(retriever, dialogs, dataset="opendialkg", actions="all",
-/// k=None, max_turns=None) -> dict: ``trellis eval retrieval --json`` (path@k,
+/// k=None, max_turns=None, progress=None) -> dict: ``trellis eval retrieval --json`` (path@k,
 /// triple recall@k, MRR, hits@k, P/R/F1, latency) of ``retriever`` on the turns with a gold
 /// path of ``dialogs`` (an OpenDialKG csv, or MetaQA JSON lines with
-/// ``dataset="metaqa"``); ``k``: the cut-offs of path@k and triple recall@k (default 1, 3, 5,
+/// ``dataset="metaqa"``); ``progress`` and Ctrl-C as ``ingest`` has them (``"work":
+/// "evaluate"``, in turns); ``k``: the cut-offs of path@k and triple recall@k (default 1, 3, 5,
 /// 10); ``actions``: ``"all"``, ``"assistant"`` or ``"user"``.
 #[pyfunction]
-#[pyo3(signature = (retriever, dialogs, dataset = "opendialkg", actions = "all", k = None, max_turns = None))]
+#[pyo3(signature = (retriever, dialogs, dataset = "opendialkg", actions = "all", k = None, max_turns = None, progress = None))]
+#[allow(clippy::too_many_arguments)]
 pub fn evaluate_retrieval<'py>(
     py: Python<'py>,
     retriever: &Bound<'py, PyRetriever>,
@@ -382,6 +384,7 @@ pub fn evaluate_retrieval<'py>(
     actions: &str,
     k: Option<Vec<i64>>,
     max_turns: Option<i64>,
+    progress: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let k = k
         .unwrap_or_else(|| vec![1, 3, 5, 10])
@@ -406,7 +409,7 @@ pub fn evaluate_retrieval<'py>(
         other => return Err(errors::setting(format!("dataset must be \"opendialkg\" or \"metaqa\", not {other:?}"))),
     };
     let r = retriever.get().get(py)?;
-    let report = detached(py, || -> Result<_, trellis::Error> {
+    let report = monitored(py, progress, |monitor| -> Result<_, trellis::Error> {
         let mut dialogs = read(&dialogs)?;
         if let Some(s) = &speaker {
             trellis::dataset::opendialkg::keep_samples_of(&mut dialogs, s);
@@ -418,7 +421,7 @@ pub fn evaluate_retrieval<'py>(
                 n -= keep;
             }
         }
-        Ok(trellis::eval::retrieval::evaluate(r.store(), &r, &dialogs, &k)?)
+        Ok(trellis::eval::retrieval::evaluate(r.store(), &r, &dialogs, &k, monitor)?)
     })?
     .map_err(errors::to_py)?;
     convert::serialized(py, &report)

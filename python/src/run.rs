@@ -147,15 +147,55 @@ pub fn interruptible<T: Send>(
     })
 }
 
-/// The progress dict of a batch: `done` of `total` items.
+/// A library progress report as the dict `progress` callbacks get.
+pub fn progress_value(p: &trellis::Progress) -> serde_json::Value {
+    serde_json::json!({
+        "work": p.work.name(), "step": p.step, "steps": p.steps, "stage": p.stage,
+        "done": p.done, "total": p.total, "unit": p.unit.name(), "facts": p.facts,
+    })
+}
+
+/// The progress dict of a batch the glue chunks itself: `done` of `total` items, in the
+/// library's shape (what `Retriever::retrieve_many` reports).
 fn batch_progress(work: &str, unit: &str, done: u64, total: u64) -> serde_json::Value {
-    serde_json::json!({"work": work, "stage": work, "step": null, "steps": null, "done": done, "total": total, "unit": unit, "produced": null})
+    serde_json::json!({"work": work, "step": 1, "steps": 1, "stage": unit, "done": done, "total": total, "unit": unit, "facts": null})
+}
+
+/// Runs `f` with a [`trellis::Monitor`] as [`interruptible`] runs work: the monitor keeps
+/// the latest report for the calling thread to hand to `progress` (with the GIL, at most
+/// once a `SLICE`), and Ctrl-C (or an exception from `progress`) cancels it.
+pub fn monitored<T: Send>(py: Python<'_>, progress: Option<&Bound<'_, PyAny>>, f: impl FnOnce(&trellis::Monitor) -> T + Send) -> PyResult<T> {
+    if let Some(cb) = progress {
+        if !cb.is_callable() {
+            return Err(pyo3::exceptions::PyTypeError::new_err("progress must be callable"));
+        }
+    }
+    let latest: Arc<Mutex<Option<trellis::Progress>>> = Arc::default();
+    let monitor = match progress {
+        None => trellis::Monitor::new(),
+        Some(_) => {
+            let sink = latest.clone();
+            trellis::Monitor::with_callback(move |p| *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(p.clone()))
+        }
+    };
+    let mut tick = |py: Python<'_>| -> PyResult<()> {
+        let Some(cb) = progress else { return Ok(()) };
+        let report = latest.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match report {
+            Some(p) => cb.call1((crate::convert::to_py(py, &progress_value(&p))?,)).map(|_| ()),
+            None => Ok(()),
+        }
+    };
+    let canceller = monitor.clone();
+    interruptible(py, &|| canceller.cancel(), &mut tick, || f(&monitor))
 }
 
 /// Runs `f` over `items` a chunk at a time, chunks in parallel, results in input order, as
 /// [`interruptible`] runs work: Ctrl-C (or an exception from `progress`) stops the chunks
 /// not yet started and is raised; `progress` gets `{"work", "done", "total", "unit", ...}`
-/// when the count of finished items changed.
+/// when the count of finished items changed. (Retrieval answers go through the library's
+/// JSON renderer, `retrieve::jsonl::answer_batch`, a chunk at a time; the library's own
+/// `retrieve_many` returns paths without names.)
 pub fn chunked<T: Sync, R: Send, E: Send>(
     py: Python<'_>,
     items: &[T],

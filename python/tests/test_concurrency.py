@@ -125,7 +125,7 @@ def test_batch_progress_and_ctrl_c(store, dev_requests):
     histories = [r["history"] for r in dev_requests[:40]]
     seen = []
     answers = retriever.retrieve_batch(histories, progress=seen.append)
-    assert seen[-1] == {"work": "retrieve", "stage": "retrieve", "step": None, "steps": None, "done": 40, "total": 40, "unit": "turns", "produced": None}
+    assert seen[-1] == {"work": "retrieve", "step": 1, "steps": 1, "stage": "turns", "done": 40, "total": 40, "unit": "turns", "facts": None}
     assert [p["done"] for p in seen] == sorted({p["done"] for p in seen})
 
     def interrupt(p):

@@ -81,7 +81,9 @@ def test_retrieve_batch_bad_requests(store):
 
 def test_evaluate_retrieval_is_the_command_line(store, store_dir, trellis_bin, dev_csv):
     cli = json.loads(run_cli(trellis_bin, "eval", "retrieval", "--store", store_dir, "--input", dev_csv, "--retriever", "pcst", "--max-turns", "80", "--json"))
-    ours = trellis.evaluate_retrieval(trellis.Retriever(store, "pcst"), dev_csv, max_turns=80)
+    seen = []
+    ours = trellis.evaluate_retrieval(trellis.Retriever(store, "pcst"), dev_csv, max_turns=80, progress=seen.append)
+    assert seen and seen[-1]["work"] == "evaluate" and seen[-1]["unit"] == "turns"
     timing = {"latency_ms_p50", "latency_ms_p99", "turns_per_s"}
     assert {k: v for k, v in ours.items() if k not in timing} == {k: v for k, v in cli.items() if k not in timing}
     assert ours["turns"] == 80

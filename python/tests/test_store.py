@@ -30,7 +30,10 @@ def test_ingest_report_counts_what_the_file_holds(tmp_path):
     assert report["rejected"] == {}
     # Progress reaches the calling thread as dicts of one shape.
     assert seen, "no progress report"
-    assert all(p["work"] == "load" and set(p) >= {"stage", "done", "total", "unit"} for p in seen)
+    assert all(p["work"] == "load" and set(p) == {"work", "step", "steps", "stage", "done", "total", "unit", "facts"} for p in seen)
+    # The file is read whole before the writing steps.
+    reading = [p for p in seen if p["unit"] == "bytes"]
+    assert reading and reading[-1]["done"] == reading[-1]["total"] == SAMPLE.stat().st_size
 
 
 def test_stats_entity_and_neighbors(store, store_dir):
@@ -87,7 +90,8 @@ def test_index_tokens_progress(tmp_path):
     info = trellis.index_tokens(tmp_path / "kg", GSR / "tokenizer.json", name="gsr", progress=seen.append)
     assert info["name"] == "gsr" and info["linearization"]["name"] == "trellis"
     assert info["entities"] == trellis.Store(tmp_path / "kg").entity_count
-    assert seen and seen[-1]["work"] == "index_tokens"
+    assert seen and all(p["work"] == "index-tokens" and p["unit"] == "names" for p in seen)
+    assert seen[-1]["done"] == seen[-1]["total"]
 
 
 def test_skip_writes_rejects(tmp_path):

@@ -11,7 +11,7 @@ History = Sequence[Message]
 #: walks a fact backwards) or ``{"head", "relation", "tail", "reverse"}``.
 Triple = Union[Sequence[str], Dict[str, Any]]
 Knowledge = Sequence[Sequence[Triple]]
-#: ``{"work", "stage", "step", "steps", "done", "total", "unit", "produced"}``.
+#: ``{"work", "step", "steps", "stage", "done", "total", "unit", "facts"}`` (``trellis::Progress``).
 ProgressCallback = Callable[[Dict[str, Any]], Any]
 
 __version__: str
@@ -148,6 +148,7 @@ def evaluate_retrieval(
     actions: str = "all",
     k: Optional[Sequence[int]] = None,
     max_turns: Optional[int] = None,
+    progress: Optional[ProgressCallback] = None,
 ) -> Dict[str, Any]:
     """``trellis eval retrieval --json`` of the retriever on the dialogs' gold turns."""
 
