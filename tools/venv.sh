@@ -8,6 +8,10 @@
 # metrics    tools/requirements/metrics.txt ~/.cache/trellis/venv-metrics       about 140 MB
 # pcst       tools/requirements/pcst.txt    ~/.cache/trellis/venv-pcst          about 130 MB
 # train      tools/requirements/train.txt   ~/.cache/trellis/venv-tools         about 5.7 GB
+# python     tools/requirements/python.txt  ~/.cache/trellis/venv-python        about 70 MB
+#            (maturin and pytest: tools/test.sh builds the Python package into it)
+# ray        tools/requirements/ray.txt     ~/.cache/trellis/venv-ray           about 660 MB
+#            (the python environment and Ray Data: TRELLIS_RAY=1 bash tools/python.sh)
 #
 # train is big because PyPI's torch wheel is the CUDA build: it depends on 18 nvidia-*
 # and cuda-* wheels (cuBLAS, cuDNN, NCCL, ...), and torch loads libcudart and libcublasLt when
@@ -24,8 +28,10 @@ case "$purpose" in
     onnx) default=venv-onnx; probe="import onnx, onnxruntime, tokenizers, numpy" ;;
     metrics) default=venv-metrics; probe="import sacrebleu, rouge_score, nltk" ;;
     pcst) default=venv-pcst; probe="import numpy, pcst_fast, networkx, rank_bm25; assert numpy.__version__ < '2'" ;;
+    python) default=venv-python; probe="import maturin, pytest" ;;
+    ray) default=venv-ray; probe="import maturin, pytest, ray.data, pyarrow" ;;
     train) default=venv-tools; probe="import torch, transformers, optimum.exporters.onnx, onnxruntime, tokenizers" ;;
-    *) echo "venv.sh: PURPOSE must be onnx, metrics, pcst or train (tools/README.md), not '$purpose'" >&2; exit 2 ;;
+    *) echo "venv.sh: PURPOSE must be onnx, metrics, pcst, python, ray or train (tools/README.md), not '$purpose'" >&2; exit 2 ;;
 esac
 venv=${VENV:-$HOME/.cache/trellis/$default}
 req="$root/tools/requirements/$purpose.txt"

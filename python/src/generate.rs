@@ -1,0 +1,433 @@
+//! `trellis.Generator` and `trellis.Pipeline`.
+
+use crate::convert::{self, Options};
+use crate::errors;
+use crate::retrieve::retriever_config;
+use crate::run::{chunked, detached, Handle};
+use crate::store::{store_arg, PyStore};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+use trellis::generate::{BeamSettings, GenerateSettings, Generated, GenerationInput, Generator, InputEncoding, Sampling, Strategy, StrategyKind};
+use trellis::limits;
+use trellis::model::RuntimeOptions;
+use trellis::pipeline::jsonl::{parse_line, render, PipelineLine};
+use trellis::pipeline::{KnowledgeSource, Pipeline, PipelineRequest, PipelineSettings};
+use trellis::retrieve::jsonl::resolve_entities;
+use trellis::retrieve::{RetrieverConfig, RetrieverKind};
+
+/// Generation settings over `defaults` (the model's `trellis.json`): `trellis respond`'s
+/// `--gen-*` flags, named `PREFIX` + the flag without `--gen-`.
+fn generate_settings(defaults: &GenerateSettings, o: &Options<'_>, prefix: &str) -> PyResult<GenerateSettings> {
+    let key = |k: &str| format!("{prefix}{k}");
+    let mut s = defaults.clone();
+    if let Some(e) = o.named::<InputEncoding>(&key("encoding"))? {
+        s.encoding = e;
+    }
+    match o.named::<StrategyKind>(&key("strategy"))? {
+        Some(StrategyKind::Greedy) => s.strategy = Strategy::Greedy,
+        Some(StrategyKind::Beam) if !matches!(s.strategy, Strategy::Beam(_)) => s.strategy = Strategy::Beam(BeamSettings::default()),
+        Some(StrategyKind::Sample) if !matches!(s.strategy, Strategy::Sample(_)) => s.strategy = Strategy::Sample(Sampling::default()),
+        _ => {}
+    }
+    let (beams, sequences, penalty) = (
+        o.usize(&key("beams"), &limits::BEAMS)?,
+        o.usize(&key("return_sequences"), &limits::RETURN_SEQUENCES)?,
+        o.float(&key("length_penalty"), &limits::LENGTH_PENALTY)?,
+    );
+    let (temperature, top_k, top_p, seed) = (
+        o.float(&key("temperature"), &limits::TEMPERATURE)?,
+        o.usize(&key("top_k"), &limits::TOP_K)?,
+        o.float(&key("top_p"), &limits::TOP_P)?,
+        o.int(&key("seed"), &limits::SEED)?,
+    );
+    match &mut s.strategy {
+        Strategy::Beam(b) => {
+            b.beams = beams.unwrap_or(b.beams);
+            b.return_sequences = sequences.unwrap_or(b.return_sequences.min(b.beams));
+            b.length_penalty = penalty.unwrap_or(b.length_penalty);
+        }
+        Strategy::Sample(p) => {
+            p.temperature = temperature.unwrap_or(p.temperature);
+            p.top_k = top_k.unwrap_or(p.top_k);
+            p.top_p = top_p.unwrap_or(p.top_p);
+            p.seed = seed.unwrap_or(p.seed);
+        }
+        _ => {
+            if beams.is_some() || sequences.is_some() || penalty.is_some() || temperature.is_some() || top_k.is_some() || top_p.is_some() || seed.is_some() {
+                return Err(errors::setting(format!("beam and sampling settings need {prefix}strategy=\"beam\" or \"sample\"")));
+            }
+        }
+    }
+    s.max_new_tokens = o.usize(&key("max_new_tokens"), &limits::MAX_NEW_TOKENS)?.unwrap_or(s.max_new_tokens);
+    s.stop.extend(o.strings(&key("stop"))?.unwrap_or_default());
+    s.no_repeat_ngram_size = o.usize(&key("no_repeat_ngram_size"), &limits::NO_REPEAT_NGRAM_SIZE)?.unwrap_or(s.no_repeat_ngram_size);
+    s.min_new_tokens = o.usize(&key("min_new_tokens"), &limits::MIN_NEW_TOKENS)?.unwrap_or(s.min_new_tokens);
+    s.repetition_penalty = o.float(&key("repetition_penalty"), &limits::REPETITION_PENALTY)?.unwrap_or(s.repetition_penalty);
+    Ok(s)
+}
+
+/// One generated sequence, and the others when more were asked for.
+fn generated_dict<'py>(py: Python<'py>, all: &[Generated]) -> PyResult<Bound<'py, PyAny>> {
+    let best = all.first().ok_or_else(|| errors::setting("the generator returned no sequence"))?;
+    let mut v = json!({"text": best.text, "tokens": best.tokens, "score": best.score, "finish": best.finish});
+    if all.len() > 1 {
+        v["responses"] = json!(all.iter().map(|g| json!({"text": g.text, "tokens": g.tokens, "score": g.score, "finish": g.finish})).collect::<Vec<_>>());
+    }
+    convert::to_py(py, &v)
+}
+
+/// A request as `trellis run` reads one: a dict `{"id", "history", "entities",
+/// "knowledge", "seed"}`, or a plain history (with `knowledge` and `seed` given apart).
+fn pipeline_line(item: &Bound<'_, PyAny>, index: Option<usize>, knowledge: Option<&Bound<'_, PyAny>>, seed: Option<u64>) -> PyResult<(PipelineLine, bool)> {
+    let at = |e: &dyn std::fmt::Display| errors::bad_input(index.map_or_else(|| e.to_string(), |i| format!("request {i}: {e}")));
+    let (mut v, keep_id) = if item.is_instance_of::<PyDict>() {
+        (convert::from_py(item)?, true)
+    } else {
+        // Checked here so that a string is not read as a list of characters.
+        let _ = convert::history(item)?;
+        (json!({"history": convert::from_py(item)?}), false)
+    };
+    if let Some(k) = knowledge {
+        v["knowledge"] = convert::from_py(k)?;
+    }
+    if let Some(s) = seed {
+        v["seed"] = s.into();
+    }
+    let line = parse_line(&v.to_string()).map_err(|e| at(&e))?;
+    Ok((line, keep_id))
+}
+
+/// Writes replies grounded in knowledge paths with an exported generator.
+///
+/// ``Generator(model, device="cpu", model_threads=0, sessions=0, **settings)``: ``model``
+/// is a generator directory such as ``models/generator-opendialkg``; ``settings`` override
+/// its ``trellis.json`` (``trellis respond``'s ``--gen-*`` flags without the prefix:
+/// ``strategy="beam"``, ``beams=4``, ``return_sequences``, ``max_new_tokens``,
+/// ``temperature``, ``top_k``, ``top_p``, ``seed``, ``stop``, ``no_repeat_ngram_size``,
+/// ``min_new_tokens``, ``repetition_penalty``, ``encoding``, ``batch``). Generation
+/// releases the GIL. It pickles as its model directory and settings.
+#[pyclass(module = "trellis._trellis", name = "Generator", frozen)]
+pub struct PyGenerator {
+    model: PathBuf,
+    options: Py<PyDict>,
+    runtime: RuntimeOptions,
+    settings: GenerateSettings,
+    handle: Handle<Generator>,
+}
+
+fn runtime_options(o: &Options<'_>, default_sessions: usize) -> PyResult<RuntimeOptions> {
+    let mut r = RuntimeOptions::default();
+    r.device = o.named("device")?.unwrap_or(r.device);
+    r.threads = o.usize("model_threads", &limits::MODEL_THREADS)?.unwrap_or(r.threads);
+    r.sessions = o.usize("sessions", &limits::SESSIONS)?.unwrap_or(default_sessions);
+    limits::check_runtime(r.threads, r.sessions).map_err(errors::to_py)?;
+    Ok(r)
+}
+
+#[pymethods]
+impl PyGenerator {
+    #[new]
+    #[pyo3(signature = (model, **options))]
+    fn new(py: Python<'_>, model: PathBuf, options: Option<&Bound<'_, PyDict>>) -> PyResult<PyGenerator> {
+        let o = Options::new(py, options, "Generator")?;
+        let runtime = runtime_options(&o, 0)?;
+        let generator = detached(py, || Generator::open(&model, &runtime))?.map_err(errors::to_py)?;
+        let mut settings = generate_settings(generator.settings(), &o, "")?;
+        settings.batch = o.usize("batch", &limits::BATCH)?.unwrap_or(settings.batch);
+        o.finish()?;
+        generator.check(&settings).map_err(errors::to_py)?;
+        let options = options.map_or_else(|| Ok(PyDict::new(py)), |d| d.copy())?.unbind();
+        Ok(PyGenerator { model, options, runtime, settings, handle: Handle::new(generator) })
+    }
+
+    /// generate(history, knowledge=None, seed=None) -> dict.
+    ///
+    /// ``knowledge``: paths to ground the reply in, each a list of triples ``[head,
+    /// relation, tail]`` in walking order (``~relation`` walks a fact backwards) or
+    /// ``{"head", "relation", "tail", "reverse"}`` as a retriever returns them. Returns
+    /// ``{"text", "tokens", "score", "finish"}`` (``finish``: ``"eos"``, ``"stop"`` or
+    /// ``"length"``), with ``"responses"`` listing every sequence when more were asked for.
+    #[pyo3(signature = (history, knowledge = None, seed = None))]
+    fn generate<'py>(
+        &self,
+        py: Python<'py>,
+        history: &Bound<'py, PyAny>,
+        knowledge: Option<&Bound<'py, PyAny>>,
+        seed: Option<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let list = self.generate_batch(py, &PyList::new(py, [history])?.into_any(), knowledge, seed, None)?;
+        list.get_item(0)
+    }
+
+    /// generate_batch(requests, knowledge=None, seed=None, progress=None) -> list of dicts.
+    ///
+    /// Each request is a history or a dict ``{"history", "knowledge", "seed"}``; requests
+    /// are generated ``batch`` at a time, batches in parallel, with the GIL released.
+    /// ``knowledge`` and ``seed`` given here apply to every request. ``progress`` and Ctrl-C
+    /// as in ``Retriever.retrieve_batch`` (``"work": "respond"``, ``"unit": "requests"``).
+    #[pyo3(signature = (requests, knowledge = None, seed = None, progress = None))]
+    fn generate_batch<'py>(
+        &self,
+        py: Python<'py>,
+        requests: &Bound<'py, PyAny>,
+        knowledge: Option<&Bound<'py, PyAny>>,
+        seed: Option<u64>,
+        progress: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let mut lines = Vec::new();
+        for (i, item) in requests.try_iter()?.enumerate() {
+            lines.push(pipeline_line(&item?, Some(i), knowledge, seed)?.0);
+        }
+        let generator = self.handle.get(|| Generator::open(&self.model, &self.runtime).map_err(errors::to_py))?;
+        let settings = &self.settings;
+        let inputs: Vec<GenerationInput<'_>> =
+            lines.iter().map(|l| GenerationInput { history: &l.request.history, knowledge: l.knowledge.as_deref().unwrap_or(&[]), seed: l.seed }).collect();
+        let generated =
+            chunked(py, &inputs, settings.batch, ("respond", "requests"), progress, |c| generator.generate_batch(c, settings))?.map_err(errors::to_py)?;
+        let list = PyList::empty(py);
+        for g in generated {
+            list.append(generated_dict(py, &g)?)?;
+        }
+        Ok(list)
+    }
+
+    #[getter]
+    fn model(&self) -> String {
+        self.model.display().to_string()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Generator({:?})", self.model.display().to_string())
+    }
+
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let rebuild = py.import("trellis._pickle")?.getattr("generator")?;
+        Ok((
+            rebuild,
+            PyTuple::new(py, [PyString::new(py, &self.model.display().to_string()).into_any(), self.options.clone_ref(py).into_bound(py).into_any()])?,
+        ))
+    }
+}
+
+/// Everything a pipeline is rebuilt from.
+struct PipelineSpec {
+    cfg: RetrieverConfig,
+    generator: PathBuf,
+    runtime: RuntimeOptions,
+    settings: PipelineSettings,
+}
+
+fn open_pipeline(store: Arc<trellis::Store>, spec: &PipelineSpec) -> Result<Pipeline, trellis::Error> {
+    let retriever = trellis::retrieve::Retriever::new(store, spec.cfg.clone())?;
+    let generator = Generator::open(&spec.generator, &spec.runtime)?;
+    Ok(Pipeline::new(retriever, generator, Some(spec.settings.clone()))?)
+}
+
+/// Link, retrieve, generate: a dialog in, a reply out.
+///
+/// ``Pipeline(store, retriever="gsr", model=None, generator=DIR, top=3, batch=8,
+/// sessions=1, device="cpu", model_threads=0, **options)``: the retriever as
+/// ``Retriever(store, retriever, model, **options)`` takes it, the generator's settings as
+/// ``gen_*`` options (``gen_strategy="beam"``, ``gen_beams=4``, ``gen_max_new_tokens``,
+/// ...; ``trellis respond``'s flags), ``top`` retrieved paths handed to the generator,
+/// ``batch`` requests retrieved and generated together. ``respond`` and ``respond_batch``
+/// release the GIL. It pickles as its store and options.
+#[pyclass(module = "trellis._trellis", name = "Pipeline", frozen)]
+pub struct PyPipeline {
+    store: Py<PyStore>,
+    args: Py<PyDict>,
+    spec: PipelineSpec,
+    handle: Handle<Pipeline>,
+}
+
+impl PyPipeline {
+    fn get(&self, py: Python<'_>) -> PyResult<Arc<Pipeline>> {
+        let store = self.store.bind(py).get().get()?;
+        self.handle.get(|| detached(py, || open_pipeline(store, &self.spec))?.map_err(errors::to_py))
+    }
+}
+
+/// The library's request of a parsed line (entity keys resolved): the line's fault inside.
+fn request_of<'l>(store: &trellis::Store, line: &'l PipelineLine) -> Result<Result<PipelineRequest<'l>, String>, trellis::ReadError> {
+    let entities = match &line.request.entities {
+        None => None,
+        Some(keys) => match resolve_entities(store, keys)? {
+            Ok(ids) => Some(ids),
+            Err(e) => return Ok(Err(e.to_string())),
+        },
+    };
+    let knowledge = match &line.knowledge {
+        None => KnowledgeSource::Retrieved,
+        Some(k) if k.is_empty() => KnowledgeSource::Nothing,
+        Some(k) => KnowledgeSource::Given(k.as_slice()),
+    };
+    Ok(Ok(PipelineRequest { history: &line.request.history, entities, knowledge, seed: line.seed }))
+}
+
+#[pymethods]
+impl PyPipeline {
+    #[new]
+    #[pyo3(signature = (store, retriever = "gsr", model = None, generator = None, top = 3, **options))]
+    fn new(
+        py: Python<'_>,
+        store: &Bound<'_, PyAny>,
+        retriever: &str,
+        model: Option<PathBuf>,
+        generator: Option<PathBuf>,
+        top: i64,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyPipeline> {
+        let generator = generator.ok_or_else(|| errors::setting("a pipeline needs generator=DIR (an exported generator: see schema/model.md)"))?;
+        let store = store_arg(py, store)?;
+        let top = u64::try_from(top).map_err(|_| errors::to_py(limits::KNOWLEDGE_TOP.refuse(top)))?;
+        let top = limits::KNOWLEDGE_TOP.check(top).map_err(errors::to_py)? as usize;
+        let o = Options::new(py, options, "Pipeline")?;
+        // Shared by both models, as `trellis respond` shares them.
+        let runtime = runtime_options(&o, 1)?;
+        let batch = o.usize("batch", &limits::BATCH)?.unwrap_or(8);
+        let mut cfg = retriever_config(retriever, model.clone(), &o)?;
+        if let RetrieverKind::Gsr(g) = &mut cfg.kind {
+            g.runtime = runtime.clone();
+            g.batch = batch;
+        }
+        let opened = {
+            let r = detached(py, || Generator::open(&generator, &runtime))?.map_err(errors::to_py)?;
+            let mut settings = generate_settings(r.settings(), &o, "gen_")?;
+            settings.batch = batch;
+            (r, settings)
+        };
+        o.finish()?;
+        let spec = PipelineSpec { cfg, generator, runtime, settings: PipelineSettings::new(top, opened.1) };
+        let arc = store.bind(py).get().get()?;
+        let pipeline = detached(py, || -> Result<Pipeline, trellis::Error> {
+            let retriever = trellis::retrieve::Retriever::new(arc, spec.cfg.clone())?;
+            Ok(Pipeline::new(retriever, opened.0, Some(spec.settings.clone()))?)
+        })?
+        .map_err(errors::to_py)?;
+        let args = options.map_or_else(|| Ok(PyDict::new(py)), |d| d.copy())?;
+        args.set_item("retriever", retriever)?;
+        args.set_item("model", model.map(|m| m.display().to_string()))?;
+        args.set_item("generator", spec.generator.display().to_string())?;
+        args.set_item("top", top)?;
+        Ok(PyPipeline { store, args: args.unbind(), spec, handle: Handle::new(pipeline) })
+    }
+
+    /// respond(history, knowledge=None, seed=None) -> dict.
+    ///
+    /// ``history`` is the dialog so far (or a request dict as ``trellis run`` reads:
+    /// ``{"id", "history", "entities", "knowledge", "seed"}``); ``knowledge`` replaces
+    /// retrieval (``[]``: none). Returns ``trellis respond --json``'s answer:
+    /// ``{"response", "mentioned", "knowledge", "paths", "timings"}`` (and ``"id"`` for a
+    /// request dict that has one).
+    #[pyo3(signature = (history, knowledge = None, seed = None))]
+    fn respond<'py>(
+        &self,
+        py: Python<'py>,
+        history: &Bound<'py, PyAny>,
+        knowledge: Option<&Bound<'py, PyAny>>,
+        seed: Option<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let list = self.answer(py, vec![pipeline_line(history, None, knowledge, seed)], false, None)?;
+        list.get_item(0)
+    }
+
+    /// respond_batch(requests, on_error="raise", progress=None) -> list of dicts, in order.
+    ///
+    /// Each request is a history or a request dict; ``batch`` of them are retrieved and
+    /// generated together, batches in parallel, with the GIL released. A bad request raises
+    /// ``BadInputError`` naming its index, or with ``on_error="skip"`` gets ``None``.
+    /// ``progress`` and Ctrl-C as in ``Retriever.retrieve_batch`` (``"work": "respond"``).
+    #[pyo3(signature = (requests, on_error = "raise", progress = None))]
+    fn respond_batch<'py>(
+        &self,
+        py: Python<'py>,
+        requests: &Bound<'py, PyAny>,
+        on_error: &str,
+        progress: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let skip = match on_error {
+            "raise" => false,
+            "skip" => true,
+            other => return Err(errors::setting(format!("on_error must be \"raise\" or \"skip\", not {other:?}"))),
+        };
+        let mut lines = Vec::new();
+        for (i, item) in requests.try_iter()?.enumerate() {
+            lines.push(pipeline_line(&item?, Some(i), None, None));
+        }
+        self.answer(py, lines, skip, progress)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "Pipeline({}, {:?}, generator={:?})",
+            self.store.bind(py).get().path().display(),
+            self.spec.cfg.kind.name(),
+            self.spec.generator.display().to_string()
+        )
+    }
+
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let rebuild = py.import("trellis._pickle")?.getattr("pipeline")?;
+        Ok((rebuild, PyTuple::new(py, [self.store.clone_ref(py).into_bound(py).into_any(), self.args.clone_ref(py).into_bound(py).into_any()])?))
+    }
+}
+
+impl PyPipeline {
+    fn answer<'py>(
+        &self,
+        py: Python<'py>,
+        lines: Vec<PyResult<(PipelineLine, bool)>>,
+        skip: bool,
+        progress: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let mut parsed = Vec::with_capacity(lines.len());
+        for l in lines {
+            match l {
+                Ok(l) => parsed.push(Some(l)),
+                Err(e) if !skip => return Err(e),
+                Err(_) => parsed.push(None),
+            }
+        }
+        let pipeline = self.get(py)?;
+        let batch = self.spec.settings.generate.batch.max(1);
+        // Per request: its answer, or what is wrong with it (its own fault).
+        let store = pipeline.retriever().store();
+        let good: Vec<&PipelineLine> = parsed.iter().flatten().map(|(l, _)| l).collect();
+        let requests = detached(py, || good.iter().map(|l| request_of(store, l)).collect::<Result<Vec<_>, _>>())?.map_err(errors::to_py)?;
+        let ok: Vec<PipelineRequest<'_>> = requests.iter().filter_map(|r| r.as_ref().ok().cloned()).collect();
+        let replies = chunked(py, &ok, batch, ("respond", "requests"), progress, |c| pipeline.respond_batch(c))?.map_err(errors::to_py)?;
+        let mut replies = replies.into_iter();
+        let answered: Vec<Result<Value, String>> = good
+            .iter()
+            .zip(requests)
+            .map(|(l, r)| match r {
+                Err(e) => Err(e),
+                Ok(_) => Ok(replies.next().map_or(Value::Null, |reply| render(&l.request.id, &reply))),
+            })
+            .collect();
+        let mut answered = answered.into_iter();
+        let list = PyList::empty(py);
+        for (i, p) in parsed.iter().enumerate() {
+            let Some((_, keep_id)) = p else {
+                list.append(py.None())?;
+                continue;
+            };
+            match answered.next().unwrap_or(Ok(Value::Null)) {
+                Ok(mut v) => {
+                    if !keep_id {
+                        if let Value::Object(m) = &mut v {
+                            m.remove("id");
+                        }
+                    }
+                    list.append(convert::to_py(py, &v)?)?;
+                }
+                Err(_) if skip => list.append(py.None())?,
+                Err(e) => return Err(errors::bad_input(format!("request {i}: {e}"))),
+            }
+        }
+        Ok(list)
+    }
+}

@@ -1,0 +1,428 @@
+//! `trellis.Linker` and `trellis.Retriever`.
+
+use crate::convert::{self, Options};
+use crate::errors;
+use crate::run::{chunked, detached, monitored, Handle};
+use crate::store::{store_arg, PyStore};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use serde_json::Value;
+use std::sync::Arc;
+use trellis::limits;
+use trellis::link::{LinkConfig, Linker};
+use trellis::retrieve::gsr::GsrOptions;
+use trellis::retrieve::jsonl::{answer_batch, parse_request, AnswerOptions, Request};
+use trellis::retrieve::{Retriever, RetrieverConfig, RetrieverKind};
+
+/// Linking options (`trellis link`'s flags without dashes).
+pub fn link_config(o: &Options<'_>) -> PyResult<LinkConfig> {
+    let mut c = LinkConfig::default();
+    c.window = o.usize("window", &limits::WINDOW)?.unwrap_or(c.window);
+    c.max_ngram = o.usize("max_ngram", &limits::MAX_NGRAM)?.unwrap_or(c.max_ngram);
+    c.max_entities_per_mention = o.usize("max_entities", &limits::MAX_ENTITIES)?.unwrap_or(c.max_entities_per_mention);
+    c.min_single_word_chars = o.usize("min_word_chars", &limits::MIN_WORD_CHARS)?.unwrap_or(c.min_single_word_chars);
+    c.decay = o.float("decay", &limits::LINK_DECAY)?.map_or(c.decay, |d| d as f32);
+    Ok(c)
+}
+
+/// Finds the entities a dialog mentions, against one store.
+///
+/// ``Linker(store, window=8, max_ngram=32, max_entities=3, min_word_chars=3, decay=0.5)``;
+/// ``store`` is a ``Store`` or a path (opened read-only).
+#[pyclass(module = "trellis._trellis", name = "Linker", frozen)]
+pub struct PyLinker {
+    store: Py<PyStore>,
+    options: Py<PyDict>,
+    cfg: LinkConfig,
+    handle: Handle<Linker>,
+}
+
+impl PyLinker {
+    fn get(&self, py: Python<'_>) -> PyResult<Arc<Linker>> {
+        self.handle.get(|| Linker::new(self.store.bind(py).get().get()?, self.cfg.clone()).map_err(errors::to_py))
+    }
+}
+
+#[pymethods]
+impl PyLinker {
+    #[new]
+    #[pyo3(signature = (store, **options))]
+    fn new(py: Python<'_>, store: &Bound<'_, PyAny>, options: Option<&Bound<'_, PyDict>>) -> PyResult<PyLinker> {
+        let store = store_arg(py, store)?;
+        let o = Options::new(py, options, "Linker")?;
+        let cfg = link_config(&o)?;
+        o.finish()?;
+        let linker = Linker::new(store.bind(py).get().get()?, cfg.clone()).map_err(errors::to_py)?;
+        let options = options.map_or_else(|| Ok(PyDict::new(py)), |d| d.copy())?.unbind();
+        Ok(PyLinker { store, options, cfg, handle: Handle::new(linker) })
+    }
+
+    /// link(text_or_messages) -> list of mention dicts.
+    ///
+    /// A string is one message; a list is a dialog (each message a string or
+    /// ``{"speaker", "text"}``), where a word of a multi-word name linked earlier also links.
+    /// Each mention: ``{"message", "speaker", "start", "end", "char_start", "char_end",
+    /// "text", "kind", "entities": [{"id", "name", "degree"}]}`` (``start``/``end`` are
+    /// byte offsets in UTF-8, ``char_start``/``char_end`` index the Python string).
+    fn link<'py>(&self, py: Python<'py>, what: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let linker = self.get(py)?;
+        let mentions = if let Ok(text) = what.cast::<PyString>() {
+            let text = text.to_cow()?.into_owned();
+            detached(py, || linker.link_text(&text))?
+        } else {
+            let history = convert::history(what)?;
+            detached(py, || linker.link_dialog(&history))?
+        }
+        .map_err(errors::to_py)?;
+        convert::serialized(py, &mentions)
+    }
+
+    #[getter]
+    fn store(&self, py: Python<'_>) -> Py<PyStore> {
+        self.store.clone_ref(py)
+    }
+
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let rebuild = py.import("trellis._pickle")?.getattr("linker")?;
+        Ok((rebuild, PyTuple::new(py, [self.store.clone_ref(py).into_any(), self.options.clone_ref(py).into_any()])?))
+    }
+}
+
+/// A retriever configuration from its name and keyword options (`trellis retrieve`'s flags
+/// without dashes: `pcst_variant`, `pruning`, `bm25_turns`, `seed`, `scope`, the linking
+/// options, and for gsr `prior`, `prior_norm`, `alpha`, `start_recency`, `model_norm`,
+/// `beams`, `return_sequences`, `length_penalty`, `max_new_tokens`, `steps`, `batch`,
+/// `device`, `model_threads`, `sessions`).
+pub fn retriever_config(kind: &str, model: Option<std::path::PathBuf>, o: &Options<'_>) -> PyResult<RetrieverConfig> {
+    let has_model = model.is_some();
+    let kind = match kind {
+        "all" => RetrieverKind::All,
+        "random" => RetrieverKind::Random,
+        "bm25" => RetrieverKind::Bm25,
+        "katz" => RetrieverKind::Katz,
+        "pcst" => RetrieverKind::Pcst,
+        "gsr" => {
+            let model = model.ok_or_else(|| errors::setting("the gsr retriever needs model=DIR (an exported retriever: see schema/model.md)"))?;
+            let mut g = GsrOptions::new(model);
+            g.runtime.device = o.named("device")?.unwrap_or(g.runtime.device);
+            g.runtime.threads = o.usize("model_threads", &limits::MODEL_THREADS)?.unwrap_or(g.runtime.threads);
+            g.runtime.sessions = o.usize("sessions", &limits::SESSIONS)?.unwrap_or(g.runtime.sessions);
+            let v = &mut g.overrides;
+            v.prior = o.named("prior")?;
+            v.prior_norm = o.named("prior_norm")?;
+            v.alpha = o.float("alpha", &limits::ALPHA)?;
+            v.start_recency = o.float("start_recency", &limits::START_RECENCY)?;
+            v.model_norm = o.named("model_norm")?;
+            v.beams = o.usize("beams", &limits::BEAMS)?;
+            v.return_sequences = o.usize("return_sequences", &limits::RETURN_SEQUENCES)?;
+            v.length_penalty = o.float("length_penalty", &limits::LENGTH_PENALTY)?;
+            v.max_new_tokens = o.usize("max_new_tokens", &limits::MAX_NEW_TOKENS)?;
+            g.steps = o.usize("steps", &limits::STEPS)?.unwrap_or(g.steps);
+            g.batch = o.usize("batch", &limits::BATCH)?.unwrap_or(g.batch);
+            RetrieverKind::Gsr(g)
+        }
+        other => return Err(errors::setting(format!("unknown retriever {other:?}: one of {}", RetrieverKind::NAMES.join(", ")))),
+    };
+    if has_model && !matches!(kind, RetrieverKind::Gsr(_)) {
+        return Err(errors::setting(format!("model= is for the gsr retriever, not {}", kind.name())));
+    }
+    let mut cfg = RetrieverConfig::new(kind);
+    if let Some(v) = o.named("pcst_variant")? {
+        cfg.pcst = trellis::retrieve::pcst::PcstConfig::new(v);
+    }
+    cfg.pcst.pruning = o.named("pruning")?.unwrap_or(cfg.pcst.pruning);
+    cfg.bm25_turns = o.usize("bm25_turns", &limits::BM25_TURNS)?.unwrap_or(cfg.bm25_turns);
+    cfg.seed = o.int("seed", &limits::SEED)?.unwrap_or(cfg.seed);
+    cfg.scope = o.named("scope")?.unwrap_or(cfg.scope);
+    cfg.link = link_config(o)?;
+    Ok(cfg)
+}
+
+/// Ranks knowledge paths (1 or 2 facts) for a dialog, against one store.
+///
+/// ``Retriever(store, kind, model=None, top=10, **options)``: ``kind`` is ``"all"``, ``"random"``,
+/// ``"bm25"``, ``"katz"``, ``"pcst"`` or ``"gsr"`` (generative retrieval; needs ``model``,
+/// an exported retriever directory such as ``models/gsr-opendialkg``, and the store indexed
+/// with its tokenizer: ``trellis.index_tokens``). ``options`` are ``trellis retrieve``'s
+/// flags without dashes (``pcst_variant="g-retriever"``, ``bm25_turns=3``, ``beams=4``,
+/// ``batch=8``, ``window=8``, ...); a value outside its range raises ``SettingError``.
+///
+/// ``retrieve(history)`` answers one dialog, ``retrieve_batch(histories)`` many (in
+/// parallel, the generative retriever decoding ``batch`` of them together); both release
+/// the GIL. Answers are dicts as ``trellis retrieve`` writes them:
+/// ``{"mentioned": [names], "paths": [{"score", "explanation", "triples": [{"head",
+/// "relation", "tail", "reverse"}]}]}``. A retriever pickles as its store, kind and options.
+#[pyclass(module = "trellis._trellis", name = "Retriever", frozen)]
+pub struct PyRetriever {
+    store: Py<PyStore>,
+    kind: String,
+    model: Option<String>,
+    options: Py<PyDict>,
+    cfg: RetrieverConfig,
+    top: usize,
+    handle: Handle<Retriever>,
+}
+
+impl PyRetriever {
+    fn get(&self, py: Python<'_>) -> PyResult<Arc<Retriever>> {
+        let store = self.store.bind(py).get().get()?;
+        self.handle.get(|| detached(py, || Retriever::new(store, self.cfg.clone()))?.map_err(errors::to_py))
+    }
+}
+
+/// One item of a batch: a request dict (`{"id", "history", "entities"}`, as `trellis
+/// retrieve` reads) or a plain history.
+pub fn request(item: &Bound<'_, PyAny>, index: usize) -> PyResult<(Request, bool)> {
+    if item.is_instance_of::<PyDict>() {
+        let line = convert::from_py(item)?.to_string();
+        let r = parse_request(&line).map_err(|e| errors::bad_input(format!("request {index}: {e}")))?;
+        return Ok((r, true));
+    }
+    Ok((Request { id: Value::Null, history: convert::history(item)?, entities: None }, false))
+}
+
+/// An answer without its `"id"` when the request had none.
+fn answer_dict<'py>(py: Python<'py>, mut v: Value, keep_id: bool) -> PyResult<Bound<'py, PyAny>> {
+    if !keep_id {
+        if let Value::Object(m) = &mut v {
+            m.remove("id");
+        }
+    }
+    convert::to_py(py, &v)
+}
+
+fn top_of(top: Option<i64>, default: usize) -> PyResult<usize> {
+    match top {
+        None => Ok(default),
+        Some(t) => {
+            let v = u64::try_from(t).map_err(|_| errors::to_py(limits::TOP.refuse(t)))?;
+            Ok(limits::TOP.check(v).map_err(errors::to_py)? as usize)
+        }
+    }
+}
+
+#[pymethods]
+impl PyRetriever {
+    #[new]
+    #[pyo3(signature = (store, kind, model = None, top = 10, **options))]
+    fn new(
+        py: Python<'_>,
+        store: &Bound<'_, PyAny>,
+        kind: &str,
+        model: Option<std::path::PathBuf>,
+        top: i64,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyRetriever> {
+        let store = store_arg(py, store)?;
+        let o = Options::new(py, options, "Retriever")?;
+        let cfg = retriever_config(kind, model.clone(), &o)?;
+        o.finish()?;
+        let top = top_of(Some(top), 10)?;
+        let arc = store.bind(py).get().get()?;
+        let cfg2 = cfg.clone();
+        let retriever = detached(py, move || Retriever::new(arc, cfg2))?.map_err(errors::to_py)?;
+        let options = options.map_or_else(|| Ok(PyDict::new(py)), |d| d.copy())?;
+        options.set_item("top", top)?;
+        Ok(PyRetriever {
+            store,
+            kind: kind.to_owned(),
+            model: model.map(|m| m.display().to_string()),
+            options: options.unbind(),
+            cfg,
+            top,
+            handle: Handle::new(retriever),
+        })
+    }
+
+    /// retrieve(history, top=None, entities=None) -> dict.
+    ///
+    /// ``history``: the dialog so far, oldest first (strings or ``{"speaker", "text"}``).
+    /// ``entities``: entity keys to start from instead of linking the history. At most
+    /// ``top`` paths (default: the retriever's ``top``), best first.
+    #[pyo3(signature = (history, top = None, entities = None))]
+    fn retrieve<'py>(&self, py: Python<'py>, history: &Bound<'py, PyAny>, top: Option<i64>, entities: Option<Vec<String>>) -> PyResult<Bound<'py, PyAny>> {
+        let request = Request { id: Value::Null, history: convert::history(history)?, entities };
+        let opts = AnswerOptions::new(top_of(top, self.top)?);
+        let retriever = self.get(py)?;
+        let mut out = detached(py, || answer_batch(retriever.store(), &retriever, &[&request], &opts))?.map_err(errors::to_py)?;
+        let answer = out.pop().unwrap_or(Ok(Value::Null)).map_err(|e| errors::bad_input(e.to_string()))?;
+        answer_dict(py, answer, false)
+    }
+
+    /// retrieve_batch(histories, top=None, on_error="raise", progress=None) -> list of dicts.
+    ///
+    /// Each item is a history (a list of messages) or a request dict ``{"id", "history",
+    /// "entities"}`` as ``trellis retrieve`` reads (its answer keeps the ``"id"``). Requests
+    /// are answered in parallel with the GIL released; the generative retriever decodes
+    /// ``batch`` of them together. A bad request raises ``BadInputError`` naming its index,
+    /// or with ``on_error="skip"`` gets ``None`` in its place. ``progress`` is called on the
+    /// calling thread (at most ten times a second) with ``{"work": "retrieve", "done",
+    /// "total", "unit": "turns", ...}``; Ctrl-C stops the batch and raises
+    /// ``KeyboardInterrupt``.
+    #[pyo3(signature = (histories, top = None, on_error = "raise", progress = None))]
+    fn retrieve_batch<'py>(
+        &self,
+        py: Python<'py>,
+        histories: &Bound<'py, PyAny>,
+        top: Option<i64>,
+        on_error: &str,
+        progress: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let skip = match on_error {
+            "raise" => false,
+            "skip" => true,
+            other => return Err(errors::setting(format!("on_error must be \"raise\" or \"skip\", not {other:?}"))),
+        };
+        let opts = AnswerOptions::new(top_of(top, self.top)?);
+        let mut requests: Vec<Result<(Request, bool), PyErr>> = Vec::new();
+        for (i, item) in histories.try_iter()?.enumerate() {
+            requests.push(request(&item?, i));
+        }
+        // Bad items first: raise, or keep their place.
+        if !skip {
+            if let Some(i) = requests.iter().position(Result::is_err) {
+                return Err(requests.swap_remove(i).err().expect("an error"));
+            }
+        }
+        let retriever = self.get(py)?;
+        let good: Vec<&Request> = requests.iter().filter_map(|r| r.as_ref().ok().map(|(r, _)| r)).collect();
+        let chunk = retriever.batch_size().max(1);
+        let answered =
+            chunked(py, &good, chunk, ("retrieve", "turns"), progress, |c| answer_batch(retriever.store(), &retriever, c, &opts))?.map_err(errors::to_py)?;
+        let mut answers = answered.into_iter();
+        let list = PyList::empty(py);
+        for (i, r) in requests.iter().enumerate() {
+            match r {
+                Err(_) => list.append(py.None())?,
+                Ok((_, keep_id)) => match answers.next().unwrap_or(Ok(Value::Null)) {
+                    Ok(v) => list.append(answer_dict(py, v, *keep_id)?)?,
+                    Err(e) if skip => {
+                        let _ = e;
+                        list.append(py.None())?
+                    }
+                    Err(e) => return Err(errors::bad_input(format!("request {i}: {e}"))),
+                },
+            }
+        }
+        Ok(list)
+    }
+
+    /// The retriever's name.
+    #[getter]
+    fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    /// The model directory (gsr), else None.
+    #[getter]
+    fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
+    #[getter]
+    fn store(&self, py: Python<'_>) -> Py<PyStore> {
+        self.store.clone_ref(py)
+    }
+
+    /// Requests decoded together (1 for the retrievers that gain nothing from it).
+    #[getter]
+    fn batch_size(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.get(py)?.batch_size())
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let model = self.model.as_ref().map_or(String::new(), |m| format!(", model={m:?}"));
+        Ok(format!("Retriever({}, {:?}{model})", self.store.bind(py).get().path().display(), self.kind))
+    }
+
+    /// Pickles as what rebuilds it: the store, the kind, the model and the options.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let rebuild = py.import("trellis._pickle")?.getattr("retriever")?;
+        let model = self.model.clone().into_pyobject(py)?.into_any();
+        let args = PyTuple::new(
+            py,
+            [
+                self.store.clone_ref(py).into_bound(py).into_any(),
+                PyString::new(py, &self.kind).into_any(),
+                model,
+                self.options.clone_ref(py).into_bound(py).into_any(),
+            ],
+        )?;
+        Ok((rebuild, args))
+    }
+}
+
+impl PyRetriever {
+    pub fn retriever(&self, py: Python<'_>) -> PyResult<Arc<Retriever>> {
+        self.get(py)
+    }
+
+    pub fn store_handle(&self) -> &Py<PyStore> {
+        &self.store
+    }
+
+    pub fn config(&self) -> &RetrieverConfig {
+        &self.cfg
+    }
+}
+
+/// evaluate_retrieval(retriever, dialogs, dataset="opendialkg", actions="all",
+/// k=None, max_turns=None, progress=None) -> dict: ``trellis eval retrieval --json`` (path@k,
+/// triple recall@k, MRR, hits@k, P/R/F1, latency) of ``retriever`` on the turns with a gold
+/// path of ``dialogs`` (an OpenDialKG csv, or MetaQA JSON lines with
+/// ``dataset="metaqa"``); ``progress`` and Ctrl-C as ``ingest`` has them (``"work":
+/// "evaluate"``, in turns); ``k``: the cut-offs of path@k and triple recall@k (default 1, 3, 5,
+/// 10); ``actions``: ``"all"``, ``"assistant"`` or ``"user"``.
+#[pyfunction]
+#[pyo3(signature = (retriever, dialogs, dataset = "opendialkg", actions = "all", k = None, max_turns = None, progress = None))]
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_retrieval<'py>(
+    py: Python<'py>,
+    retriever: &Bound<'py, PyRetriever>,
+    dialogs: std::path::PathBuf,
+    dataset: &str,
+    actions: &str,
+    k: Option<Vec<i64>>,
+    max_turns: Option<i64>,
+    progress: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let k = k
+        .unwrap_or_else(|| vec![1, 3, 5, 10])
+        .into_iter()
+        .map(|v| {
+            let u = u64::try_from(v).map_err(|_| errors::to_py(limits::EVAL_K.refuse(v)))?;
+            Ok(limits::EVAL_K.check(u).map_err(errors::to_py)? as usize)
+        })
+        .collect::<PyResult<Vec<usize>>>()?;
+    let max_turns = match max_turns {
+        None => None,
+        Some(v) => Some(limits::MAX_TURNS.check(u64::try_from(v).map_err(|_| errors::to_py(limits::MAX_TURNS.refuse(v)))?).map_err(errors::to_py)? as usize),
+    };
+    let speaker = match actions {
+        "all" => None,
+        "assistant" | "user" => Some(actions.to_owned()),
+        other => return Err(errors::setting(format!("actions must be \"all\", \"assistant\" or \"user\", not {other:?}"))),
+    };
+    let read = match dataset {
+        "opendialkg" => trellis::dataset::opendialkg::read,
+        "metaqa" => trellis::dataset::metaqa::read,
+        other => return Err(errors::setting(format!("dataset must be \"opendialkg\" or \"metaqa\", not {other:?}"))),
+    };
+    let r = retriever.get().get(py)?;
+    let report = monitored(py, progress, |monitor| -> Result<_, trellis::Error> {
+        let mut dialogs = read(&dialogs)?;
+        if let Some(s) = &speaker {
+            trellis::dataset::opendialkg::keep_samples_of(&mut dialogs, s);
+        }
+        if let Some(mut n) = max_turns {
+            for d in &mut dialogs {
+                let keep = d.samples.len().min(n);
+                d.samples.truncate(keep);
+                n -= keep;
+            }
+        }
+        Ok(trellis::eval::retrieval::evaluate(r.store(), &r, &dialogs, &k, monitor)?)
+    })?
+    .map_err(errors::to_py)?;
+    convert::serialized(py, &report)
+}

@@ -1,0 +1,237 @@
+//! How the glue runs library work: with the GIL released, on a thread pool that a forked
+//! child rebuilds, and (for long work) on a worker thread while the calling thread watches
+//! for Ctrl-C and delivers progress.
+
+use crate::errors;
+use pyo3::prelude::*;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// The glue's rayon pool and the process that built it. A pool's threads do not survive
+/// `fork()`: a child that finds another process's pool builds its own (and leaks the old
+/// one, whose threads it does not have). Library work runs inside `install`, so rayon's
+/// global pool, equally dead in a child, is never used.
+static POOL: Mutex<Option<(u32, Arc<rayon::ThreadPool>)>> = Mutex::new(None);
+
+pub fn pool() -> PyResult<Arc<rayon::ThreadPool>> {
+    let pid = std::process::id();
+    let mut slot = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((owner, pool)) = slot.as_ref() {
+        if *owner == pid {
+            return Ok(pool.clone());
+        }
+    }
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("trellis-py-{i}"))
+            .build()
+            .map_err(|e| errors::setting(format!("cannot start the thread pool: {e}")))?,
+    );
+    if let Some(stale) = slot.replace((pid, pool.clone())) {
+        std::mem::forget(stale);
+    }
+    Ok(pool)
+}
+
+/// Runs `f` with the GIL released, on the glue's pool.
+pub fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyResult<T> {
+    let pool = pool()?;
+    Ok(py.detach(|| pool.install(f)))
+}
+
+/// A handle's library object, reopened in a process other than the one that opened it
+/// (a forked child): the parent's object (RocksDB's background threads, ONNX Runtime's
+/// sessions) is not usable there, and is leaked rather than dropped, since its destructor
+/// would wait for threads the child does not have.
+pub struct Handle<T> {
+    /// Always `Some` but in `drop`.
+    slot: Mutex<Option<(u32, Arc<T>)>>,
+}
+
+impl<T> Handle<T> {
+    pub fn new(value: T) -> Handle<T> {
+        Handle { slot: Mutex::new(Some((std::process::id(), Arc::new(value)))) }
+    }
+
+    /// The object of this process, reopened with `reopen` when the handle was inherited.
+    pub fn get(&self, reopen: impl FnOnce() -> PyResult<T>) -> PyResult<Arc<T>> {
+        let pid = std::process::id();
+        {
+            let slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((owner, value)) = slot.as_ref() {
+                if *owner == pid {
+                    return Ok(value.clone());
+                }
+            }
+        }
+        let fresh = Arc::new(reopen()?);
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        match slot.as_ref() {
+            Some((owner, value)) if *owner == pid => Ok(value.clone()),
+            _ => {
+                if let Some((_, stale)) = slot.replace((pid, fresh.clone())) {
+                    std::mem::forget(stale);
+                }
+                Ok(fresh)
+            }
+        }
+    }
+}
+
+impl<T> Drop for Handle<T> {
+    fn drop(&mut self) {
+        let slot = self.slot.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some((owner, value)) = slot.take() {
+            if owner != std::process::id() {
+                // Another process's object: see the type's documentation.
+                std::mem::forget(value);
+            }
+        }
+    }
+}
+
+/// Set by the worker when it is done; the caller waits on it in short slices.
+#[derive(Default)]
+struct Done {
+    flag: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Done {
+    fn set(&self) {
+        *self.flag.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.cv.notify_all();
+    }
+
+    /// Waits up to `slice`; true once done.
+    fn wait(&self, slice: Duration) -> bool {
+        let flag = self.flag.lock().unwrap_or_else(|e| e.into_inner());
+        let (flag, _) = self.cv.wait_timeout_while(flag, slice, |done| !*done).unwrap_or_else(|e| e.into_inner());
+        *flag
+    }
+}
+
+/// How often the calling thread wakes to check for Ctrl-C and deliver progress.
+const SLICE: Duration = Duration::from_millis(100);
+
+/// Runs `f` on a worker thread with the GIL released. Every `SLICE` the calling thread
+/// takes the GIL, calls `tick` (progress delivery; an error from it cancels) and checks for
+/// signals: on KeyboardInterrupt (or any error) it calls `cancel`, waits for the worker
+/// to stop, and raises. `tick` runs once more after the worker finished.
+pub fn interruptible<T: Send>(
+    py: Python<'_>,
+    cancel: &(dyn Fn() + Sync),
+    tick: &mut dyn FnMut(Python<'_>) -> PyResult<()>,
+    f: impl FnOnce() -> T + Send,
+) -> PyResult<T> {
+    let pool = pool()?;
+    let done = Done::default();
+    std::thread::scope(|s| {
+        let worker = s.spawn(|| {
+            let out = pool.install(f);
+            done.set();
+            out
+        });
+        loop {
+            let finished = py.detach(|| done.wait(SLICE));
+            if let Err(e) = tick(py).and_then(|()| if finished { Ok(()) } else { py.check_signals() }) {
+                cancel();
+                let _ = py.detach(|| worker.join());
+                return Err(e);
+            }
+            if finished {
+                break;
+            }
+        }
+        py.detach(|| worker.join()).map_err(|_| errors::setting("the worker thread panicked (a bug in Trellis: please report it)"))
+    })
+}
+
+/// A library progress report as the dict `progress` callbacks get.
+pub fn progress_value(p: &trellis::Progress) -> serde_json::Value {
+    serde_json::json!({
+        "work": p.work.name(), "step": p.step, "steps": p.steps, "stage": p.stage,
+        "done": p.done, "total": p.total, "unit": p.unit.name(), "facts": p.facts,
+    })
+}
+
+/// The progress dict of a batch the glue chunks itself: `done` of `total` items, in the
+/// library's shape (what `Retriever::retrieve_many` reports).
+fn batch_progress(work: &str, unit: &str, done: u64, total: u64) -> serde_json::Value {
+    serde_json::json!({"work": work, "step": 1, "steps": 1, "stage": unit, "done": done, "total": total, "unit": unit, "facts": null})
+}
+
+/// Runs `f` with a [`trellis::Monitor`] as [`interruptible`] runs work: the monitor keeps
+/// the latest report for the calling thread to hand to `progress` (with the GIL, at most
+/// once a `SLICE`), and Ctrl-C (or an exception from `progress`) cancels it.
+pub fn monitored<T: Send>(py: Python<'_>, progress: Option<&Bound<'_, PyAny>>, f: impl FnOnce(&trellis::Monitor) -> T + Send) -> PyResult<T> {
+    if let Some(cb) = progress {
+        if !cb.is_callable() {
+            return Err(pyo3::exceptions::PyTypeError::new_err("progress must be callable"));
+        }
+    }
+    let latest: Arc<Mutex<Option<trellis::Progress>>> = Arc::default();
+    let monitor = match progress {
+        None => trellis::Monitor::new(),
+        Some(_) => {
+            let sink = latest.clone();
+            trellis::Monitor::with_callback(move |p| *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(p.clone()))
+        }
+    };
+    let mut tick = |py: Python<'_>| -> PyResult<()> {
+        let Some(cb) = progress else { return Ok(()) };
+        let report = latest.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match report {
+            Some(p) => cb.call1((crate::convert::to_py(py, &progress_value(&p))?,)).map(|_| ()),
+            None => Ok(()),
+        }
+    };
+    let canceller = monitor.clone();
+    interruptible(py, &|| canceller.cancel(), &mut tick, || f(&monitor))
+}
+
+/// Runs `f` over `items` a chunk at a time, chunks in parallel, results in input order, as
+/// [`interruptible`] runs work: Ctrl-C (or an exception from `progress`) stops the chunks
+/// not yet started and is raised; `progress` gets `{"work", "done", "total", "unit", ...}`
+/// when the count of finished items changed. (Retrieval answers go through the library's
+/// JSON renderer, `retrieve::jsonl::answer_batch`, a chunk at a time; the library's own
+/// `retrieve_many` returns paths without names.)
+pub fn chunked<T: Sync, R: Send, E: Send>(
+    py: Python<'_>,
+    items: &[T],
+    chunk: usize,
+    (work, unit): (&str, &str),
+    progress: Option<&Bound<'_, PyAny>>,
+    f: impl Fn(&[T]) -> Result<Vec<R>, E> + Sync,
+) -> PyResult<Result<Vec<R>, E>> {
+    use rayon::prelude::*;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let cancel = AtomicBool::new(false);
+    let done = AtomicU64::new(0);
+    let total = items.len() as u64;
+    let mut reported = None;
+    let mut tick = |py: Python<'_>| -> PyResult<()> {
+        let Some(cb) = progress else { return Ok(()) };
+        let now = done.load(Ordering::Relaxed);
+        if reported == Some(now) {
+            return Ok(());
+        }
+        reported = Some(now);
+        cb.call1((crate::convert::to_py(py, &batch_progress(work, unit, now, total))?,)).map(|_| ())
+    };
+    interruptible(py, &|| cancel.store(true, Ordering::Relaxed), &mut tick, || {
+        let out: Result<Vec<Vec<R>>, E> = items
+            .par_chunks(chunk.max(1))
+            .map(|c| {
+                // Cancelled: the result is thrown away, so a chunk not started does nothing.
+                if cancel.load(Ordering::Relaxed) {
+                    return Ok(Vec::new());
+                }
+                let r = f(c)?;
+                done.fetch_add(c.len() as u64, Ordering::Relaxed);
+                Ok(r)
+            })
+            .collect();
+        out.map(|v| v.into_iter().flatten().collect())
+    })
+}

@@ -1,0 +1,249 @@
+//! `trellis.Store`: a store directory opened for reading (or for writing), and its reads.
+
+use crate::convert;
+use crate::errors;
+use crate::run::{detached, Handle};
+use pyo3::prelude::*;
+use pyo3::types::{PyInt, PyList, PyTuple};
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::Arc;
+use trellis::graph::neighborhood;
+use trellis::limits;
+use trellis::store::EntityMatch;
+use trellis::{Direction, EntityId, RelationId};
+
+/// A Trellis store: a directory of RocksDB generations (`trellis ingest` makes one).
+///
+/// Open one with ``Store.open_read_only(path)`` (any number of readers, also while a load
+/// writes a new generation) or ``Store.open(path)`` (holds the writer lock while open,
+/// migrating an older format first); ``Store(path)`` is ``open_read_only``. Reads release
+/// the GIL. A handle pickles as its path and mode, and reopens itself when used in a
+/// forked child, so it can be shipped to worker processes.
+#[pyclass(module = "trellis._trellis", name = "Store", frozen)]
+pub struct PyStore {
+    path: PathBuf,
+    read_only: bool,
+    handle: Handle<trellis::Store>,
+}
+
+fn open(path: &std::path::Path, read_only: bool) -> Result<trellis::Store, trellis::OpenError> {
+    if read_only {
+        trellis::Store::open_read_only(path)
+    } else {
+        trellis::Store::open(path)
+    }
+}
+
+impl PyStore {
+    pub fn open_with(py: Python<'_>, path: PathBuf, read_only: bool) -> PyResult<PyStore> {
+        let store = detached(py, || open(&path, read_only))?.map_err(errors::to_py)?;
+        Ok(PyStore { handle: Handle::new(store), path, read_only })
+    }
+
+    /// The library's store of this process.
+    pub fn get(&self) -> PyResult<Arc<trellis::Store>> {
+        self.handle.get(|| open(&self.path, self.read_only).map_err(errors::to_py))
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+/// How an entity was found, as the command line's `entity --json` names it.
+fn match_name(m: Option<EntityMatch>) -> &'static str {
+    match m {
+        None => "id",
+        Some(EntityMatch::Key) => "key",
+        Some(EntityMatch::Prefixed) => "prefixed",
+        Some(EntityMatch::LocalName) => "local_name",
+        Some(EntityMatch::Name) => "name",
+        Some(EntityMatch::Alias) => "alias",
+    }
+}
+
+/// The entities `what` names: an int is an id; a string is `#ID`, or what
+/// `Store::resolve_entity` finds (key, prefixed IRI, local name, name, alias).
+fn resolve(store: &trellis::Store, what: &Target) -> Result<Vec<(EntityId, Option<EntityMatch>)>, trellis::ReadError> {
+    match what {
+        Target::Id(id) => Ok(if u64::from(*id) < store.entity_count() { vec![(EntityId(*id), None)] } else { Vec::new() }),
+        Target::Text(text) => {
+            if let Some(id) = text.strip_prefix('#').and_then(|n| n.parse::<u32>().ok()) {
+                return resolve(store, &Target::Id(id));
+            }
+            Ok(store.resolve_entity(text)?.into_iter().map(|c| (c.id, Some(c.matched))).collect())
+        }
+    }
+}
+
+enum Target {
+    Id(u32),
+    Text(String),
+}
+
+fn target(obj: &Bound<'_, PyAny>) -> PyResult<Target> {
+    if obj.is_instance_of::<PyInt>() {
+        let id: i64 = obj.extract()?;
+        return u32::try_from(id).map(Target::Id).map_err(|_| errors::bad_input(format!("no entity #{id}: ids are 0..2^32")));
+    }
+    Ok(Target::Text(obj.extract::<String>().map_err(|_| pyo3::exceptions::PyTypeError::new_err("an entity is a name or key (str) or an id (int)"))?))
+}
+
+#[pymethods]
+impl PyStore {
+    /// Store(path, read_only=True): the store at ``path``.
+    #[new]
+    #[pyo3(signature = (path, read_only = true))]
+    fn new(py: Python<'_>, path: PathBuf, read_only: bool) -> PyResult<PyStore> {
+        PyStore::open_with(py, path, read_only)
+    }
+
+    /// Opens the store for reading and writing (migrating an older format first). The
+    /// writer lock is held until the handle is garbage-collected: loads wait for it.
+    #[staticmethod]
+    fn open(py: Python<'_>, path: PathBuf) -> PyResult<PyStore> {
+        PyStore::open_with(py, path, false)
+    }
+
+    /// Opens the store for reading only: it keeps the generation it opened, registered
+    /// as a reader, so a load committed meanwhile does not remove it.
+    #[staticmethod]
+    fn open_read_only(py: Python<'_>, path: PathBuf) -> PyResult<PyStore> {
+        PyStore::open_with(py, path, true)
+    }
+
+    /// The store's directory.
+    #[getter(path)]
+    fn path_str(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    #[getter]
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Entities of the open generation.
+    #[getter]
+    fn entity_count(&self) -> PyResult<u64> {
+        Ok(self.get()?.entity_count())
+    }
+
+    #[getter]
+    fn relation_count(&self) -> PyResult<u64> {
+        Ok(self.get()?.relation_count())
+    }
+
+    /// Counts, format, loads, size on disk (per column family) and the token indexes, as a
+    /// dict (``trellis stats --json``).
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let store = self.get()?;
+        let (stats, tokenizers) = detached(py, || (store.stats(), store.tokenizers()))?;
+        let mut v = serde_json::to_value(&stats).map_err(|e| errors::setting(e.to_string()))?;
+        v["token_indexes"] = serde_json::to_value(tokenizers.map_err(errors::to_py)?).map_err(|e| errors::setting(e.to_string()))?;
+        convert::to_py(py, &v)
+    }
+
+    /// entity(what) -> list of dicts: the entities ``what`` names (an id, ``"#ID"``, an
+    /// exact key, a prefixed IRI, a local name, a name or alias, case-insensitive), each
+    /// ``{"id", "kind", "key", "name", "aliases", "out_degree", "in_degree", "matched"}``.
+    /// Empty when nothing matches.
+    fn entity<'py>(&self, py: Python<'py>, what: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
+        let what = target(what)?;
+        let store = self.get()?;
+        let found = detached(py, || -> Result<_, trellis::ReadError> {
+            let mut out = Vec::new();
+            for (id, matched) in resolve(&store, &what)? {
+                if let Some(info) = store.entity_info(id)? {
+                    out.push((info, matched));
+                }
+            }
+            Ok(out)
+        })?
+        .map_err(errors::to_py)?;
+        let list = PyList::empty(py);
+        for (info, matched) in found {
+            let d = convert::serialized(py, &info)?;
+            d.set_item("matched", match_name(matched))?;
+            list.append(d)?;
+        }
+        Ok(list)
+    }
+
+    /// neighbors(entity, relation=None, hops=1, limit=100) -> list of dicts: the facts
+    /// around each entity ``entity`` names (as ``entity``), ``{"start", "head", "relation",
+    /// "tail", "reverse", "hop"}`` (``trellis neighbors --json`` plus the start's name);
+    /// ``relation`` (a key or name) keeps the first hop to it; ``hops`` is 1 or 2; at most
+    /// ``limit`` facts per start entity.
+    #[pyo3(signature = (entity, relation = None, hops = 1, limit = 100))]
+    fn neighbors<'py>(&self, py: Python<'py>, entity: &Bound<'py, PyAny>, relation: Option<String>, hops: i64, limit: i64) -> PyResult<Bound<'py, PyList>> {
+        let what = target(entity)?;
+        let range = |r: &limits::IntRange, v: i64| -> PyResult<u64> {
+            let v = u64::try_from(v).map_err(|_| errors::to_py(r.refuse(v)))?;
+            r.check(v).map_err(errors::to_py)
+        };
+        let hops = range(&limits::HOPS, hops)? as u8;
+        let limit = range(&limits::LIMIT, limit)? as usize;
+        let store = self.get()?;
+        let rows = detached(py, || -> PyResult<Vec<serde_json::Value>> {
+            let read = |e: trellis::ReadError| errors::to_py(e);
+            let relation: Option<RelationId> = match &relation {
+                None => None,
+                Some(text) => match store.resolve_relation(text).map_err(read)?.as_slice() {
+                    [] => return Err(errors::bad_input(format!("no relation named {text:?}"))),
+                    [r] => Some(*r),
+                    many => return Err(errors::bad_input(format!("{} relations are named {text:?}; give the exact key", many.len()))),
+                },
+            };
+            let name = |e: EntityId| -> PyResult<String> { Ok(store.entity(e).map_err(read)?.map_or_else(|| format!("#{}", e.0), |r| r.name)) };
+            let rel_name = |r: RelationId| -> PyResult<String> { Ok(store.relation(r).map_err(read)?.map_or_else(|| format!("r{}", r.0), |r| r.name)) };
+            let mut rows = Vec::new();
+            for (start, _) in resolve(&store, &what).map_err(read)? {
+                let mut steps = Vec::new();
+                neighborhood(&store, start, relation, hops, limit, |s| steps.push(s)).map_err(read)?;
+                let start_name = name(start)?;
+                for step in steps {
+                    let (h, r, t) = step.fact();
+                    rows.push(json!({"start": start_name, "head": name(h)?, "relation": rel_name(r)?, "tail": name(t)?, "reverse": step.edge.direction == Direction::In, "hop": step.hop}));
+                }
+            }
+            Ok(rows)
+        })??;
+        let list = PyList::empty(py);
+        for row in &rows {
+            list.append(convert::to_py(py, row)?)?;
+        }
+        Ok(list)
+    }
+
+    /// Checks that every index agrees with every other; a dict (``trellis validate
+    /// --json``) whose ``"problems"`` list is empty for a sound store.
+    fn validate<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let store = self.get()?;
+        let report = detached(py, || store.validate())?.map_err(errors::to_py)?;
+        convert::serialized(py, &report)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Store({:?}, read_only={})", self.path.display().to_string(), if self.read_only { "True" } else { "False" })
+    }
+
+    /// Pickles as what reopens it: the path and the mode.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let py = slf.py();
+        let me = slf.get();
+        let args =
+            PyTuple::new(py, [me.path.display().to_string().into_pyobject(py)?.into_any(), pyo3::types::PyBool::new(py, me.read_only).to_owned().into_any()])?;
+        Ok((slf.get_type().into_any(), args))
+    }
+}
+
+/// A store argument: a `Store`, or a path opened read-only.
+pub fn store_arg(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Py<PyStore>> {
+    if let Ok(s) = obj.cast::<PyStore>() {
+        return Ok(s.clone().unbind());
+    }
+    let path = convert::path(obj).map_err(|_| pyo3::exceptions::PyTypeError::new_err("a store is a trellis.Store or a path"))?;
+    Py::new(py, PyStore::open_with(py, path, true)?)
+}

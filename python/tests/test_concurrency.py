@@ -1,0 +1,137 @@
+"""The GIL released during long calls, Ctrl-C during a load, handles in other processes."""
+
+import _thread
+import multiprocessing
+import pickle
+import threading
+import time
+
+import pytest
+
+import trellis
+from conftest import GSR, SAMPLE
+
+
+def test_other_threads_run_during_a_long_batch(store, dev_requests):
+    retriever = trellis.Retriever(store, "gsr", model=GSR)
+    histories = [r["history"] for r in dev_requests] * 3
+    ticks = []
+    stop = threading.Event()
+
+    def counter():
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.002)
+
+    t = threading.Thread(target=counter)
+    t.start()
+    try:
+        start = time.monotonic()
+        answers = retriever.retrieve_batch(histories)
+        end = time.monotonic()
+    finally:
+        stop.set()
+        t.join()
+    assert len(answers) == len(histories)
+    # Held for the whole call, the GIL would let the counter run only at the call's edges
+    # (argument conversion); released, it runs throughout.
+    assert end - start > 0.5, "the batch is too short to tell"
+    inside = [x for x in ticks if start + 0.2 < x < end - 0.2]
+    assert len(inside) >= 20
+
+
+def big_tsv(path, lines):
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(lines):
+            f.write(f"entity {i}\trelation {i % 50}\tentity {(i * 7919) % lines}\n")
+
+
+def test_keyboard_interrupt_cancels_a_load_and_leaves_the_store(tmp_path):
+    kg = tmp_path / "kg"
+    trellis.ingest(kg, [SAMPLE])
+    before = trellis.Store(kg).stats()
+    big = tmp_path / "big.tsv"
+    big_tsv(big, 400_000)
+    calls = []
+
+    def progress(p):
+        calls.append(p)
+        if len(calls) == 1:
+            # As Ctrl-C does: the signal handler raises KeyboardInterrupt in the main thread.
+            _thread.interrupt_main()
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        trellis.ingest(kg, [big], progress=progress)
+    stopped = time.monotonic() - started
+    # The store is as it was: the cancelled load committed nothing, and a new load runs.
+    after = trellis.Store(kg)
+    assert after.stats()["facts"] == before["facts"] and after.stats()["loads"] == before["loads"]
+    assert after.validate()["problems"] == []
+    full = trellis.ingest(kg, [big])
+    assert full["new_facts"] > 0
+    assert stopped < full["elapsed"]["secs"] + full["elapsed"]["nanos"] / 1e9 + 5
+
+
+def test_an_exception_in_progress_cancels_the_load(tmp_path):
+    big = tmp_path / "big.tsv"
+    big_tsv(big, 400_000)
+
+    def progress(p):
+        raise RuntimeError("stop it")
+
+    with pytest.raises(RuntimeError, match="stop it"):
+        trellis.ingest(tmp_path / "kg", [big], progress=progress)
+    # A first load that stops leaves no store behind.
+    assert not (tmp_path / "kg").exists()
+
+
+def retrieve_in_child(retriever, history):
+    return retriever.retrieve(history)
+
+
+def test_handles_pickle_into_a_spawned_process(store):
+    pcst = trellis.Retriever(store, "pcst", top=3, bm25_turns=2)
+    gsr = trellis.Retriever(store, "gsr", model=GSR, beams=3, top=2)
+    history = ["I loved Happy Gilmore.", "Me too, Adam Sandler is so funny. Do you like him?"]
+    # A pickle holds what reopens the handle, not the handle.
+    assert len(pickle.dumps(gsr)) < 2000
+    again = pickle.loads(pickle.dumps(store))
+    assert again.path == store.path and again.read_only
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        got = pool.starmap(retrieve_in_child, [(pcst, history), (gsr, history)])
+    assert got == [pcst.retrieve(history), gsr.retrieve(history)]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_handles_work_in_a_forked_child(store):
+    history = ["Do you know anything about Jordan Spieth?"]
+    pcst = trellis.Retriever(store, "pcst")
+    gsr = trellis.Retriever(store, "gsr", model=GSR, top=2)
+    # Used in the parent first: its thread pools and model sessions exist when it forks.
+    expected = [pcst.retrieve_batch([history] * 4), gsr.retrieve(history)]
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        got = pool.apply(forked_work, (pcst, gsr, history))
+    assert got == expected
+
+
+def forked_work(pcst, gsr, history):
+    return [pcst.retrieve_batch([history] * 4), gsr.retrieve(history)]
+
+
+def test_batch_progress_and_ctrl_c(store, dev_requests):
+    retriever = trellis.Retriever(store, "gsr", model=GSR, top=2)
+    histories = [r["history"] for r in dev_requests[:40]]
+    seen = []
+    answers = retriever.retrieve_batch(histories, progress=seen.append)
+    assert seen[-1] == {"work": "retrieve", "step": 1, "steps": 1, "stage": "turns", "done": 40, "total": 40, "unit": "turns", "facts": None}
+    assert [p["done"] for p in seen] == sorted({p["done"] for p in seen})
+
+    def interrupt(p):
+        _thread.interrupt_main()
+
+    with pytest.raises(KeyboardInterrupt):
+        retriever.retrieve_batch(histories * 5, progress=interrupt)
+    # The handle is unharmed: the same answers after the interruption.
+    assert retriever.retrieve_batch(histories) == answers

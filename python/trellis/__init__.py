@@ -1,0 +1,50 @@
+"""Trellis: an embedded knowledge-graph store and retrieval engine for knowledge-grounded
+dialog, from Python.
+
+>>> import trellis
+>>> trellis.ingest("kg", ["kg.tsv"])                       # a store from a triples file
+>>> store = trellis.Store.open_read_only("kg")
+>>> store.entity("jordan spieth")[0]["name"]
+>>> retriever = trellis.Retriever(store, "pcst")
+>>> retriever.retrieve(["Do you know Jordan Spieth?"])["paths"][0]["triples"]
+
+Every call that reads the store, retrieves, generates or loads releases the GIL. Results
+are plain dicts and lists, in the JSON shapes the ``trellis`` command line writes. Errors
+are :mod:`trellis.errors` classes, rooted at :class:`TrellisError`. Handles pickle as
+what reopens them (paths and options).
+"""
+
+from . import metrics
+from ._trellis import (
+    Generator,
+    Linker,
+    Pipeline,
+    Retriever,
+    Store,
+    __version__,
+    build,
+    evaluate_retrieval,
+    index_tokens,
+    ingest,
+)
+from .errors import BadInputError, CancelledError, ModelError, SettingError, StoreError, TrellisError
+
+__all__ = [
+    "Store",
+    "Linker",
+    "Retriever",
+    "Generator",
+    "Pipeline",
+    "ingest",
+    "index_tokens",
+    "evaluate_retrieval",
+    "metrics",
+    "TrellisError",
+    "BadInputError",
+    "SettingError",
+    "StoreError",
+    "ModelError",
+    "CancelledError",
+    "__version__",
+    "build",
+]

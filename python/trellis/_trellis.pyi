@@ -1,0 +1,160 @@
+"""Type stubs of the native module ``trellis._trellis`` (re-exported by ``trellis``)."""
+
+import os
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+StrPath = Union[str, "os.PathLike[str]"]
+#: A message: its text, or ``{"speaker" | "sender": str, "text" | "message": str}``.
+Message = Union[str, Dict[str, Any]]
+History = Sequence[Message]
+#: A triple of given knowledge: ``[head, relation, tail]`` in walking order (``~relation``
+#: walks a fact backwards) or ``{"head", "relation", "tail", "reverse"}``.
+Triple = Union[Sequence[str], Dict[str, Any]]
+Knowledge = Sequence[Sequence[Triple]]
+#: ``{"work", "step", "steps", "stage", "done", "total", "unit", "facts"}`` (``trellis::Progress``).
+ProgressCallback = Callable[[Dict[str, Any]], Any]
+
+__version__: str
+build: str
+
+class Store:
+    """A Trellis store directory. ``Store(path)`` opens it read-only."""
+
+    def __init__(self, path: StrPath, read_only: bool = True) -> None: ...
+    @staticmethod
+    def open(path: StrPath) -> "Store":
+        """Opens for reading and writing (holds the writer lock while alive)."""
+    @staticmethod
+    def open_read_only(path: StrPath) -> "Store":
+        """Opens for reading only (any number of readers, also during a load)."""
+    @property
+    def path(self) -> str: ...
+    @property
+    def read_only(self) -> bool: ...
+    @property
+    def entity_count(self) -> int: ...
+    @property
+    def relation_count(self) -> int: ...
+    def stats(self) -> Dict[str, Any]:
+        """Counts, format, loads, sizes and token indexes (``trellis stats --json``)."""
+    def entity(self, what: Union[str, int]) -> List[Dict[str, Any]]:
+        """The entities ``what`` names: ``{"id", "kind", "key", "name", "aliases",
+        "out_degree", "in_degree", "matched"}`` each; empty when none."""
+    def neighbors(self, entity: Union[str, int], relation: Optional[str] = None, hops: int = 1, limit: int = 100) -> List[Dict[str, Any]]:
+        """Facts around the entity: ``{"start", "head", "relation", "tail", "reverse", "hop"}``."""
+    def validate(self) -> Dict[str, Any]:
+        """Checks every index against every other (``"problems"`` empty when sound)."""
+
+class Linker:
+    """Entity linking against one store; ``options``: window, max_ngram, max_entities,
+    min_word_chars, decay."""
+
+    def __init__(self, store: Union[Store, StrPath], **options: Any) -> None: ...
+    @property
+    def store(self) -> Store: ...
+    def link(self, what: Union[str, History]) -> List[Dict[str, Any]]:
+        """Mentions: ``{"message", "speaker", "start", "end", "char_start", "char_end",
+        "text", "kind", "entities": [{"id", "name", "degree"}]}``."""
+
+class Retriever:
+    """A retriever (``"all"``, ``"random"``, ``"bm25"``, ``"katz"``, ``"pcst"``, ``"gsr"``)
+    over one store; ``options`` are ``trellis retrieve``'s flags without dashes."""
+
+    def __init__(self, store: Union[Store, StrPath], kind: str, model: Optional[StrPath] = None, top: int = 10, **options: Any) -> None: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def model(self) -> Optional[str]: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def batch_size(self) -> int: ...
+    def retrieve(self, history: History, top: Optional[int] = None, entities: Optional[List[str]] = None) -> Dict[str, Any]:
+        """``{"mentioned": [names], "paths": [{"score", "explanation", "triples"}]}``."""
+    def retrieve_batch(
+        self,
+        histories: Sequence[Union[History, Dict[str, Any]]],
+        top: Optional[int] = None,
+        on_error: str = "raise",
+        progress: Optional[ProgressCallback] = None,
+    ) -> List[Optional[Dict[str, Any]]]:
+        """One answer per history or request dict ``{"id", "history", "entities"}``, in order."""
+
+class Generator:
+    """A reply generator (an exported model directory); ``settings`` override its
+    ``trellis.json`` (strategy, beams, return_sequences, max_new_tokens, temperature, ...)."""
+
+    def __init__(self, model: StrPath, **options: Any) -> None: ...
+    @property
+    def model(self) -> str: ...
+    def generate(self, history: History, knowledge: Optional[Knowledge] = None, seed: Optional[int] = None) -> Dict[str, Any]:
+        """``{"text", "tokens", "score", "finish"}`` (and ``"responses"`` when several)."""
+    def generate_batch(
+        self,
+        requests: Sequence[Union[History, Dict[str, Any]]],
+        knowledge: Optional[Knowledge] = None,
+        seed: Optional[int] = None,
+        progress: Optional[ProgressCallback] = None,
+    ) -> List[Dict[str, Any]]: ...
+
+class Pipeline:
+    """Link, retrieve, generate. Retriever options as ``Retriever`` takes them, generator
+    settings prefixed ``gen_``; ``top`` paths handed to the generator; ``batch`` requests
+    together."""
+
+    def __init__(
+        self,
+        store: Union[Store, StrPath],
+        retriever: str = "gsr",
+        model: Optional[StrPath] = None,
+        generator: Optional[StrPath] = None,
+        top: int = 3,
+        **options: Any,
+    ) -> None: ...
+    def respond(self, history: Union[History, Dict[str, Any]], knowledge: Optional[Knowledge] = None, seed: Optional[int] = None) -> Dict[str, Any]:
+        """``{"response", "mentioned", "knowledge", "paths", "timings"}``."""
+    def respond_batch(
+        self, requests: Sequence[Union[History, Dict[str, Any]]], on_error: str = "raise", progress: Optional[ProgressCallback] = None
+    ) -> List[Optional[Dict[str, Any]]]: ...
+
+def ingest(
+    store: Union[Store, StrPath],
+    files: Union[StrPath, Sequence[StrPath]],
+    format: Optional[str] = None,
+    compression: Optional[str] = None,
+    on_error: str = "stop",
+    rejects: Optional[StrPath] = None,
+    memory_mb: int = 1024,
+    threads: Optional[int] = None,
+    reverse_prefix: str = "~",
+    lang: str = "en",
+    progress: Optional[ProgressCallback] = None,
+) -> Dict[str, Any]:
+    """Loads triple files into the store as one new generation; the load report."""
+
+def index_tokens(
+    store: Union[Store, StrPath],
+    tokenizer: StrPath,
+    name: Optional[str] = None,
+    linearization: str = "trellis",
+    progress: Optional[ProgressCallback] = None,
+) -> Dict[str, Any]:
+    """Builds the token index of a model's tokenizer in the store; its record."""
+
+def evaluate_retrieval(
+    retriever: Retriever,
+    dialogs: StrPath,
+    dataset: str = "opendialkg",
+    actions: str = "all",
+    k: Optional[Sequence[int]] = None,
+    max_turns: Optional[int] = None,
+    progress: Optional[ProgressCallback] = None,
+) -> Dict[str, Any]:
+    """``trellis eval retrieval --json`` of the retriever on the dialogs' gold turns."""
+
+def _score(
+    predictions: List[str],
+    references: List[str],
+    knowledge: Optional[List[Optional[str]]] = None,
+    entities: Optional[List[Optional[List[str]]]] = None,
+) -> Dict[str, Any]: ...
