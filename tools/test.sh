@@ -20,5 +20,7 @@ cargo clippy --release --locked -p trellis-python -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --release --locked --no-deps
 cargo test --release --locked "$@"
 # The Python package: built into the same target directory (RocksDB is not compiled again)
-# and installed into its environment (~/.cache/trellis/venv-python), then its pytest suite.
-TRELLIS_BIN="$CARGO_TARGET_DIR/release/trellis" bash tools/python.sh
+# and installed into its environment with Ray Data (~/.cache/trellis/venv-ray), then its
+# pytest suite, trellis.ray on a local Ray cluster included (TRELLIS_RAY=0: the smaller
+# environment without Ray, whose tests are then skipped).
+TRELLIS_RAY=${TRELLIS_RAY:-1} TRELLIS_BIN="$CARGO_TARGET_DIR/release/trellis" bash tools/python.sh

@@ -162,29 +162,37 @@ fn batch_progress(work: &str, unit: &str, done: u64, total: u64) -> serde_json::
 }
 
 /// Runs `f` with a [`trellis::Monitor`] as [`interruptible`] runs work: the monitor keeps
-/// the latest report for the calling thread to hand to `progress` (with the GIL, at most
-/// once a `SLICE`), and Ctrl-C (or an exception from `progress`) cancels it.
+/// the latest report of each step for the calling thread to hand to `progress` (with the
+/// GIL, once a `SLICE`: a step's reports in between are dropped, its last one never, so a
+/// step that ends within a slice is still seen finished), and Ctrl-C (or an exception from
+/// `progress`) cancels it.
 pub fn monitored<T: Send>(py: Python<'_>, progress: Option<&Bound<'_, PyAny>>, f: impl FnOnce(&trellis::Monitor) -> T + Send) -> PyResult<T> {
     if let Some(cb) = progress {
         if !cb.is_callable() {
             return Err(pyo3::exceptions::PyTypeError::new_err("progress must be callable"));
         }
     }
-    let latest: Arc<Mutex<Option<trellis::Progress>>> = Arc::default();
+    let pending: Arc<Mutex<Vec<trellis::Progress>>> = Arc::default();
     let monitor = match progress {
         None => trellis::Monitor::new(),
         Some(_) => {
-            let sink = latest.clone();
-            trellis::Monitor::with_callback(move |p| *sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(p.clone()))
+            let sink = pending.clone();
+            trellis::Monitor::with_callback(move |p| {
+                let mut pending = sink.lock().unwrap_or_else(|e| e.into_inner());
+                match pending.last_mut() {
+                    Some(last) if (last.work, last.step) == (p.work, p.step) => *last = p.clone(),
+                    _ => pending.push(p.clone()),
+                }
+            })
         }
     };
     let mut tick = |py: Python<'_>| -> PyResult<()> {
         let Some(cb) = progress else { return Ok(()) };
-        let report = latest.lock().unwrap_or_else(|e| e.into_inner()).take();
-        match report {
-            Some(p) => cb.call1((crate::convert::to_py(py, &progress_value(&p))?,)).map(|_| ()),
-            None => Ok(()),
+        let reports = std::mem::take(&mut *pending.lock().unwrap_or_else(|e| e.into_inner()));
+        for p in &reports {
+            cb.call1((crate::convert::to_py(py, &progress_value(p))?,))?;
         }
+        Ok(())
     };
     let canceller = monitor.clone();
     interruptible(py, &|| canceller.cancel(), &mut tick, || f(&monitor))
