@@ -63,8 +63,10 @@ pub struct GeneratorOptions {
     pub gen_min_new_tokens: Option<usize>,
     #[arg(long, value_parser = super::f64_in(&limits::REPETITION_PENALTY), allow_hyphen_values = true)]
     pub gen_repetition_penalty: Option<f64>,
-    /// Sessions per model: how many threads can run each model at once (0: one per core).
-    #[arg(long, default_value_t = 1, value_parser = super::usize_in(&limits::SESSIONS), allow_hyphen_values = true)]
+    /// Sessions per model: how many threads can run each model at once (0, the default:
+    /// one per core, as the library's default, so that the parallel batches of `run` do not
+    /// queue on one session).
+    #[arg(long, default_value_t = 0, value_parser = super::usize_in(&limits::SESSIONS), allow_hyphen_values = true)]
     pub sessions: usize,
 }
 

@@ -167,9 +167,10 @@ impl RetrieverOptions {
         format!("{cfg:?}{model}")
     }
 
-    /// The retriever, with its model loaded for gsr (which needs --model).
+    /// The retriever, with its model loaded for gsr (which needs --model), with one model
+    /// session per core (the library's default): `retrieve` runs its batches in parallel.
     pub fn open(&self, store: std::sync::Arc<Store>) -> Result<Retriever> {
-        self.open_with_sessions(store, 1)
+        self.open_with_sessions(store, 0)
     }
 
     /// [`open`](Self::open) with `sessions` model sessions (threads that can decode at once).
