@@ -89,3 +89,19 @@ def test_evaluate_retrieval_is_the_command_line(store, store_dir, trellis_bin, d
     assert ours["turns"] == 80
     with pytest.raises(trellis.StoreError):
         trellis.evaluate_retrieval(trellis.Retriever(store, "pcst"), dev_csv.parent / "missing.csv")
+
+
+def test_a_batch_as_an_arrow_table(store, dev_requests):
+    pyarrow = pytest.importorskip("pyarrow")
+    retriever = trellis.Retriever(store, "pcst", top=3)
+    requests = dev_requests[:20] + [{"id": "bad", "history": [{"speaker": 3, "text": "bad"}]}]
+    answers = retriever.retrieve_batch(requests, on_error="skip")
+    assert answers[-1] is None, "the bad request is skipped"
+    table = trellis.arrow.table(answers)
+    assert isinstance(table, pyarrow.Table)
+    # One row per request, in order; the skipped one a row of nulls; nested paths kept.
+    assert table.num_rows == len(requests)
+    assert table.to_pylist()[:-1] == answers[:-1]
+    assert all(v is None for v in table.to_pylist()[-1].values())
+    assert table.column("id").to_pylist()[:-1] == [a["id"] for a in answers[:-1]]
+    assert trellis.arrow.table([]).num_rows == 0

@@ -9,12 +9,13 @@ dialog, from Python.
 >>> retriever.retrieve(["Do you know Jordan Spieth?"])["paths"][0]["triples"]
 
 Every call that reads the store, retrieves, generates or loads releases the GIL. Results
-are plain dicts and lists, in the JSON shapes the ``trellis`` command line writes. Errors
+are plain dicts and lists, in the JSON shapes the ``trellis`` command line writes
+(:func:`trellis.arrow.table` makes a batch's a pyarrow Table). Errors
 are :mod:`trellis.errors` classes, rooted at :class:`TrellisError`. Handles pickle as
 what reopens them (paths and options).
 """
 
-from . import metrics
+from . import arrow, metrics
 from ._trellis import (
     Generator,
     Linker,
@@ -39,6 +40,7 @@ __all__ = [
     "index_tokens",
     "evaluate_retrieval",
     "metrics",
+    "arrow",
     "TrellisError",
     "BadInputError",
     "SettingError",
