@@ -334,13 +334,13 @@ impl PyPipeline {
         list.get_item(0)
     }
 
-    /// respond_batch(requests, on_error="raise", progress=None) -> list of dicts, in order.
+    /// respond_batch(requests, on_error="stop", progress=None) -> list of dicts, in order.
     ///
     /// Each request is a history or a request dict; ``batch`` of them are retrieved and
     /// generated together, batches in parallel, with the GIL released. A bad request raises
     /// ``BadInputError`` naming its index, or with ``on_error="skip"`` gets ``None``.
     /// ``progress`` and Ctrl-C as in ``Retriever.retrieve_batch`` (``"work": "respond"``).
-    #[pyo3(signature = (requests, on_error = "raise", progress = None))]
+    #[pyo3(signature = (requests, on_error = "stop", progress = None))]
     fn respond_batch<'py>(
         &self,
         py: Python<'py>,
@@ -349,9 +349,11 @@ impl PyPipeline {
         progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let skip = match on_error {
-            "raise" => false,
+            "stop" => false,
             "skip" => true,
-            other => return Err(errors::setting(format!("on_error must be \"raise\" or \"skip\", not {other:?}"))),
+            other => {
+                return Err(errors::setting(format!("on_error must be \"stop\" or \"skip\" (as ingest and the command line's --on-error), not {other:?}")))
+            }
         };
         let mut lines = Vec::new();
         for (i, item) in requests.try_iter()?.enumerate() {

@@ -249,7 +249,7 @@ impl PyRetriever {
         answer_dict(py, answer, false)
     }
 
-    /// retrieve_batch(histories, top=None, on_error="raise", progress=None) -> list of dicts.
+    /// retrieve_batch(histories, top=None, on_error="stop", progress=None) -> list of dicts.
     ///
     /// Each item is a history (a list of messages) or a request dict ``{"id", "history",
     /// "entities"}`` as ``trellis retrieve`` reads (its answer keeps the ``"id"``). Requests
@@ -259,7 +259,7 @@ impl PyRetriever {
     /// calling thread (at most ten times a second) with ``{"work": "retrieve", "done",
     /// "total", "unit": "turns", ...}``; Ctrl-C stops the batch and raises
     /// ``KeyboardInterrupt``.
-    #[pyo3(signature = (histories, top = None, on_error = "raise", progress = None))]
+    #[pyo3(signature = (histories, top = None, on_error = "stop", progress = None))]
     fn retrieve_batch<'py>(
         &self,
         py: Python<'py>,
@@ -269,9 +269,11 @@ impl PyRetriever {
         progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let skip = match on_error {
-            "raise" => false,
+            "stop" => false,
             "skip" => true,
-            other => return Err(errors::setting(format!("on_error must be \"raise\" or \"skip\", not {other:?}"))),
+            other => {
+                return Err(errors::setting(format!("on_error must be \"stop\" or \"skip\" (as ingest and the command line's --on-error), not {other:?}")))
+            }
         };
         let opts = AnswerOptions::new(top_of(top, self.top)?);
         let mut requests: Vec<Result<(Request, bool), PyErr>> = Vec::new();

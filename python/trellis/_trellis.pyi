@@ -75,7 +75,7 @@ class Retriever:
         self,
         histories: Sequence[Union[History, Dict[str, Any]]],
         top: Optional[int] = None,
-        on_error: str = "raise",
+        on_error: str = "stop",
         progress: Optional[ProgressCallback] = None,
     ) -> List[Optional[Dict[str, Any]]]:
         """One answer per history or request dict ``{"id", "history", "entities"}``, in order."""
@@ -114,7 +114,7 @@ class Pipeline:
     def respond(self, history: Union[History, Dict[str, Any]], knowledge: Optional[Knowledge] = None, seed: Optional[int] = None) -> Dict[str, Any]:
         """``{"response", "mentioned", "knowledge", "paths", "timings"}``."""
     def respond_batch(
-        self, requests: Sequence[Union[History, Dict[str, Any]]], on_error: str = "raise", progress: Optional[ProgressCallback] = None
+        self, requests: Sequence[Union[History, Dict[str, Any]]], on_error: str = "stop", progress: Optional[ProgressCallback] = None
     ) -> List[Optional[Dict[str, Any]]]: ...
 
 def ingest(

@@ -84,7 +84,7 @@ class Answerer:
         for i in range(n):
             row = {k: _plain(v[i]) for k, v in columns.items() if v[i] is not None}
             requests.append({k: row[k] for k in ("id", "history", "entities", "knowledge", "seed") if k in row})
-        answers = self._answer(requests, "raise" if self.on_error == "stop" else "skip")
+        answers = self._answer(requests, self.on_error)
         out: Dict[str, List[Any]] = {"id": [], "answer": [], "error": []}
         for request, answer in zip(requests, answers):
             out["id"].append(json.dumps(request.get("id")))
@@ -92,7 +92,7 @@ class Answerer:
             if answer is None:
                 # Skipped: ask again alone for what is wrong with it.
                 try:
-                    self._answer([request], "raise")
+                    self._answer([request], "stop")
                     error = "no answer"
                 except trellis.BadInputError as e:
                     error = str(e).replace("request 0: ", "", 1)
