@@ -179,3 +179,10 @@ impl<'py> Options<'py> {
         Err(PyTypeError::new_err(format!("{}: unknown option(s) {}", self.what, left.join(", "))))
     }
 }
+
+/// Whether a batch call's `on_error` skips bad requests: the library's error policy names
+/// (`stop`, `skip`), as `ingest` and the command line's `--on-error` take them.
+pub fn skips_bad_requests(on_error: &str) -> PyResult<bool> {
+    let policy: trellis::ingest::OnError = on_error.parse().map_err(|e: trellis::limits::UnknownName| errors::setting(format!("on_error: {e}")))?;
+    Ok(policy == trellis::ingest::OnError::Skip)
+}

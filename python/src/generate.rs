@@ -348,13 +348,7 @@ impl PyPipeline {
         on_error: &str,
         progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let skip = match on_error {
-            "stop" => false,
-            "skip" => true,
-            other => {
-                return Err(errors::setting(format!("on_error must be \"stop\" or \"skip\" (as ingest and the command line's --on-error), not {other:?}")))
-            }
-        };
+        let skip = convert::skips_bad_requests(on_error)?;
         let mut lines = Vec::new();
         for (i, item) in requests.try_iter()?.enumerate() {
             lines.push(pipeline_line(&item?, Some(i), None, None));

@@ -268,13 +268,7 @@ impl PyRetriever {
         on_error: &str,
         progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let skip = match on_error {
-            "stop" => false,
-            "skip" => true,
-            other => {
-                return Err(errors::setting(format!("on_error must be \"stop\" or \"skip\" (as ingest and the command line's --on-error), not {other:?}")))
-            }
-        };
+        let skip = convert::skips_bad_requests(on_error)?;
         let opts = AnswerOptions::new(top_of(top, self.top)?);
         let mut requests: Vec<Result<(Request, bool), PyErr>> = Vec::new();
         for (i, item) in histories.try_iter()?.enumerate() {

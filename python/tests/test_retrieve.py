@@ -75,6 +75,9 @@ def test_retrieve_batch_bad_requests(store):
         r.retrieve_batch(batch)
     out = r.retrieve_batch(batch, on_error="skip")
     assert out[1] is None and out[2]["id"] == "y" and "id" not in out[0]
+    # The error policy names of ingest and the command line's --on-error, nothing else.
+    with pytest.raises(trellis.SettingError, match=r"on_error: .*\"raise\""):
+        r.retrieve_batch(batch, on_error="raise")
     with pytest.raises(TypeError):
         r.retrieve("a string is not a history")
 

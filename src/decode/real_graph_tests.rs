@@ -6,7 +6,7 @@
 
 use super::automaton::{Boundaries, CandidateMode, DecodedPath, PathGraph};
 use super::prior::{PriorConfig, PriorMode, PriorNorm};
-use crate::graph::candidates::{candidate_subgraph, CandidateConfig, Hop};
+use crate::graph::candidates::{CandidateConfig, Hop};
 use crate::ids::{Direction, EntityId};
 use crate::ingest::{BulkLoader, InputSpec, NameTokenizer, OnError};
 use crate::linearize::{Linearization, Side};
@@ -78,45 +78,7 @@ fn enumerate(g: &mut PathGraph<'_>) -> BTreeMap<Vec<u32>, DecodedPath> {
 
 /// Candidate paths by brute force, grouped by string: first path, count.
 fn brute(x: &Indexed, mentioned: &[EntityId], mode: &CandidateMode) -> BTreeMap<Vec<u32>, DecodedPath> {
-    let mut paths: Vec<Vec<Hop>> = Vec::new();
-    match mode {
-        CandidateMode::Capped(cfg) => {
-            let c = candidate_subgraph(&x.store, mentioned, cfg).unwrap();
-            paths.extend(c.one_hop.iter().map(|h| vec![*h]));
-            paths.extend(c.two_hop.iter().map(|p| p.to_vec()));
-        }
-        CandidateMode::Uncapped { hub_degree } => {
-            let mut seen = Vec::new();
-            for &m in mentioned {
-                if seen.contains(&m) {
-                    continue;
-                }
-                seen.push(m);
-                let mut first = Vec::new();
-                x.store
-                    .for_each_neighbor(m, None, None, |e| {
-                        first.push(e);
-                        ControlFlow::Continue(())
-                    })
-                    .unwrap();
-                for e in first {
-                    paths.push(vec![Hop { from: m, edge: e }]);
-                    let facts = x.store.degree(e.other, Direction::Out).unwrap() + x.store.degree(e.other, Direction::In).unwrap();
-                    if facts as usize > *hub_degree {
-                        continue;
-                    }
-                    x.store
-                        .for_each_neighbor(e.other, None, None, |e2| {
-                            if e2.other != m {
-                                paths.push(vec![Hop { from: m, edge: e }, Hop { from: e.other, edge: e2 }]);
-                            }
-                            ControlFlow::Continue(())
-                        })
-                        .unwrap();
-                }
-            }
-        }
-    }
+    let paths = super::tests::candidate_paths(&x.store, mentioned, mode);
     let mut out: BTreeMap<Vec<u32>, DecodedPath> = BTreeMap::new();
     let ids = BoundaryIds::new();
     for p in paths {

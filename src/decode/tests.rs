@@ -190,12 +190,14 @@ fn around(i: usize, d: Direction) -> (Position, Position) {
     }
 }
 
-/// Brute force: the candidate paths in candidate order, grouped by the string they write.
-fn brute_all(f: &Fixture, mentioned: &[EntityId], mode: &CandidateMode) -> BTreeMap<Vec<u32>, Vec<Vec<Hop>>> {
+/// Brute force: every candidate path of `mentioned` in candidate order: the capped
+/// subgraph's, or the whole 1- and 2-hop neighbourhood walked edge by edge, hubs (more than
+/// `hub_degree` facts) not expanded. Shared with `real_graph_tests`.
+pub(super) fn candidate_paths(store: &Store, mentioned: &[EntityId], mode: &CandidateMode) -> Vec<Vec<Hop>> {
     let mut paths: Vec<Vec<Hop>> = Vec::new();
     match mode {
         CandidateMode::Capped(cfg) => {
-            let c = candidate_subgraph(&f.store, mentioned, cfg).unwrap();
+            let c = candidate_subgraph(store, mentioned, cfg).unwrap();
             paths.extend(c.one_hop.iter().map(|h| vec![*h]));
             paths.extend(c.two_hop.iter().map(|p| p.to_vec()));
         }
@@ -207,7 +209,7 @@ fn brute_all(f: &Fixture, mentioned: &[EntityId], mode: &CandidateMode) -> BTree
                 }
                 seen.push(m);
                 let mut first = Vec::new();
-                f.store
+                store
                     .for_each_neighbor(m, None, None, |e| {
                         first.push(e);
                         ControlFlow::Continue(())
@@ -216,11 +218,11 @@ fn brute_all(f: &Fixture, mentioned: &[EntityId], mode: &CandidateMode) -> BTree
                 for e in first {
                     paths.push(vec![Hop { from: m, edge: e }]);
                     let x = e.other;
-                    let facts = f.store.degree(x, Direction::Out).unwrap() + f.store.degree(x, Direction::In).unwrap();
+                    let facts = store.degree(x, Direction::Out).unwrap() + store.degree(x, Direction::In).unwrap();
                     if facts as usize > *hub_degree {
                         continue;
                     }
-                    f.store
+                    store
                         .for_each_neighbor(x, None, None, |e2| {
                             if e2.other != m {
                                 paths.push(vec![Hop { from: m, edge: e }, Hop { from: x, edge: e2 }]);
@@ -232,6 +234,12 @@ fn brute_all(f: &Fixture, mentioned: &[EntityId], mode: &CandidateMode) -> BTree
             }
         }
     }
+    paths
+}
+
+/// Brute force: the candidate paths in candidate order, grouped by the string they write.
+fn brute_all(f: &Fixture, mentioned: &[EntityId], mode: &CandidateMode) -> BTreeMap<Vec<u32>, Vec<Vec<Hop>>> {
+    let paths = candidate_paths(&f.store, mentioned, mode);
     let mut out: BTreeMap<Vec<u32>, Vec<Vec<Hop>>> = BTreeMap::new();
     for p in paths {
         let Some(s) = render(f, p[0].from, &p) else { continue };

@@ -179,9 +179,10 @@ impl Pipeline {
         Ok(out.pop().expect("one reply per request"))
     }
 
-    /// Replies to every request of `requests`, in their order: batches of the retriever's
-    /// [`batch_size`](Retriever::batch_size) requests go through
-    /// [`respond_batch`](Pipeline::respond_batch), batches in parallel on rayon's current
+    /// Replies to every request of `requests`, in their order: batches of as many requests
+    /// as the retriever or the generator decodes together (the larger of the retriever's
+    /// [`batch_size`](Retriever::batch_size) and the generation settings' `batch`) go
+    /// through [`respond_batch`](Pipeline::respond_batch), batches in parallel on rayon's current
     /// pool (`ThreadPool::install` bounds it). `monitor` hears after each batch (requests
     /// done of all) and, once cancelled, stops the work before the next batch with
     /// [`PipelineError::Cancelled`].
@@ -190,7 +191,7 @@ impl Pipeline {
         let total = requests.len() as u64;
         let done = std::sync::atomic::AtomicU64::new(0);
         let batches: Vec<Vec<Reply>> = requests
-            .par_chunks(self.retriever.batch_size().max(1))
+            .par_chunks(self.retriever.batch_size().max(self.settings.generate.batch).max(1))
             .map(|chunk| {
                 monitor.check()?;
                 let replies = self.respond_batch(chunk)?;

@@ -56,7 +56,7 @@ fn pipeline(store: &Arc<Store>, kind: RetrieverKind, top: usize, sessions: usize
 }
 
 /// The dialogs of the retriever's goldens (they mention entities of the sample KG).
-fn dialogs() -> Vec<Vec<Message>> {
+pub fn dialogs() -> Vec<Vec<Message>> {
     let g: Value = serde_json::from_str(&std::fs::read_to_string(fixture("gsr/goldens.json")).unwrap()).unwrap();
     g["dialogs"]
         .as_array()

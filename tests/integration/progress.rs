@@ -125,20 +125,7 @@ fn token_indexing_reports_both_sides_and_a_cancelled_one_commits_nothing() {
 /// The retriever goldens' dialogs (they mention entities of the sample KG), twice over, so
 /// that a batch of the generative retriever holds several.
 fn histories() -> Vec<Vec<Message>> {
-    let g: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture("gsr/goldens.json")).unwrap()).unwrap();
-    let one: Vec<Vec<Message>> = g["dialogs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| {
-            d["history"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|m| Message { speaker: m["speaker"].as_str().unwrap().into(), text: m["text"].as_str().unwrap().into() })
-                .collect()
-        })
-        .collect();
+    let one = crate::pipeline::dialogs();
     one.iter().chain(one.iter()).cloned().collect()
 }
 
