@@ -19,14 +19,18 @@
 #      tokenizer.py --generator 12) and its targets: `trellis targets` with a generator spec
 #      (tools/train/generator.json) on the training and the dev dialogs (encoder input with the
 #      gold paths, reply ids, entity names replaced by placeholders as the engine does);
-#   9. stage 3, the generator (GEN_EPOCHS, from nothing), dev loss after each epoch;
+#   9. stage 3, the generator (GEN_EPOCHS, from nothing or GEN_INIT), dev loss after each epoch;
 #  10. its best epoch exported (int8 unless QUANTIZE=0) to OUT_GEN.
 #
 # Knobs (environment): ONLY (retriever | generator; default both), SHAPE (small-cpu |
 # base-gpu), RECON_STEPS, EPOCHS, BATCH, LR, CONSTRAINED_WEIGHT, SCOPE (uncapped | capped: the
 # allowed sets trained on), DEV_TURNS (dev turns scored between epochs; 0 = all), GEN_EPOCHS,
 # GEN_LR, GEN_BATCH, GEN_MAX_TARGET (reply ids trained on), GEN_MINUTES (the generator stage
-# stops cleanly after this many minutes; a rerun goes on), THREADS, SEED, OUT, OUT_GEN,
+# stops cleanly after this many minutes; a rerun goes on), GEN_INIT (a saved generator, its
+# `hf` folder, to go on training from instead of starting from nothing; RUN_DIR must then hold
+# that generator's gen-tokenizer.json), GEN_WITHOUT_KNOWLEDGE=1 (also train on the replies that
+# follow no action, with an empty knowledge: `trellis targets --without-knowledge`), THREADS,
+# SEED, OUT, OUT_GEN,
 # STOP_AFTER (checks: the retrieval stage stops after this many steps and nothing is exported;
 # tools/train/repro_check.sh). CUDA is used when torch sees a GPU.
 set -euo pipefail
@@ -52,8 +56,18 @@ GEN_LR=${GEN_LR:-1e-3}
 GEN_BATCH=${GEN_BATCH:-32}
 GEN_MAX_TARGET=${GEN_MAX_TARGET:-64}
 GEN_MINUTES=${GEN_MINUTES:-}
+GEN_INIT=${GEN_INIT:-}
+GEN_WITHOUT_KNOWLEDGE=${GEN_WITHOUT_KNOWLEDGE:-0}
 OUT_GEN=${OUT_GEN:-$root/models/generator-opendialkg}
 STOP_AFTER=${STOP_AFTER:-}
+case "$GEN_WITHOUT_KNOWLEDGE" in
+    0 | 1) ;;
+    *) echo "train.sh: GEN_WITHOUT_KNOWLEDGE must be 0 or 1, not '$GEN_WITHOUT_KNOWLEDGE'" >&2; exit 2 ;;
+esac
+if [ -n "$GEN_INIT" ]; then
+    [ -f "$GEN_INIT/config.json" ] || { echo "train.sh: GEN_INIT=$GEN_INIT has no config.json (want a generator's saved hf folder)" >&2; exit 2; }
+    [ -f "$run/gen-tokenizer.json" ] || { echo "train.sh: GEN_INIT needs the tokenizer it was trained with in $run/gen-tokenizer.json" >&2; exit 2; }
+fi
 case "$ONLY" in
     "" | retriever | generator) ;;
     *) echo "train.sh: ONLY must be retriever or generator (or unset for both), not '$ONLY'" >&2; exit 2 ;;
@@ -134,21 +148,28 @@ if [ "$ONLY" != generator ]; then
 fi
 [ "$ONLY" = retriever ] && exit 0
 
-gen_targets() { # NAME DIALOGS (a generator's targets read no store)
+gen_targets() { # NAME DIALOGS [FLAGS...] (a generator's targets read no store)
     if [ ! -f "$run/$1.jsonl" ]; then
         say "generator targets $1"
-        "$bin" targets --model "$gen_spec" --dialogs "$2" --output "$run/$1.part"
+        "$bin" targets --model "$gen_spec" --dialogs "$2" --output "$run/$1.part" "${@:3}"
         mv "$run/$1.part" "$run/$1.jsonl"
     fi
 }
-gen_targets gen-train-targets "$data/dialogs_train.csv"
+train_targets=gen-train-targets
+if [ "$GEN_WITHOUT_KNOWLEDGE" = 1 ]; then
+    train_targets=gen-train-targets-without-knowledge
+    gen_targets "$train_targets" "$data/dialogs_train.csv" --without-knowledge
+else
+    gen_targets "$train_targets" "$data/dialogs_train.csv"
+fi
+# The dev loss is always the replies with their gold knowledge: comparable across runs.
 gen_targets gen-dev-targets "$data/dialogs_dev.csv"
 
 say "stage 3: generator"
 budget=()
 [ -n "$GEN_MINUTES" ] && budget=(--time-budget-min "$GEN_MINUTES")
 "$PY" tools/train/train.py generator --run "$run" --tokenizer "$run/gen-tokenizer.json" --shape "$SHAPE" --seed "$SEED" \
-    --threads "$THREADS" --lr "$GEN_LR" --targets "$run/gen-train-targets.jsonl" \
+    --threads "$THREADS" --lr "$GEN_LR" --targets "$run/$train_targets.jsonl" ${GEN_INIT:+--init "$GEN_INIT"} \
     --dev-targets "$run/gen-dev-targets.jsonl" --epochs "$GEN_EPOCHS" --batch "$GEN_BATCH" \
     --max-target "$GEN_MAX_TARGET" --trellis-json tools/train/generator.json "${budget[@]}"
 # Exported again only when the best changed (or the export is missing): a rerun after the
