@@ -28,8 +28,9 @@
 # GEN_LR, GEN_BATCH, GEN_MAX_TARGET (reply ids trained on), GEN_MINUTES (the generator stage
 # stops cleanly after this many minutes; a rerun goes on), GEN_INIT (a saved generator, its
 # `hf` folder, to go on training from instead of starting from nothing; RUN_DIR must then hold
-# that generator's gen-tokenizer.json), GEN_WITHOUT_KNOWLEDGE=1 (also train on the replies that
-# follow no action, with an empty knowledge: `trellis targets --without-knowledge`), THREADS,
+# that generator's gen-tokenizer.json), GEN_WITHOUT_KNOWLEDGE=SHARE (also train on this share, 0 to 1,
+# of the replies that follow no action, with an empty knowledge, drawn with SEED: `trellis
+# targets --without-knowledge`; 0, the default, trains on the replies with knowledge only), THREADS,
 # SEED, OUT, OUT_GEN,
 # STOP_AFTER (checks: the retrieval stage stops after this many steps and nothing is exported;
 # tools/train/repro_check.sh). CUDA is used when torch sees a GPU.
@@ -60,10 +61,8 @@ GEN_INIT=${GEN_INIT:-}
 GEN_WITHOUT_KNOWLEDGE=${GEN_WITHOUT_KNOWLEDGE:-0}
 OUT_GEN=${OUT_GEN:-$root/models/generator-opendialkg}
 STOP_AFTER=${STOP_AFTER:-}
-case "$GEN_WITHOUT_KNOWLEDGE" in
-    0 | 1) ;;
-    *) echo "train.sh: GEN_WITHOUT_KNOWLEDGE must be 0 or 1, not '$GEN_WITHOUT_KNOWLEDGE'" >&2; exit 2 ;;
-esac
+[[ "$GEN_WITHOUT_KNOWLEDGE" =~ ^(0(\.[0-9]+)?|1(\.0+)?)$ ]] || {
+    echo "train.sh: GEN_WITHOUT_KNOWLEDGE must be a share from 0 to 1 (like 0.25), not '$GEN_WITHOUT_KNOWLEDGE'" >&2; exit 2; }
 if [ -n "$GEN_INIT" ]; then
     [ -f "$GEN_INIT/config.json" ] || { echo "train.sh: GEN_INIT=$GEN_INIT has no config.json (want a generator's saved hf folder)" >&2; exit 2; }
     [ -f "$run/gen-tokenizer.json" ] || { echo "train.sh: GEN_INIT needs the tokenizer it was trained with in $run/gen-tokenizer.json" >&2; exit 2; }
@@ -155,12 +154,32 @@ gen_targets() { # NAME DIALOGS [FLAGS...] (a generator's targets read no store)
         mv "$run/$1.part" "$run/$1.jsonl"
     fi
 }
+gen_targets gen-train-targets "$data/dialogs_train.csv"
 train_targets=gen-train-targets
-if [ "$GEN_WITHOUT_KNOWLEDGE" = 1 ]; then
-    train_targets=gen-train-targets-without-knowledge
-    gen_targets "$train_targets" "$data/dialogs_train.csv" --without-knowledge
-else
-    gen_targets "$train_targets" "$data/dialogs_train.csv"
+if [[ ! "$GEN_WITHOUT_KNOWLEDGE" =~ ^0(\.0*)?$ ]]; then
+    gen_targets gen-train-targets-all "$data/dialogs_train.csv" --without-knowledge
+    train_targets="gen-train-targets-mixed-$GEN_WITHOUT_KNOWLEDGE-$SEED"
+    if [ ! -f "$run/$train_targets.jsonl" ]; then
+        say "generator targets $train_targets"
+        # Every reply with knowledge, and the drawn share of those without: the lines of the
+        # --without-knowledge targets whose turn the plain targets do not have.
+        "$PY" - "$run" "$train_targets" "$GEN_WITHOUT_KNOWLEDGE" "$SEED" <<'PY'
+import json, random, sys
+run, name, share, seed = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+turn = lambda line: (lambda r: (r["dialog"], r["upto"]))(json.loads(line))
+with open(f"{run}/gen-train-targets.jsonl", encoding="utf-8") as f:
+    known = f.readlines()
+have = {turn(l) for l in known}
+with open(f"{run}/gen-train-targets-all.jsonl", encoding="utf-8") as f:
+    extra = [l for l in f if turn(l) not in have]
+rng = random.Random(seed)
+drawn = sorted(rng.sample(range(len(extra)), round(share * len(extra))))
+with open(f"{run}/{name}.part", "w", encoding="utf-8") as f:
+    f.writelines(known + [extra[i] for i in drawn])
+print(f"train.sh: {len(known)} lines with knowledge, {len(drawn)} of {len(extra)} without", file=sys.stderr)
+PY
+        mv "$run/$train_targets.part" "$run/$train_targets.jsonl"
+    fi
 fi
 # The dev loss is always the replies with their gold knowledge: comparable across runs.
 gen_targets gen-dev-targets "$data/dialogs_dev.csv"
