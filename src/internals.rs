@@ -8,11 +8,10 @@ pub use crate::graph::candidates::{candidate_subgraph, Candidates};
 
 use crate::link::Message;
 use crate::retrieve::pcst::PcstInstance;
-use crate::retrieve::Retriever;
-use crate::store::error::ReadError;
+use crate::retrieve::{RetrieveError, Retriever};
 
 /// The PCST instance a `pcst` retriever builds for a candidate subgraph (what it solves),
 /// for checking the solver against other implementations.
-pub fn pcst_instance(retriever: &Retriever, cand: &Candidates, history: &[Message]) -> Result<PcstInstance, ReadError> {
+pub fn pcst_instance(retriever: &Retriever, cand: &Candidates, history: &[Message]) -> Result<PcstInstance, RetrieveError> {
     retriever.pcst_instance(cand, history)
 }

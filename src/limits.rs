@@ -330,6 +330,17 @@ pub const EVAL_K: IntRange = IntRange::new("k", 1, 1000);
 /// Samples scored (quick checks); any count a file can hold.
 pub const MAX_TURNS: IntRange = IntRange::new("max_turns", 1, u64::MAX);
 
+/// Tokens of an encoder model's input (`dense.max_length`, `rerank.max_length`): BERT-style
+/// models have 512 positions, long-context ones 8192.
+pub const ENCODER_MAX_LENGTH: IntRange = IntRange::new("max_length", 2, 8192);
+/// Messages an encoder's query is made of (0: all).
+pub const ENCODER_TURNS: IntRange = IntRange::new("turns", 0, 1024);
+/// Path vectors a dense retriever keeps between calls (each a few hundred floats to a few
+/// thousand: 1M of 384 floats is 1.5 GB).
+pub const DENSE_CACHE: IntRange = IntRange::new("cache", 0, 1 << 24);
+/// Paths each pooled retriever hands the reranker.
+pub const RERANK_TOP: IntRange = IntRange::new("rerank_top", 1, 1000);
+
 // --- Store commands ---
 
 /// `neighbors --hops`: facts touching the entity, or also its neighbours'.

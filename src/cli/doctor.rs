@@ -13,7 +13,8 @@ use trellis::pipeline::doctor::{doctor, DoctorOptions};
 #[derive(Args)]
 pub struct DoctorArgs {
     /// A model directory to check (optimum-layout ONNX files, tokenizer.json, config.json,
-    /// trellis.json).
+    /// trellis.json): a T5 retriever or generator, or an encoder (trellis.json task dense or
+    /// rerank), which also runs one trial input.
     #[arg(long)]
     model: Option<PathBuf>,
     /// cpu, cuda or cuda:N. CUDA is registered with error-on-failure: no silent CPU fallback.
@@ -58,6 +59,24 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode> {
             println!("  trellis.json: {} (linearization {})", if m.trellis_json { "read" } else { "absent, defaults used" }, m.linearization);
             for g in &m.graphs {
                 println!("  {}: {} inputs, {} outputs, checked", g.file.display(), g.inputs.len(), g.outputs.len());
+            }
+        }
+        if let Some(e) = &report.encoder {
+            println!("model: {}", e.path.display());
+            let mut parts = vec![format!("encoder: {}", e.task)];
+            if let Some(p) = e.pooling {
+                parts.push(format!("pooling {p}"));
+            }
+            if let Some(n) = e.normalize {
+                parts.push(format!("normalized {}", if n { "yes" } else { "no" }));
+            }
+            parts.push(format!("max_length {}, query of the last {} messages, tokenizer {} tokens", e.max_length, e.turns, e.tokenizer_tokens));
+            if let Some(d) = e.dimension {
+                parts.push(format!("vectors of {d}"));
+            }
+            println!("  {}", parts.join(", "));
+            for g in &e.graphs {
+                println!("  {}: {} inputs, {} outputs, checked, ran a trial input", g.file.display(), g.inputs.len(), g.outputs.len());
             }
         }
         for p in &report.problems {

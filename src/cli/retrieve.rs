@@ -11,9 +11,11 @@ use trellis::graph::CandidateScope;
 use trellis::ingest::OnError;
 use trellis::limits;
 use trellis::model::session::Device;
+use trellis::retrieve::dense::DenseOptions;
 use trellis::retrieve::gsr::GsrOptions;
 use trellis::retrieve::jsonl::{answer_batch, parse_request_bytes, AnswerOptions, Request, RequestError};
-use trellis::retrieve::pcst::{PcstConfig, PcstVariant};
+use trellis::retrieve::pcst::{PcstConfig, PcstScores, PcstVariant};
+use trellis::retrieve::rerank::RerankOptions;
 use trellis::retrieve::{RetrieveError, Retriever, RetrieverConfig, RetrieverKind};
 use trellis::Store;
 
@@ -32,6 +34,14 @@ pub enum RetrieverName {
     Pcst,
     /// Generative retrieval (DialogGSR; needs --model).
     Gsr,
+    /// Dense retrieval: a bi-encoder's inner product (needs --dense-model).
+    Dense,
+}
+
+impl RetrieverName {
+    fn from_text(name: &str) -> Option<RetrieverName> {
+        <RetrieverName as clap::ValueEnum>::from_str(name, false).ok()
+    }
 }
 
 /// Which retriever, and the knobs of those that have any.
@@ -46,6 +56,10 @@ pub struct RetrieverOptions {
     /// pcst: pruning after the Goemans-Williamson growth.
     #[arg(long, value_parser = super::named::<Pruning>(Pruning::NAMES), default_value_t = Pruning::Gw)]
     pub pruning: Pruning,
+    /// pcst: what ranks entities and facts for the prizes: bm25, or dense (the bi-encoder
+    /// of --dense-model, averaged over the same messages).
+    #[arg(long, value_parser = ["bm25", "dense"], default_value = "bm25")]
+    pub pcst_scores: String,
     /// bm25, pcst: relevance is the mean over the last 1..N messages.
     #[arg(long, default_value_t = 3, value_parser = super::usize_in(&limits::BM25_TURNS), allow_hyphen_values = true)]
     pub bm25_turns: usize,
@@ -61,6 +75,32 @@ pub struct RetrieverOptions {
     pub scope: CandidateScope,
     #[command(flatten)]
     pub gsr: GsrArgs,
+    #[command(flatten)]
+    pub encoders: EncoderArgs,
+}
+
+/// The encoder models: a bi-encoder for dense retrieval and PCST's dense prizes, a
+/// cross-encoder that reranks (device and threads as for gsr: --device, --model-threads).
+#[derive(Args, Clone)]
+pub struct EncoderArgs {
+    /// dense, --pcst-scores dense: the bi-encoder's directory (model.onnx, tokenizer.json,
+    /// config.json, trellis.json with task "dense"; see schema/model.md).
+    #[arg(long)]
+    pub dense_model: Option<PathBuf>,
+    /// Rerank with this cross-encoder (a directory like --dense-model's, task "rerank"):
+    /// the union of the pooled retrievers' top --rerank-top paths, in its order.
+    #[arg(long)]
+    pub rerank: Option<PathBuf>,
+    /// --rerank: paths taken from each pooled retriever.
+    #[arg(long, default_value_t = trellis::retrieve::rerank::DEFAULT_TOP, value_parser = super::usize_in(&limits::RERANK_TOP), allow_hyphen_values = true)]
+    pub rerank_top: usize,
+    /// --rerank: retrievers whose top paths join --retriever's, comma-separated (e.g.
+    /// gsr,pcst); each takes its settings from the other options.
+    #[arg(long, value_delimiter = ',')]
+    pub rerank_pool: Vec<String>,
+    /// dense, --rerank: texts embedded or pairs scored together.
+    #[arg(long, default_value_t = trellis::model::encoder::DEFAULT_BATCH, value_parser = super::usize_in(&limits::BATCH), allow_hyphen_values = true)]
+    pub encoder_batch: usize,
 }
 
 /// The generative retriever's model and decoding (defaults: the model's trellis.json).
@@ -115,24 +155,66 @@ pub struct GsrArgs {
 }
 
 impl RetrieverOptions {
-    /// The library's configuration; `None` for gsr without --model.
-    pub fn config(&self) -> Option<RetrieverConfig> {
-        let kind = match self.retriever {
+    /// The library's configuration; a usage error for a retriever without its model (gsr
+    /// without --model, dense without --dense-model, ...) or an unknown pooled retriever.
+    pub fn config(&self) -> Result<RetrieverConfig, super::Usage> {
+        let kind = self.kind(self.retriever)?;
+        let mut cfg = RetrieverConfig::new(kind);
+        cfg.pcst = PcstConfig::new(self.pcst_variant);
+        cfg.pcst.pruning = self.pruning;
+        if self.pcst_scores == "dense" {
+            cfg.pcst.scores = PcstScores::Dense(
+                self.dense_options()
+                    .ok_or_else(|| super::Usage("--pcst-scores dense needs --dense-model DIR (an exported bi-encoder: see schema/model.md)".into()))?,
+            );
+        }
+        let e = &self.encoders;
+        if !e.rerank_pool.is_empty() && e.rerank.is_none() {
+            return Err(super::Usage("--rerank-pool needs --rerank MODEL (a cross-encoder: see schema/model.md)".into()));
+        }
+        if let Some(model) = &e.rerank {
+            let mut r = RerankOptions::new(model);
+            r.runtime.device = self.gsr.device;
+            r.runtime.threads = self.gsr.model_threads;
+            r.batch = e.encoder_batch;
+            r.top = e.rerank_top;
+            for name in &e.rerank_pool {
+                let which = RetrieverName::from_text(name.trim())
+                    .ok_or_else(|| super::Usage(format!("--rerank-pool: unknown retriever {name:?} (all, random, bm25, katz, pcst, gsr, dense)")))?;
+                r.pool.push(self.kind(which)?);
+            }
+            cfg.rerank = Some(r);
+        }
+        cfg.bm25_turns = self.bm25_turns;
+        cfg.seed = self.seed;
+        cfg.link = self.link.config();
+        cfg.scope = self.scope;
+        Ok(cfg)
+    }
+
+    fn kind(&self, name: RetrieverName) -> Result<RetrieverKind, super::Usage> {
+        Ok(match name {
             RetrieverName::All => RetrieverKind::All,
             RetrieverName::Random => RetrieverKind::Random,
             RetrieverName::Bm25 => RetrieverKind::Bm25,
             RetrieverName::Katz => RetrieverKind::Katz,
             RetrieverName::Pcst => RetrieverKind::Pcst,
-            RetrieverName::Gsr => RetrieverKind::Gsr(self.gsr_options()?),
-        };
-        let mut cfg = RetrieverConfig::new(kind);
-        cfg.pcst = PcstConfig::new(self.pcst_variant);
-        cfg.pcst.pruning = self.pruning;
-        cfg.bm25_turns = self.bm25_turns;
-        cfg.seed = self.seed;
-        cfg.link = self.link.config();
-        cfg.scope = self.scope;
-        Some(cfg)
+            RetrieverName::Gsr => RetrieverKind::Gsr(
+                self.gsr_options().ok_or_else(|| super::Usage("--retriever gsr needs --model DIR (an exported retriever: see schema/model.md)".into()))?,
+            ),
+            RetrieverName::Dense => RetrieverKind::Dense(
+                self.dense_options()
+                    .ok_or_else(|| super::Usage("--retriever dense needs --dense-model DIR (an exported bi-encoder: see schema/model.md)".into()))?,
+            ),
+        })
+    }
+
+    fn dense_options(&self) -> Option<DenseOptions> {
+        let mut d = DenseOptions::new(self.encoders.dense_model.as_ref()?);
+        d.runtime.device = self.gsr.device;
+        d.runtime.threads = self.gsr.model_threads;
+        d.batch = self.encoders.encoder_batch;
+        Some(d)
     }
 
     fn gsr_options(&self) -> Option<GsrOptions> {
@@ -155,16 +237,31 @@ impl RetrieverOptions {
     /// the thread and session counts (answers do not depend on them), the model directory
     /// as an absolute path.
     pub fn fingerprint(&self) -> String {
-        let Some(mut cfg) = self.config() else { return format!("{:?} without a model", self.retriever) };
-        let mut model = String::new();
-        if let RetrieverKind::Gsr(g) = &mut cfg.kind {
-            // The model's files too: weights or trellis.json replaced in place change answers.
-            model = format!(", model files {}", super::batch::model_identity(&g.model).as_str().unwrap_or_default());
-            g.model = super::batch::absolute(&g.model).into();
-            g.runtime.threads = 0;
-            g.runtime.sessions = 0;
+        let Ok(mut cfg) = self.config() else { return format!("{:?} without a model", self.retriever) };
+        let mut models = String::new();
+        // The models' files too: weights or trellis.json replaced in place change answers.
+        let mut note = |path: &mut PathBuf, runtime: &mut trellis::model::session::RuntimeOptions| {
+            models.push_str(&format!(", model files {}", super::batch::model_identity(path).as_str().unwrap_or_default()));
+            *path = super::batch::absolute(path).into();
+            runtime.threads = 0;
+            runtime.sessions = 0;
+        };
+        let mut kinds = vec![&mut cfg.kind];
+        if let Some(r) = &mut cfg.rerank {
+            note(&mut r.model, &mut r.runtime);
+            kinds.extend(r.pool.iter_mut());
         }
-        format!("{cfg:?}{model}")
+        for kind in kinds {
+            match kind {
+                RetrieverKind::Gsr(g) => note(&mut g.model, &mut g.runtime),
+                RetrieverKind::Dense(d) => note(&mut d.model, &mut d.runtime),
+                _ => {}
+            }
+        }
+        if let PcstScores::Dense(d) = &mut cfg.pcst.scores {
+            note(&mut d.model, &mut d.runtime);
+        }
+        format!("{cfg:?}{models}")
     }
 
     /// The retriever, with its model loaded for gsr (which needs --model), with one model
@@ -178,11 +275,21 @@ impl RetrieverOptions {
         if self.scope == CandidateScope::Uncapped && self.retriever != RetrieverName::Gsr {
             anyhow::bail!(super::Usage("--scope uncapped needs --retriever gsr (the other retrievers enumerate their candidates)".into()));
         }
-        let Some(mut cfg) = self.config() else {
-            anyhow::bail!(super::Usage("--retriever gsr needs --model DIR (an exported retriever: see schema/model.md)".into()));
-        };
-        if let RetrieverKind::Gsr(g) = &mut cfg.kind {
-            g.runtime.sessions = sessions;
+        let mut cfg = self.config()?;
+        let mut kinds = vec![&mut cfg.kind];
+        if let Some(r) = &mut cfg.rerank {
+            r.runtime.sessions = sessions;
+            kinds.extend(r.pool.iter_mut());
+        }
+        for kind in kinds {
+            match kind {
+                RetrieverKind::Gsr(g) => g.runtime.sessions = sessions,
+                RetrieverKind::Dense(d) => d.runtime.sessions = sessions,
+                _ => {}
+            }
+        }
+        if let PcstScores::Dense(d) = &mut cfg.pcst.scores {
+            d.runtime.sessions = sessions;
         }
         let r = Retriever::new(store, cfg)?;
         if let Some(g) = r.generative() {

@@ -49,7 +49,7 @@ impl Default for CandidateConfig {
 pub type Fact = (EntityId, RelationId, EntityId);
 
 /// One step of a path, walked from `from`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Hop {
     /// The entity the step starts at.
     pub from: EntityId,

@@ -380,7 +380,7 @@ impl std::fmt::Debug for ModelDir {
 
 impl ModelDirError {
     /// A model file that cannot be read: missing, not a regular file, too large.
-    fn of_file(path: &Path, problem: FileProblem) -> ModelDirError {
+    pub(crate) fn of_file(path: &Path, problem: FileProblem) -> ModelDirError {
         match problem {
             p if p.is_missing() => ModelDirError::MissingFile { path: path.into() },
             FileProblem::Io(source) => ModelDirError::Read { path: path.into(), source },
@@ -391,7 +391,7 @@ impl ModelDirError {
 
 /// Whether a model file is there: `Ok(false)` when nothing is at the path, an error for
 /// a directory or anything else that is not a regular file (checked without opening it).
-fn present(path: &Path) -> Result<bool, ModelDirError> {
+pub(crate) fn present(path: &Path) -> Result<bool, ModelDirError> {
     match files::regular_file(path) {
         Ok(_) => Ok(true),
         Err(p) if p.is_missing() => Ok(false),
@@ -399,7 +399,7 @@ fn present(path: &Path) -> Result<bool, ModelDirError> {
     }
 }
 
-fn read_json(path: &Path) -> Result<serde_json::Value, ModelDirError> {
+pub(crate) fn read_json(path: &Path) -> Result<serde_json::Value, ModelDirError> {
     let bytes = files::read_limited(path, files::JSON_CONFIG_LIMIT).map_err(|p| ModelDirError::of_file(path, p))?;
     serde_json::from_slice(&bytes).map_err(|source| ModelDirError::Json { path: path.into(), source })
 }

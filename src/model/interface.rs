@@ -179,6 +179,55 @@ pub(crate) fn check_encoder(file: &Path, session: &Session, cfg: &T5Config) -> V
     out
 }
 
+/// What an encoder-only graph (`model.onnx` of a bi-encoder or cross-encoder) takes and
+/// gives, found when it loads.
+#[derive(Clone, Debug)]
+pub(crate) struct EncoderIo {
+    /// Whether it takes `token_type_ids` (BERT-style graphs do, T5 encoders do not).
+    pub(crate) token_type_ids: bool,
+    /// The output read: `last_hidden_state` (optimum) or `token_embeddings`
+    /// (sentence-transformers' own export) for a bi-encoder, `logits` for a cross-encoder.
+    pub(crate) output: &'static str,
+}
+
+/// Checks an encoder-only graph: `input_ids` and `attention_mask` (int64), optionally
+/// `token_type_ids`, nothing else; for a bi-encoder (`pooled`) a float32 `[batch, seq,
+/// hidden]` output, for a cross-encoder float32 `logits` of one label.
+pub(crate) fn check_encoder_model(file: &Path, session: &Session, pooled: bool, hidden: Option<usize>) -> (EncoderIo, Vec<InterfaceProblem>) {
+    let mut out = Vec::new();
+    let ins = session.inputs();
+    for name in ["input_ids", "attention_mask"] {
+        match ins.iter().find(|o| o.name() == name) {
+            Some(o) => check_outlet(file, o, TensorElementType::Int64, "an int64 tensor", &[None, None], &mut out),
+            None => out.push(InterfaceProblem { file: file.into(), issue: InterfaceIssue::MissingInput { name: name.into() } }),
+        }
+    }
+    let token_type_ids = match ins.iter().find(|o| o.name() == "token_type_ids") {
+        Some(o) => {
+            check_outlet(file, o, TensorElementType::Int64, "an int64 tensor", &[None, None], &mut out);
+            true
+        }
+        None => false,
+    };
+    for o in ins.iter().filter(|o| !["input_ids", "attention_mask", "token_type_ids"].contains(&o.name())) {
+        out.push(InterfaceProblem { file: file.into(), issue: InterfaceIssue::UnknownInput { name: o.name().into() } });
+    }
+    let outs = session.outputs();
+    let wanted: &[&'static str] = if pooled { &["last_hidden_state", "token_embeddings"] } else { &["logits"] };
+    let output = match wanted.iter().find_map(|w| outs.iter().find(|o| o.name() == *w).map(|o| (*w, o))) {
+        Some((name, o)) => {
+            let dims: Vec<Option<i64>> = if pooled { vec![None, None, hidden.map(|h| h as i64)] } else { vec![None, Some(1)] };
+            check_outlet(file, o, TensorElementType::Float32, "a float32 tensor", &dims, &mut out);
+            name
+        }
+        None => {
+            out.push(InterfaceProblem { file: file.into(), issue: InterfaceIssue::MissingOutput { name: wanted.join(" or ") } });
+            wanted[0]
+        }
+    };
+    (EncoderIo { token_type_ids, output }, out)
+}
+
 /// Checks a decoder graph's interface for a stage (`merged` graphs serve both) and says
 /// what it takes.
 pub(crate) fn check_decoder(file: &Path, session: &Session, cfg: &T5Config, names: &Names, stage: Stage, merged: bool) -> (DecoderIo, Vec<InterfaceProblem>) {

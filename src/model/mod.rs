@@ -5,10 +5,13 @@
 //! - [`dir`]: a model directory (`schema/model.md`): files, `config.json`, `trellis.json`,
 //!   and the encoder input of a dialog.
 //! - [`session`]: [`Seq2Seq`], the encoder-decoder with a KV cache and a session pool.
+//! - [`encoder`]: encoder-only models: a bi-encoder (dense retrieval) and a cross-encoder
+//!   (reranking), the optimum export of a BERT-style or T5 encoder.
 //! - `host`: big cache reorders between decoder calls, split over the model's cores (crate-private).
 
 pub(crate) mod cache;
 pub mod dir;
+pub mod encoder;
 pub(crate) mod host;
 mod interface;
 pub mod runtime;

@@ -5,6 +5,7 @@
 
 use crate::generate::GenerationConfig;
 use crate::model::dir::{Layout, TaskSection};
+use crate::model::encoder::{BiEncoder, CrossEncoder, EncoderDir, EncoderError, EncoderTask, Pooling};
 use crate::model::runtime::{self, Runtime, RuntimeError};
 use crate::model::session::GraphReport;
 use crate::model::session::{Device, RuntimeOptions, Seq2Seq, Seq2SeqError};
@@ -68,6 +69,29 @@ pub struct ModelReport {
     pub graphs: Vec<GraphReport>,
 }
 
+/// An encoder model directory (`dense` or `rerank`), as read and run once.
+#[derive(Clone, Debug, Serialize)]
+pub struct EncoderReport {
+    /// Its path.
+    pub path: PathBuf,
+    /// `dense` or `rerank`.
+    pub task: EncoderTask,
+    /// A bi-encoder's pooling.
+    pub pooling: Option<Pooling>,
+    /// Whether a bi-encoder's vectors are normalized.
+    pub normalize: Option<bool>,
+    /// Tokens per input.
+    pub max_length: usize,
+    /// Messages a query is made of (0: all).
+    pub turns: usize,
+    /// The tokenizer's vocabulary size, added tokens included.
+    pub tokenizer_tokens: usize,
+    /// A bi-encoder's vector width, seen on a trial input.
+    pub dimension: Option<usize>,
+    /// The graph's inputs and outputs.
+    pub graphs: Vec<GraphReport>,
+}
+
 /// What [`doctor`] found.
 #[derive(Clone, Debug, Serialize)]
 pub struct DoctorReport {
@@ -75,8 +99,10 @@ pub struct DoctorReport {
     pub runtime: RuntimeReport,
     /// The device, as `cpu` or `cuda:N`.
     pub device: String,
-    /// The model, when one was given and it opened.
+    /// The model, when one was given and it opened (a T5 retriever or generator).
     pub model: Option<ModelReport>,
+    /// The encoder model, when the one given is a bi-encoder or cross-encoder and it opened.
+    pub encoder: Option<EncoderReport>,
     /// Each problem of the model, one sentence.
     pub problems: Vec<String>,
     /// Whether no problem was found.
@@ -107,13 +133,24 @@ pub fn doctor(opts: &DoctorOptions) -> Result<DoctorReport, DoctorError> {
     let runtime = RuntimeReport { library: rt.library().into(), found_by: found.from.into(), version: rt.version().into(), providers: rt.providers()? };
     let mut problems = Vec::new();
     let mut model = None;
+    let mut encoder = None;
     if let Some(dir) = &opts.model {
-        match check_model(dir, opts) {
-            Ok(report) => model = Some(report),
-            Err(Seq2SeqError::Interface { problems: ps }) => problems.extend(ps.iter().map(|p| format!("{p}."))),
-            Err(e @ Seq2SeqError::Device { .. }) => return Err(DoctorError::Device(Box::new(e))),
-            Err(Seq2SeqError::Runtime(e)) => return Err(DoctorError::Runtime(e)),
+        match crate::model::encoder::config::task_of(dir) {
             Err(e) => problems.push(format!("{e}.")),
+            Ok(Some(task)) if crate::model::encoder::config::is_encoder_task(&task) => match check_encoder(dir, opts) {
+                Ok(report) => encoder = Some(report),
+                Err(EncoderError::Interface { problems: ps }) => problems.extend(ps.iter().map(|p| format!("{p}."))),
+                Err(EncoderError::Session(e @ Seq2SeqError::Device { .. })) => return Err(DoctorError::Device(Box::new(e))),
+                Err(EncoderError::Runtime(e)) => return Err(DoctorError::Runtime(e)),
+                Err(e) => problems.push(format!("{e}.")),
+            },
+            Ok(_) => match check_model(dir, opts) {
+                Ok(report) => model = Some(report),
+                Err(Seq2SeqError::Interface { problems: ps }) => problems.extend(ps.iter().map(|p| format!("{p}."))),
+                Err(e @ Seq2SeqError::Device { .. }) => return Err(DoctorError::Device(Box::new(e))),
+                Err(Seq2SeqError::Runtime(e)) => return Err(DoctorError::Runtime(e)),
+                Err(e) => problems.push(format!("{e}.")),
+            },
         }
     } else if let Device::Cuda(_) = opts.device {
         // No model to build sessions from: check the provider with the reorder graph alone.
@@ -122,7 +159,35 @@ pub fn doctor(opts: &DoctorOptions) -> Result<DoctorReport, DoctorError> {
         }
     }
     let ok = problems.is_empty();
-    Ok(DoctorReport { runtime, device: opts.device.to_string(), model, problems, ok })
+    Ok(DoctorReport { runtime, device: opts.device.to_string(), model, encoder, problems, ok })
+}
+
+fn check_encoder(dir: &Path, opts: &DoctorOptions) -> Result<EncoderReport, EncoderError> {
+    let ro = RuntimeOptions { device: opts.device, threads: opts.threads, sessions: 1, ..Default::default() };
+    let report = |d: &EncoderDir, dimension, graph| EncoderReport {
+        path: dir.into(),
+        task: d.task(),
+        pooling: (d.task() == EncoderTask::Dense).then_some(d.pooling()),
+        normalize: (d.task() == EncoderTask::Dense).then_some(d.normalize()),
+        max_length: d.max_length(),
+        turns: d.turns(),
+        tokenizer_tokens: d.tokenizer().get_vocab_size(true),
+        dimension,
+        graphs: vec![graph],
+    };
+    // One trial input through the graph: an output that disagrees with the model shows here.
+    match EncoderDir::open(dir, None)?.task() {
+        EncoderTask::Rerank => {
+            let m = CrossEncoder::open(dir, &ro, 1)?;
+            m.score(&[("trellis doctor", "a trial passage")])?;
+            Ok(report(m.dir(), None, m.graph()))
+        }
+        _ => {
+            let m = BiEncoder::open(dir, &ro, 1)?;
+            let v = m.embed(&["trellis doctor"])?;
+            Ok(report(m.dir(), v.first().map(Vec::len), m.graph()))
+        }
+    }
 }
 
 fn check_model(dir: &Path, opts: &DoctorOptions) -> Result<ModelReport, Seq2SeqError> {

@@ -1,11 +1,14 @@
 //! One retriever interface and the non-neural retrievers: `all`, `random`, `bm25`, `katz`
 //! and `pcst`, over the capped candidate subgraph of the entities linked in the dialog
-//! history.
+//! history; `dense` (a bi-encoder, [`dense`]) over the same candidates, `gsr` (generative);
+//! and reranking any of them with a cross-encoder ([`rerank`]).
 
 pub mod bm25;
+pub mod dense;
 pub mod gsr;
 pub mod jsonl;
 pub mod pcst;
+pub mod rerank;
 pub mod targets;
 
 use crate::graph::candidates::{
@@ -18,7 +21,7 @@ use crate::link::{LinkConfig, Linker, Message};
 use crate::progress::{Monitor, Progress, Unit, Work};
 use crate::store::error::ReadError;
 use crate::store::Store;
-use pcst::{PcstConfig, PcstVariant};
+use pcst::{PcstConfig, PcstScores, PcstVariant};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -36,6 +39,9 @@ pub enum RetrieveError {
     /// The generative retriever failed.
     #[error("generative retrieval: {0}")]
     Gsr(#[from] gsr::GsrError),
+    /// A dense retriever's or a reranker's encoder model failed (loading or running).
+    #[error("encoder model: {0}")]
+    Encoder(#[from] crate::model::encoder::EncoderError),
     /// A setting outside its range (`crate::limits`).
     #[error("{0}")]
     Setting(#[from] crate::limits::OutOfRange),
@@ -113,13 +119,16 @@ pub enum RetrieverKind {
     /// Generative retrieval (DialogGSR): a T5 model writes the paths under the graph
     /// constraint and prior.
     Gsr(gsr::GsrOptions),
+    /// Dense retrieval (SURGE's bi-encoder baseline): the candidates ranked by the inner
+    /// product of the dialog's vector and each verbalized path's.
+    Dense(dense::DenseOptions),
 }
 
 impl RetrieverKind {
     /// The names, in the order of the variants.
-    pub const NAMES: &'static [&'static str] = &["all", "random", "bm25", "katz", "pcst", "gsr"];
+    pub const NAMES: &'static [&'static str] = &["all", "random", "bm25", "katz", "pcst", "gsr", "dense"];
 
-    /// The retriever's name (`all`, `random`, `bm25`, `katz`, `pcst`, `gsr`).
+    /// The retriever's name (`all`, `random`, `bm25`, `katz`, `pcst`, `gsr`, `dense`).
     pub fn name(&self) -> &'static str {
         match self {
             RetrieverKind::All => "all",
@@ -128,6 +137,7 @@ impl RetrieverKind {
             RetrieverKind::Katz => "katz",
             RetrieverKind::Pcst => "pcst",
             RetrieverKind::Gsr(_) => "gsr",
+            RetrieverKind::Dense(_) => "dense",
         }
     }
 }
@@ -153,6 +163,8 @@ pub struct RetrieverConfig {
     pub seed: u64,
     /// The PCST retriever's settings.
     pub pcst: PcstConfig,
+    /// Rerank the answer (and the other pooled retrievers' top paths) with a cross-encoder.
+    pub rerank: Option<rerank::RerankOptions>,
 }
 
 impl RetrieverConfig {
@@ -167,6 +179,7 @@ impl RetrieverConfig {
             bm25_turns: 3,
             seed: 42,
             pcst: PcstConfig::new(PcstVariant::Seed003),
+            rerank: None,
         }
     }
 
@@ -175,8 +188,20 @@ impl RetrieverConfig {
     pub fn validate(&self) -> Result<(), crate::limits::OutOfRange> {
         self.link.validate()?;
         crate::limits::BM25_TURNS.check_usize(self.bm25_turns)?;
-        if let RetrieverKind::Gsr(g) = &self.kind {
-            g.validate()?;
+        let mut kinds = vec![&self.kind];
+        if let Some(r) = &self.rerank {
+            r.validate()?;
+            kinds.extend(&r.pool);
+        }
+        for kind in kinds {
+            match kind {
+                RetrieverKind::Gsr(g) => g.validate()?,
+                RetrieverKind::Dense(d) => d.validate()?,
+                _ => {}
+            }
+        }
+        if let PcstScores::Dense(d) = &self.pcst.scores {
+            d.validate()?;
         }
         Ok(())
     }
@@ -191,6 +216,18 @@ pub struct Retriever {
     /// Names read for earlier calls: consecutive turns of a dialog share most candidates.
     names: std::sync::Mutex<NameCache>,
     gsr: Option<gsr::GsrRetriever>,
+    /// The `dense` retriever's bi-encoder.
+    dense: Option<Arc<dense::DenseScorer>>,
+    /// PCST's dense prizes' bi-encoder (the same one when the model is).
+    pcst_dense: Option<Arc<dense::DenseScorer>>,
+    rerank: Option<Reranking>,
+}
+
+/// A reranker and the other retrievers of its pool.
+struct Reranking {
+    encoder: crate::model::encoder::CrossEncoder,
+    top: usize,
+    pool: Vec<Retriever>,
 }
 
 impl Retriever {
@@ -198,11 +235,59 @@ impl Retriever {
     /// ranges of [`RetrieverConfig::validate`].
     pub fn new(store: Arc<Store>, cfg: RetrieverConfig) -> Result<Retriever, RetrieveError> {
         cfg.validate()?;
+        let mut scorers = Vec::new();
+        let mut main = Self::build(store.clone(), cfg.clone(), &mut scorers)?;
+        if let Some(r) = &cfg.rerank {
+            let mut pool = Vec::new();
+            let mut seen = vec![cfg.kind.name()];
+            for kind in &r.pool {
+                if seen.contains(&kind.name()) {
+                    continue;
+                }
+                seen.push(kind.name());
+                let mut c = cfg.clone();
+                c.kind = kind.clone();
+                c.rerank = None;
+                pool.push(Self::build(store.clone(), c, &mut scorers)?);
+            }
+            let encoder = crate::model::encoder::CrossEncoder::open(&r.model, &r.runtime, r.batch)?;
+            main.rerank = Some(Reranking { encoder, top: r.top, pool });
+        }
+        Ok(main)
+    }
+
+    /// A retriever without its reranking; bi-encoders of the same model directory shared
+    /// through `scorers`.
+    fn build(
+        store: Arc<Store>,
+        mut cfg: RetrieverConfig,
+        scorers: &mut Vec<(std::path::PathBuf, Arc<dense::DenseScorer>)>,
+    ) -> Result<Retriever, RetrieveError> {
         let gsr = match &cfg.kind {
             RetrieverKind::Gsr(opts) => Some(gsr::GsrRetriever::open(store.clone(), opts, &cfg.katz)?),
             _ => None,
         };
-        Ok(Retriever { linker: Linker::new(store.clone(), cfg.link.clone())?, store, cfg, names: Default::default(), gsr })
+        let mut scorer = |opts: &dense::DenseOptions| -> Result<Arc<dense::DenseScorer>, RetrieveError> {
+            if let Some((_, s)) = scorers.iter().find(|(p, _)| *p == opts.model) {
+                return Ok(s.clone());
+            }
+            let s = Arc::new(dense::DenseScorer::open(opts)?);
+            scorers.push((opts.model.clone(), s.clone()));
+            Ok(s)
+        };
+        let dense = match &cfg.kind {
+            RetrieverKind::Dense(opts) => Some(scorer(opts)?),
+            _ => None,
+        };
+        let pcst_dense = match (&cfg.kind, &cfg.pcst.scores) {
+            (RetrieverKind::Pcst, PcstScores::Dense(opts)) => Some(scorer(opts)?),
+            _ => None,
+        };
+        let rerank = cfg.rerank.take();
+        let mut r =
+            Retriever { linker: Linker::new(store.clone(), cfg.link.clone())?, store, cfg, names: Default::default(), gsr, dense, pcst_dense, rerank: None };
+        r.cfg.rerank = rerank;
+        Ok(r)
     }
 
     /// The generative retriever, when this is one.
@@ -213,7 +298,8 @@ impl Retriever {
     /// How many requests [`rank_batch`](Retriever::rank_batch) decodes together (1 for
     /// the retrievers that gain nothing from it).
     pub fn batch_size(&self) -> usize {
-        self.gsr.as_ref().map_or(1, |g| g.settings().batch)
+        let own = self.gsr.as_ref().map_or(1, |g| g.settings().batch);
+        self.rerank.as_ref().map_or(own, |r| r.pool.iter().map(Retriever::batch_size).fold(own, usize::max))
     }
 
     fn candidate_mode(&self) -> crate::decode::automaton::CandidateMode {
@@ -223,10 +309,50 @@ impl Retriever {
         }
     }
 
-    /// Ranks many requests; the generative retriever decodes them together.
+    /// Ranks many requests; the generative retriever decodes them together, a reranker
+    /// scores their pooled paths together.
     pub fn rank_batch(&self, inputs: &[RetrievalInput<'_>]) -> Result<Vec<Vec<ScoredPath>>, RetrieveError> {
+        match &self.rerank {
+            Some(r) => self.rerank_batch(r, inputs),
+            None => self.rank_batch_own(inputs),
+        }
+    }
+
+    /// The pool's top paths of each input, merged and ordered by the cross-encoder.
+    fn rerank_batch(&self, r: &Reranking, inputs: &[RetrievalInput<'_>]) -> Result<Vec<Vec<ScoredPath>>, RetrieveError> {
+        let mut lists = vec![(self.cfg.kind.name(), self.rank_batch_own(inputs)?)];
+        for p in &r.pool {
+            lists.push((p.cfg.kind.name(), p.rank_batch(inputs)?));
+        }
+        let turns = r.encoder.dir().turns();
+        let mut pooled = Vec::with_capacity(inputs.len());
+        let (mut queries, mut texts, mut owner) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, input) in inputs.iter().enumerate() {
+            let these: Vec<(&'static str, &[ScoredPath])> = lists.iter().map(|(n, l)| (*n, l[i].as_slice())).collect();
+            let u = rerank::union(&these, r.top);
+            let paths: Vec<&[Hop]> = u.iter().map(|p| p.hops.as_slice()).collect();
+            texts.extend(self.path_texts(&paths)?);
+            queries.push(dense::query_text(input.history, turns));
+            owner.extend(std::iter::repeat_n(i, u.len()));
+            pooled.push(u);
+        }
+        let pairs: Vec<(&str, &str)> = owner.iter().zip(&texts).map(|(&i, t)| (queries[i].as_str(), t.as_str())).collect();
+        let scores = r.encoder.score(&pairs)?;
+        let mut at = 0;
+        Ok(pooled
+            .into_iter()
+            .map(|u| {
+                let n = u.len();
+                at += n;
+                rerank::order(u, &scores[at - n..at])
+            })
+            .collect())
+    }
+
+    /// [`rank_batch`](Self::rank_batch) without the reranking.
+    fn rank_batch_own(&self, inputs: &[RetrievalInput<'_>]) -> Result<Vec<Vec<ScoredPath>>, RetrieveError> {
         let Some(g) = &self.gsr else {
-            return inputs.iter().map(|i| self.rank(i)).collect();
+            return inputs.iter().map(|i| self.rank_own(i)).collect();
         };
         let found = g.retrieve_batch(inputs, &self.candidate_mode())?;
         Ok(found
@@ -327,8 +453,15 @@ impl Retriever {
 
     /// Ranks the candidate paths of already linked entities.
     pub fn rank(&self, input: &RetrievalInput<'_>) -> Result<Vec<ScoredPath>, RetrieveError> {
-        if self.gsr.is_some() {
+        if self.gsr.is_some() || self.rerank.is_some() {
             return Ok(self.rank_batch(std::slice::from_ref(input))?.pop().unwrap_or_default());
+        }
+        self.rank_own(input)
+    }
+
+    fn rank_own(&self, input: &RetrievalInput<'_>) -> Result<Vec<ScoredPath>, RetrieveError> {
+        if self.gsr.is_some() {
+            return Ok(self.rank_batch_own(std::slice::from_ref(input))?.pop().unwrap_or_default());
         }
         let cand = candidate_subgraph(&self.store, &input.mentioned, &self.cfg.candidates)?;
         let mut paths: Vec<Vec<Hop>> = cand.one_hop.iter().map(|h| vec![*h]).collect();
@@ -382,8 +515,20 @@ impl Retriever {
                 out
             }
             RetrieverKind::Pcst => self.pcst_paths(&cand, paths, input.history)?,
+            RetrieverKind::Dense(_) => {
+                let scorer = self.dense.as_ref().expect("a dense retriever has its model");
+                let names = self.names_of(&cand)?;
+                let texts: Vec<String> = paths.iter().map(|hops| names.path_text(hops)).collect();
+                let turns = scorer.encoder().dir().turns();
+                let scores = scorer.scores(input.history, turns, &texts)?;
+                paths
+                    .into_iter()
+                    .zip(scores)
+                    .map(|(hops, score)| ScoredPath { hops, score, explanation: format!("dense {score:.4}, inner product"), tokens: Vec::new() })
+                    .collect()
+            }
             // Answered above: a gsr retriever always has its model.
-            RetrieverKind::Gsr(_) => return self.rank_batch(std::slice::from_ref(input)).map(|mut v| v.pop().unwrap_or_default()),
+            RetrieverKind::Gsr(_) => return self.rank_batch_own(std::slice::from_ref(input)).map(|mut v| v.pop().unwrap_or_default()),
         };
         // Stable: ties keep candidate order, so results are deterministic.
         scored.sort_by(|a, b| b.score.total_cmp(&a.score));
@@ -392,9 +537,26 @@ impl Retriever {
 
     /// The PCST instance of a candidate subgraph (what `pcst` solves), for inspection and
     /// for checking the solver against other implementations.
-    pub(crate) fn pcst_instance(&self, cand: &Candidates, history: &[Message]) -> Result<pcst::PcstInstance, ReadError> {
+    pub(crate) fn pcst_instance(&self, cand: &Candidates, history: &[Message]) -> Result<pcst::PcstInstance, RetrieveError> {
         let names = self.names_of(cand)?;
-        Ok(pcst::build_instance(cand, history, self.cfg.bm25_turns, &self.cfg.pcst, |e, add| names.entity_tokens(e, add), |f, add| names.fact_tokens(f, add)))
+        let Some(scorer) = &self.pcst_dense else {
+            return Ok(pcst::build_instance(
+                cand,
+                history,
+                self.cfg.bm25_turns,
+                &self.cfg.pcst,
+                |e, add| names.entity_tokens(e, add),
+                |f, add| names.fact_tokens(f, add),
+            ));
+        };
+        pcst::build_instance_with(cand, &self.cfg.pcst, |entities, facts| {
+            let entity_texts: Vec<String> = entities.iter().map(|&e| names.entity_text(e).to_owned()).collect();
+            let fact_texts: Vec<String> = facts.iter().map(|&f| names.fact_text(f)).collect();
+            Ok::<_, RetrieveError>((
+                scorer.mean_over_last_turns(&entity_texts, history, self.cfg.bm25_turns)?,
+                scorer.mean_over_last_turns(&fact_texts, history, self.cfg.bm25_turns)?,
+            ))
+        })
     }
 
     fn pcst_paths(&self, cand: &Candidates, paths: Vec<Vec<Hop>>, history: &[Message]) -> Result<Vec<ScoredPath>, RetrieveError> {
@@ -421,7 +583,18 @@ impl Retriever {
     /// The names of a candidate subgraph's entities and relations: from the cache, the rest
     /// in two batched reads.
     fn names_of(&self, cand: &Candidates) -> Result<Names, ReadError> {
-        let (es, rs) = distinct_terms(cand.facts());
+        self.names_of_facts(cand.facts())
+    }
+
+    /// The "head relation tail ..." texts of paths (as the dense retriever and the reranker
+    /// read them), names from the cache.
+    fn path_texts(&self, paths: &[&[Hop]]) -> Result<Vec<String>, ReadError> {
+        let names = self.names_of_facts(paths.iter().flat_map(|p| p.iter().map(|h| h.fact())))?;
+        Ok(paths.iter().map(|p| names.path_text(p)).collect())
+    }
+
+    fn names_of_facts(&self, facts: impl Iterator<Item = Fact>) -> Result<Names, ReadError> {
+        let (es, rs) = distinct_terms(facts);
         let mut names = Names { entities: hashbrown::HashMap::with_capacity(es.len()), relations: hashbrown::HashMap::with_capacity(rs.len()) };
         let (mut missing_e, mut missing_r) = (Vec::new(), Vec::new());
         {
@@ -495,14 +668,15 @@ struct NameCache {
     relations: hashbrown::HashMap<crate::ids::RelationId, std::sync::Arc<Term>>,
 }
 
-/// The BM25 tokens of an entity name or a relation phrase.
+/// An entity name or a relation phrase, and its BM25 tokens.
 struct Term {
+    text: String,
     tokens: Vec<String>,
 }
 
 impl Term {
     fn new(text: String) -> std::sync::Arc<Term> {
-        std::sync::Arc::new(Term { tokens: bm25::tokenize(&text) })
+        std::sync::Arc::new(Term { tokens: bm25::tokenize(&text), text })
     }
 }
 
@@ -518,6 +692,22 @@ impl Names {
         if let Some(t) = self.entities.get(&e) {
             t.tokens.iter().for_each(|x| add(x));
         }
+    }
+
+    /// An entity's name (empty when it has none).
+    fn entity_text(&self, e: EntityId) -> &str {
+        self.entities.get(&e).map_or("", |t| t.text.as_str())
+    }
+
+    /// "head relation tail", as [`Retriever::verbalize_fact`] writes it.
+    fn fact_text(&self, (s, r, o): Fact) -> String {
+        let rel = self.relations.get(&r).map_or("", |t| t.text.as_str());
+        format!("{} {rel} {}", self.entity_text(s), self.entity_text(o))
+    }
+
+    /// A path's facts, "head relation tail" each, joined by spaces ([`Retriever::verbalize`]).
+    fn path_text(&self, hops: &[Hop]) -> String {
+        hops.iter().map(|h| self.fact_text(h.fact())).collect::<Vec<_>>().join(" ")
     }
 
     /// The BM25 tokens of "head relation tail": the tokens of the three, since a space

@@ -5,7 +5,8 @@
 //! - Nodes are the candidate entities, in order of first appearance in the candidate facts;
 //!   facts are the distinct candidate facts in order of first appearance.
 //! - Relevance is seed 003's BM25 (the mean over the last 1..L messages), entities scored as
-//!   their names against each other, facts as "head relation tail" against each other.
+//!   their names against each other, facts as "head relation tail" against each other; or,
+//!   with [`PcstScores::Dense`], a bi-encoder's inner product averaged the same way.
 //!   Only a positive relevance earns a prize: an element sharing no word with the history
 //!   gets none (otherwise ties at zero would hand prizes out in arbitrary order).
 //! - `Seed003`: the top `node_k` entities get prizes node_k - i (i = 0-based rank), the top
@@ -56,16 +57,42 @@ pub struct PcstConfig {
     pub edge_cost: f64,
     /// GRetriever's decay c.
     pub decay: f64,
+    /// What ranks entities and facts for their prizes (default BM25).
+    pub scores: PcstScores,
+}
+
+/// What ranks the candidates for PCST's prizes.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub enum PcstScores {
+    /// Seed 003's BM25 (the mean over the last 1..L messages).
+    #[default]
+    Bm25,
+    /// A bi-encoder's inner product, averaged the same way (the PCST paper's SBERT rows).
+    Dense(super::dense::DenseOptions),
+}
+
+impl PcstScores {
+    /// The names (`bm25`, `dense`).
+    pub const NAMES: &'static [&'static str] = &["bm25", "dense"];
+
+    /// This choice's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PcstScores::Bm25 => "bm25",
+            PcstScores::Dense(_) => "dense",
+        }
+    }
 }
 
 impl PcstConfig {
-    /// The defaults of `variant`: `gw` pruning, node_k 3, edge_k 5, edge cost 1 (seed 003) or 0.5 (G-Retriever), decay 0.01.
+    /// The defaults of `variant`: `gw` pruning, node_k 3, edge_k 5, edge cost 1 (seed 003) or 0.5 (G-Retriever), decay 0.01, BM25 relevance.
     pub fn new(variant: PcstVariant) -> PcstConfig {
         let edge_cost = match variant {
             PcstVariant::Seed003 => 1.0,
             PcstVariant::GRetriever => 0.5,
         };
-        PcstConfig { variant, pruning: Pruning::Gw, node_k: 3, edge_k: 5, edge_cost, decay: 0.01 }
+        PcstConfig { variant, pruning: Pruning::Gw, node_k: 3, edge_k: 5, edge_cost, decay: 0.01, scores: PcstScores::Bm25 }
     }
 }
 
@@ -120,8 +147,8 @@ pub fn decayed_prizes(scores: &[f64], k: usize, c: f64) -> Vec<f64> {
     prizes
 }
 
-/// Builds the instance. `entity_tokens` feeds the BM25 tokens of an entity's name,
-/// `fact_tokens` those of a fact's "head relation tail".
+/// Builds the instance with BM25 relevance. `entity_tokens` feeds the BM25 tokens of an
+/// entity's name, `fact_tokens` those of a fact's "head relation tail".
 pub fn build_instance(
     cand: &Candidates,
     history: &[Message],
@@ -130,6 +157,26 @@ pub fn build_instance(
     mut entity_tokens: impl FnMut(EntityId, &mut dyn FnMut(&str)),
     mut fact_tokens: impl FnMut(Fact, &mut dyn FnMut(&str)),
 ) -> PcstInstance {
+    let bm25 = |entities: &[EntityId], facts: &[Fact]| -> Result<(Vec<f64>, Vec<f64>), std::convert::Infallible> {
+        Ok((
+            bm25::mean_over_last_turns_with(entities.len(), |i, add| entity_tokens(entities[i], add), history, turns),
+            bm25::mean_over_last_turns_with(facts.len(), |i, add| fact_tokens(facts[i], add), history, turns),
+        ))
+    };
+    match build_instance_with(cand, cfg, bm25) {
+        Ok(inst) => inst,
+        Err(never) => match never {},
+    }
+}
+
+/// Builds the instance with the relevance `relevance(entities, facts)` gives (one score per
+/// entity and per fact, in the instance's order): BM25 ([`build_instance`]) or a dense
+/// model's (`--pcst-scores dense`), the rest unchanged.
+pub fn build_instance_with<E>(
+    cand: &Candidates,
+    cfg: &PcstConfig,
+    relevance: impl FnOnce(&[EntityId], &[Fact]) -> Result<(Vec<f64>, Vec<f64>), E>,
+) -> Result<PcstInstance, E> {
     let mut inst = PcstInstance::default();
     let mut entity_index: HashMap<EntityId, u32> = HashMap::new();
     let mut fact_index: HashMap<Fact, usize> = HashMap::new();
@@ -146,8 +193,8 @@ pub fn build_instance(
             });
         }
     }
-    let node_relevance = bm25::mean_over_last_turns_with(inst.entities.len(), |i, add| entity_tokens(inst.entities[i], add), history, turns);
-    inst.fact_relevance = bm25::mean_over_last_turns_with(inst.facts.len(), |i, add| fact_tokens(inst.facts[i], add), history, turns);
+    let (node_relevance, fact_relevance) = relevance(&inst.entities, &inst.facts)?;
+    inst.fact_relevance = fact_relevance;
     inst.prizes = rank_prizes(&node_relevance, cfg.node_k);
     let ends = |f: &Fact| (entity_index[&f.0], entity_index[&f.2]);
     match cfg.variant {
@@ -190,7 +237,7 @@ pub fn build_instance(
             }
         }
     }
-    inst
+    Ok(inst)
 }
 
 /// Solves the instance; returns, for each fact, whether the tree holds it.

@@ -48,7 +48,7 @@ pub struct Store {
 
 /// One edge seen from an entity: `relation(entity, other)` when `direction` is `Out`,
 /// `relation(other, entity)` when `In`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Edge {
     /// Whether the entity is the subject (`Out`) or the object (`In`).
     pub direction: Direction,

@@ -5,6 +5,7 @@ mod bounds;
 mod cli;
 mod common;
 mod crash;
+mod encoders;
 mod generate;
 mod graph;
 mod gsr;

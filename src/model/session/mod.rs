@@ -31,6 +31,7 @@ mod steps;
 pub use crate::model::interface::{InterfaceIssue, InterfaceProblem};
 pub use error::{CallError, OutputProblem, Seq2SeqError};
 pub use options::{Device, RuntimeOptions};
+pub(crate) use pool::{builder, commit};
 pub use pool::{GraphReport, Seq2Seq, SessionGuard, StepTimings};
 pub use steps::{DecoderState, Encoded, SessionSteps};
 

@@ -95,7 +95,7 @@ fn ort_msg(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-fn builder(rt: &Runtime, opts: &RuntimeOptions, prepacked: Option<&PrepackedWeights>) -> Result<SessionBuilder> {
+pub(crate) fn builder(rt: &Runtime, opts: &RuntimeOptions, prepacked: Option<&PrepackedWeights>) -> Result<SessionBuilder> {
     let internal = |source: ort::Error| Seq2SeqError::Internal { what: "session options", source: source.into() };
     let mut b = Session::builder(rt.env()).map_err(internal)?;
     b = b.with_optimization_level(GraphOptimizationLevel::Level3).map_err(|e| internal(e.into()))?;
@@ -121,7 +121,7 @@ fn builder(rt: &Runtime, opts: &RuntimeOptions, prepacked: Option<&PrepackedWeig
     Ok(b)
 }
 
-fn commit(b: &mut SessionBuilder, path: &Path, device: Device, rt: &Runtime) -> Result<Session> {
+pub(crate) fn commit(b: &mut SessionBuilder, path: &Path, device: Device, rt: &Runtime) -> Result<Session> {
     b.commit_from_file(path).map_err(|e| {
         let message = ort_msg(&e);
         // Providers may fail at commit too: a CUDA failure is the device's, not the file's.

@@ -1,0 +1,220 @@
+//! Encoder models (bi-encoders and a cross-encoder) against the reference packages:
+//! tests/fixtures/encoders holds tiny random BERT and T5 encoders exported as a user would
+//! (optimum; tools/reference/encoder_fixtures.py) and `goldens.json`, what
+//! sentence-transformers' `encode` and transformers' logits give for them. Trellis must
+//! reproduce them from the exported files, reading sentence-transformers' own files where
+//! trellis.json says nothing; rows must not depend on their batch; bad directories are
+//! errors naming the file; `trellis doctor` checks them.
+
+use crate::common::*;
+use std::path::{Path, PathBuf};
+use trellis::model::encoder::{BiEncoder, CrossEncoder, EncoderDir, EncoderError, EncoderTask, Pooling};
+use trellis::model::RuntimeOptions;
+
+fn goldens() -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture("encoders/goldens.json")).unwrap()).unwrap()
+}
+
+fn floats(v: &serde_json::Value) -> Vec<f32> {
+    v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()
+}
+
+fn ids(v: &serde_json::Value) -> Vec<u32> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
+fn strings(v: &serde_json::Value) -> Vec<String> {
+    v.as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_owned()).collect()
+}
+
+const TOLERANCE: f32 = 1e-5;
+
+fn assert_close(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let worst = got.iter().zip(want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(worst <= TOLERANCE, "{what}: off by {worst} (got {got:?}, want {want:?})");
+}
+
+/// Copies a fixture model directory (1_Pooling included) to a temporary one.
+fn copy_model(name: &str, to: &Path) -> PathBuf {
+    let dst = to.join(name);
+    let src = fixture(&format!("encoders/{name}"));
+    for entry in walk(&src) {
+        let rel = entry.strip_prefix(&src).unwrap();
+        std::fs::create_dir_all(dst.join(rel).parent().unwrap()).unwrap();
+        std::fs::copy(&entry, dst.join(rel)).unwrap();
+    }
+    dst
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn check_bi_encoder(dir: &Path, name: &str, batch: usize) {
+    let g = goldens();
+    let texts = strings(&g["texts"]);
+    let want = &g["bi_encoders"][name];
+    let m = BiEncoder::open(dir, &RuntimeOptions::default(), batch).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(m.dir().pooling().name(), want["pooling"].as_str().unwrap(), "{name}: pooling");
+    assert_eq!(m.dir().normalize(), want["normalize"].as_bool().unwrap(), "{name}: normalize");
+    assert_eq!(m.dir().max_length() as u64, want["max_length"].as_u64().unwrap(), "{name}: max_length");
+    for (i, t) in texts.iter().enumerate() {
+        let enc = m.dir().tokenizer().encode(t.as_str(), true).unwrap();
+        assert_eq!(enc.get_ids(), ids(&want["input_ids"][i]).as_slice(), "{name}: token ids of {t:?}");
+    }
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let got = m.embed(&refs).unwrap();
+    for (i, v) in got.iter().enumerate() {
+        assert_close(v, &floats(&want["embeddings"][i]), &format!("{name}: text {i} {:?}", texts[i]));
+    }
+}
+
+#[test]
+fn bi_encoders_match_sentence_transformers() {
+    for name in ["bert-mean", "bert-cls", "t5-mean"] {
+        check_bi_encoder(&fixture(&format!("encoders/{name}")), name, 4);
+    }
+}
+
+#[test]
+fn cross_encoder_matches_transformers() {
+    let g = goldens();
+    let c = &g["cross"];
+    let pairs: Vec<(String, String)> =
+        c["pairs"].as_array().unwrap().iter().map(|p| (p[0].as_str().unwrap().to_owned(), p[1].as_str().unwrap().to_owned())).collect();
+    let m = CrossEncoder::open(&fixture("encoders/cross"), &RuntimeOptions::default(), 3).unwrap();
+    assert_eq!(m.dir().task(), EncoderTask::Rerank);
+    assert_eq!(m.dir().max_length(), 32);
+    for (i, (q, p)) in pairs.iter().enumerate() {
+        let enc = m.dir().tokenizer().encode((q.as_str(), p.as_str()), true).unwrap();
+        assert_eq!(enc.get_ids(), ids(&c["input_ids"][i]).as_slice(), "token ids of pair {i}");
+        assert_eq!(enc.get_type_ids(), ids(&c["token_type_ids"][i]).as_slice(), "type ids of pair {i}");
+    }
+    let refs: Vec<(&str, &str)> = pairs.iter().map(|(q, p)| (q.as_str(), p.as_str())).collect();
+    assert_close(&m.score(&refs).unwrap(), &floats(&c["logits"]), "cross-encoder logits");
+}
+
+/// A user's sentence-transformers export with a trellis.json that names only the task:
+/// pooling from 1_Pooling/config.json, normalization from modules.json, the length from
+/// tokenizer_config.json (sentence-transformers 5's files); and the older files (boolean
+/// pooling modes, sentence_bert_config.json's max_seq_length) read the same way.
+#[test]
+fn sentence_transformers_files_say_what_trellis_json_leaves_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in ["bert-mean", "bert-cls"] {
+        let dir = copy_model(name, tmp.path());
+        std::fs::write(dir.join("trellis.json"), r#"{"format": 1, "task": "dense"}"#).unwrap();
+        check_bi_encoder(&dir, name, 5);
+    }
+    // Older sentence-transformers: one boolean per pooling mode, max_seq_length apart.
+    let dir = tmp.path().join("bert-cls");
+    std::fs::write(
+        dir.join("1_Pooling/config.json"),
+        r#"{"word_embedding_dimension": 32, "pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false, "pooling_mode_max_tokens": false, "pooling_mode_mean_sqrt_len_tokens": false}"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("tokenizer_config.json"), r#"{"model_max_length": 1000000000000000019884624838656}"#).unwrap();
+    std::fs::write(dir.join("sentence_bert_config.json"), r#"{"max_seq_length": 24, "do_lower_case": false}"#).unwrap();
+    check_bi_encoder(&dir, "bert-cls", 2);
+    // Two modes at once is not a pooling Trellis can reproduce: refused, naming the file.
+    std::fs::write(dir.join("1_Pooling/config.json"), r#"{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": true}"#).unwrap();
+    let e = BiEncoder::open(&dir, &RuntimeOptions::default(), 2).unwrap_err().to_string();
+    assert!(e.contains("1_Pooling/config.json") && e.contains("pooling_mode"), "{e}");
+}
+
+/// An input's vector is the same whatever else is in its batch and whatever the batch size:
+/// the cached vectors of dense retrieval equal fresh ones.
+#[test]
+fn vectors_do_not_depend_on_the_batch() {
+    let g = goldens();
+    let texts = strings(&g["texts"]);
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    for name in ["bert-mean", "t5-mean"] {
+        let dir = fixture(&format!("encoders/{name}"));
+        let all = BiEncoder::open(&dir, &RuntimeOptions::default(), 32).unwrap().embed(&refs).unwrap();
+        let one = BiEncoder::open(&dir, &RuntimeOptions::default(), 1).unwrap();
+        for (i, t) in refs.iter().enumerate() {
+            assert_eq!(one.embed(&[t]).unwrap()[0], all[i], "{name}: {t:?} alone and in a batch of {}", refs.len());
+        }
+        let mut reversed = refs.clone();
+        reversed.reverse();
+        let back = BiEncoder::open(&dir, &RuntimeOptions::default(), 3).unwrap().embed(&reversed).unwrap();
+        for (i, v) in back.iter().rev().enumerate() {
+            assert_eq!(v, &all[i], "{name}: text {i} in another order and batch size");
+        }
+    }
+}
+
+#[test]
+fn bad_encoder_directories_are_errors_naming_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = RuntimeOptions::default();
+    // The wrong task for the job.
+    let e = BiEncoder::open(&fixture("encoders/cross"), &opts, 1).unwrap_err().to_string();
+    assert!(e.contains("trellis.json") && e.contains("rerank") && e.contains("bi-encoder"), "{e}");
+    let e = CrossEncoder::open(&fixture("encoders/bert-mean"), &opts, 1).unwrap_err().to_string();
+    assert!(e.contains("trellis.json") && e.contains("cross-encoder"), "{e}");
+    // No pooling anywhere.
+    let dir = copy_model("t5-mean", tmp.path());
+    std::fs::remove_dir_all(dir.join("1_Pooling")).unwrap();
+    std::fs::remove_file(dir.join("modules.json")).unwrap();
+    std::fs::write(dir.join("trellis.json"), r#"{"format": 1, "task": "dense"}"#).unwrap();
+    let e = BiEncoder::open(&dir, &opts, 1).unwrap_err();
+    assert!(matches!(e, EncoderError::Dir(_)), "{e:?}");
+    assert!(e.to_string().contains("`dense.pooling`: missing"), "{e}");
+    // A length past the model's positions (BERT's 64 here), an unknown field, a missing graph.
+    let dir = copy_model("bert-mean", tmp.path());
+    std::fs::write(dir.join("trellis.json"), r#"{"format": 1, "task": "dense", "dense": {"max_length": 65}}"#).unwrap();
+    let e = BiEncoder::open(&dir, &opts, 1).unwrap_err().to_string();
+    assert!(e.contains("dense.max_length") && e.contains("65"), "{e}");
+    std::fs::write(dir.join("trellis.json"), r#"{"format": 1, "task": "dense", "dense": {"polling": "mean"}}"#).unwrap();
+    let e = BiEncoder::open(&dir, &opts, 1).unwrap_err().to_string();
+    assert!(e.contains("trellis.json") && e.contains("polling"), "{e}");
+    std::fs::write(dir.join("trellis.json"), r#"{"format": 1, "task": "dense", "rerank": {}}"#).unwrap();
+    let e = BiEncoder::open(&dir, &opts, 1).unwrap_err().to_string();
+    assert!(e.contains("`rerank`"), "{e}");
+    std::fs::write(dir.join("trellis.json"), r#"{"format": 1, "task": "dense"}"#).unwrap();
+    std::fs::remove_file(dir.join("model.onnx")).unwrap();
+    let e = BiEncoder::open(&dir, &opts, 1).unwrap_err().to_string();
+    assert!(e.contains("model.onnx") && e.contains("missing"), "{e}");
+    // A graph that is not ONNX.
+    std::fs::write(dir.join("model.onnx"), b"not a graph").unwrap();
+    let e = BiEncoder::open(&dir, &opts, 1).unwrap_err().to_string();
+    assert!(e.contains("model.onnx"), "{e}");
+    // A T5 generator is not an encoder.
+    let e = EncoderDir::open(&fixture("gsr/tiny-split"), None).unwrap_err().to_string();
+    assert!(e.contains("trellis.json"), "{e}");
+    let _ = Pooling::Mean;
+}
+
+#[test]
+fn doctor_checks_encoder_models() {
+    for (name, task) in [("bert-mean", "dense"), ("t5-mean", "dense"), ("cross", "rerank")] {
+        let report = json_of(trellis().args(["doctor", "--json", "--model"]).arg(fixture(&format!("encoders/{name}"))));
+        assert_eq!(report["ok"], true, "{name}: {report}");
+        assert_eq!(report["encoder"]["task"], task, "{name}");
+        if task == "dense" {
+            assert_eq!(report["encoder"]["dimension"], 32, "{name}");
+        }
+    }
+    let text = stdout_of(trellis().args(["doctor", "--model"]).arg(fixture("encoders/bert-cls")));
+    assert!(text.contains("encoder: dense, pooling cls") && text.ends_with("ok\n"), "{text}");
+    // A broken one: exit 65 with the problem.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = copy_model("cross", tmp.path());
+    std::fs::write(dir.join("trellis.json"), r#"{"format": 1, "task": "rerank", "rerank": {"max_length": 1}}"#).unwrap();
+    let out = trellis().args(["doctor", "--model"]).arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(65));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("problem:") && text.contains("rerank.max_length"), "{text}");
+}
