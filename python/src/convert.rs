@@ -146,6 +146,12 @@ impl<'py> Options<'py> {
         Ok(Some(range.check(v.extract::<f64>()?).map_err(errors::to_py)?))
     }
 
+    /// A path option: str or os.PathLike.
+    pub fn path(&self, name: &str) -> PyResult<Option<PathBuf>> {
+        let Some(v) = self.take(name)? else { return Ok(None) };
+        Ok(Some(v.extract::<PathBuf>().map_err(|_| errors::setting(format!("{name} must be a path (str or os.PathLike)")))?))
+    }
+
     pub fn string(&self, name: &str) -> PyResult<Option<String>> {
         let Some(v) = self.take(name)? else { return Ok(None) };
         Ok(Some(v.extract::<String>().map_err(|_| errors::setting(format!("{name} must be a string")))?))

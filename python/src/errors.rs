@@ -38,6 +38,7 @@ fn retrieve_kind(e: &trellis::retrieve::RetrieveError) -> Kind {
     match e {
         R::Read(_) => Kind::Store { path: None },
         R::Gsr(g) => gsr_kind(g),
+        R::Encoder(_) => Kind::Model,
         R::Setting(_) => Kind::Setting,
         _ => Kind::Other,
     }

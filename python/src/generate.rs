@@ -289,8 +289,8 @@ impl PyPipeline {
         let runtime = runtime_options(&o, 1)?;
         let batch = o.usize("batch", &limits::BATCH)?.unwrap_or(8);
         let mut cfg = retriever_config(retriever, model.clone(), &o)?;
+        crate::retrieve::set_runtime(&mut cfg, &runtime);
         if let RetrieverKind::Gsr(g) = &mut cfg.kind {
-            g.runtime = runtime.clone();
             g.batch = batch;
         }
         let opened = {

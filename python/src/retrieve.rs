@@ -10,8 +10,11 @@ use serde_json::Value;
 use std::sync::Arc;
 use trellis::limits;
 use trellis::link::{LinkConfig, Linker};
+use trellis::retrieve::dense::DenseOptions;
 use trellis::retrieve::gsr::GsrOptions;
 use trellis::retrieve::jsonl::{answer_batch, parse_request, AnswerOptions, Request};
+use trellis::retrieve::pcst::PcstScores;
+use trellis::retrieve::rerank::RerankOptions;
 use trellis::retrieve::{Retriever, RetrieverConfig, RetrieverKind};
 
 /// Linking options (`trellis link`'s flags without dashes).
@@ -89,63 +92,145 @@ impl PyLinker {
 }
 
 /// A retriever configuration from its name and keyword options (`trellis retrieve`'s flags
-/// without dashes: `pcst_variant`, `pruning`, `bm25_turns`, `seed`, `scope`, the linking
-/// options, and for gsr `prior`, `prior_norm`, `alpha`, `start_recency`, `model_norm`,
-/// `beams`, `return_sequences`, `length_penalty`, `max_new_tokens`, `steps`, `batch`,
-/// `device`, `model_threads`, `sessions`).
+/// without dashes: `pcst_variant`, `pruning`, `pcst_scores`, `bm25_turns`, `seed`, `scope`,
+/// the linking options; for gsr `prior`, `prior_norm`, `alpha`, `start_recency`,
+/// `model_norm`, `beams`, `return_sequences`, `length_penalty`, `max_new_tokens`, `steps`,
+/// `batch`; for the encoders `dense_model`, `rerank`, `rerank_top`, `rerank_pool` (a list of
+/// retriever names), `encoder_batch`; for every model `device`, `model_threads`, `sessions`).
 pub fn retriever_config(kind: &str, model: Option<std::path::PathBuf>, o: &Options<'_>) -> PyResult<RetrieverConfig> {
-    let has_model = model.is_some();
-    let kind = match kind {
-        "all" => RetrieverKind::All,
-        "random" => RetrieverKind::Random,
-        "bm25" => RetrieverKind::Bm25,
-        "katz" => RetrieverKind::Katz,
-        "pcst" => RetrieverKind::Pcst,
-        "gsr" => {
-            let model = model.ok_or_else(|| errors::setting("the gsr retriever needs model=DIR (an exported retriever: see schema/model.md)"))?;
-            let mut g = GsrOptions::new(model);
-            g.runtime.device = o.named("device")?.unwrap_or(g.runtime.device);
-            g.runtime.threads = o.usize("model_threads", &limits::MODEL_THREADS)?.unwrap_or(g.runtime.threads);
-            g.runtime.sessions = o.usize("sessions", &limits::SESSIONS)?.unwrap_or(g.runtime.sessions);
-            let v = &mut g.overrides;
-            v.prior = o.named("prior")?;
-            v.prior_norm = o.named("prior_norm")?;
-            v.alpha = o.float("alpha", &limits::ALPHA)?;
-            v.start_recency = o.float("start_recency", &limits::START_RECENCY)?;
-            v.model_norm = o.named("model_norm")?;
-            v.beams = o.usize("beams", &limits::BEAMS)?;
-            v.return_sequences = o.usize("return_sequences", &limits::RETURN_SEQUENCES)?;
-            v.length_penalty = o.float("length_penalty", &limits::LENGTH_PENALTY)?;
-            v.max_new_tokens = o.usize("max_new_tokens", &limits::MAX_NEW_TOKENS)?;
-            g.steps = o.usize("steps", &limits::STEPS)?.unwrap_or(g.steps);
-            g.batch = o.usize("batch", &limits::BATCH)?.unwrap_or(g.batch);
-            RetrieverKind::Gsr(g)
-        }
-        other => return Err(errors::setting(format!("unknown retriever {other:?}: one of {}", RetrieverKind::NAMES.join(", ")))),
+    let device = o.named("device")?;
+    let threads = o.usize("model_threads", &limits::MODEL_THREADS)?;
+    let sessions = o.usize("sessions", &limits::SESSIONS)?;
+    let runtime = |r: &mut trellis::model::RuntimeOptions| {
+        r.device = device.unwrap_or(r.device);
+        r.threads = threads.unwrap_or(r.threads);
+        r.sessions = sessions.unwrap_or(r.sessions);
     };
-    if has_model && !matches!(kind, RetrieverKind::Gsr(_)) {
-        return Err(errors::setting(format!("model= is for the gsr retriever, not {}", kind.name())));
+    let dense_model = o.path("dense_model")?;
+    let encoder_batch = o.usize("encoder_batch", &limits::BATCH)?;
+    let rerank = o.path("rerank")?;
+    let rerank_top = o.usize("rerank_top", &limits::RERANK_TOP)?;
+    let pool = o.strings("rerank_pool")?.unwrap_or_default();
+    if rerank.is_none() && (rerank_top.is_some() || !pool.is_empty()) {
+        return Err(errors::setting("rerank_top= and rerank_pool= need rerank=DIR (a cross-encoder: see schema/model.md)"));
     }
-    let mut cfg = RetrieverConfig::new(kind);
+    let dense = dense_model.map(|m| {
+        let mut d = DenseOptions::new(m);
+        runtime(&mut d.runtime);
+        d.batch = encoder_batch.unwrap_or(d.batch);
+        d
+    });
+    // The generative retriever's options are read when a gsr is in play (else they are
+    // unknown options, refused below by `finish`).
+    let gsr_wanted = kind == "gsr" || pool.iter().any(|p| p == "gsr");
+    let gsr = if gsr_wanted {
+        let model = model.clone().ok_or_else(|| errors::setting("the gsr retriever needs model=DIR (an exported retriever: see schema/model.md)"))?;
+        let mut g = GsrOptions::new(model);
+        runtime(&mut g.runtime);
+        let v = &mut g.overrides;
+        v.prior = o.named("prior")?;
+        v.prior_norm = o.named("prior_norm")?;
+        v.alpha = o.float("alpha", &limits::ALPHA)?;
+        v.start_recency = o.float("start_recency", &limits::START_RECENCY)?;
+        v.model_norm = o.named("model_norm")?;
+        v.beams = o.usize("beams", &limits::BEAMS)?;
+        v.return_sequences = o.usize("return_sequences", &limits::RETURN_SEQUENCES)?;
+        v.length_penalty = o.float("length_penalty", &limits::LENGTH_PENALTY)?;
+        v.max_new_tokens = o.usize("max_new_tokens", &limits::MAX_NEW_TOKENS)?;
+        g.steps = o.usize("steps", &limits::STEPS)?.unwrap_or(g.steps);
+        g.batch = o.usize("batch", &limits::BATCH)?.unwrap_or(g.batch);
+        Some(g)
+    } else {
+        if model.is_some() {
+            return Err(errors::setting(format!("model= is for the gsr retriever, not {kind}")));
+        }
+        None
+    };
+    let kind_of = |name: &str| -> PyResult<RetrieverKind> {
+        Ok(match name {
+            "all" => RetrieverKind::All,
+            "random" => RetrieverKind::Random,
+            "bm25" => RetrieverKind::Bm25,
+            "katz" => RetrieverKind::Katz,
+            "pcst" => RetrieverKind::Pcst,
+            "gsr" => RetrieverKind::Gsr(gsr.clone().expect("read above when a gsr is in play")),
+            "dense" => RetrieverKind::Dense(
+                dense.clone().ok_or_else(|| errors::setting("the dense retriever needs dense_model=DIR (an exported bi-encoder: see schema/model.md)"))?,
+            ),
+            other => return Err(errors::setting(format!("unknown retriever {other:?}: one of {}", RetrieverKind::NAMES.join(", ")))),
+        })
+    };
+    let mut cfg = RetrieverConfig::new(kind_of(kind)?);
     if let Some(v) = o.named("pcst_variant")? {
         cfg.pcst = trellis::retrieve::pcst::PcstConfig::new(v);
     }
     cfg.pcst.pruning = o.named("pruning")?.unwrap_or(cfg.pcst.pruning);
+    match o.string("pcst_scores")?.as_deref() {
+        None | Some("bm25") => {}
+        Some("dense") => {
+            cfg.pcst.scores = PcstScores::Dense(
+                dense.clone().ok_or_else(|| errors::setting("pcst_scores=\"dense\" needs dense_model=DIR (an exported bi-encoder: see schema/model.md)"))?,
+            )
+        }
+        Some(other) => return Err(errors::setting(format!("pcst_scores must be \"bm25\" or \"dense\", not {other:?}"))),
+    }
+    if let Some(m) = rerank {
+        let mut r = RerankOptions::new(m);
+        runtime(&mut r.runtime);
+        r.batch = encoder_batch.unwrap_or(r.batch);
+        r.top = rerank_top.unwrap_or(r.top);
+        r.pool = pool.iter().map(|p| kind_of(p)).collect::<PyResult<_>>()?;
+        cfg.rerank = Some(r);
+    }
     cfg.bm25_turns = o.usize("bm25_turns", &limits::BM25_TURNS)?.unwrap_or(cfg.bm25_turns);
     cfg.seed = o.int("seed", &limits::SEED)?.unwrap_or(cfg.seed);
     cfg.scope = o.named("scope")?.unwrap_or(cfg.scope);
     cfg.link = link_config(o)?;
+    // An option no part of this retriever reads is a mistake, not a silent no-op.
+    let mut kinds = vec![&cfg.kind];
+    kinds.extend(cfg.rerank.iter().flat_map(|r| r.pool.iter()));
+    let dense_used = kinds.iter().any(|k| matches!(k, RetrieverKind::Dense(_))) || matches!(cfg.pcst.scores, PcstScores::Dense(_));
+    if dense.is_some() && !dense_used {
+        return Err(errors::setting("dense_model= is for the dense retriever (or pcst_scores=\"dense\"), which this retriever does not use"));
+    }
+    let any_model = gsr.is_some() || dense_used || cfg.rerank.is_some();
+    if !any_model && (device.is_some() || threads.is_some() || sessions.is_some() || encoder_batch.is_some()) {
+        return Err(errors::setting(format!("device=, model_threads=, sessions= and encoder_batch= are for retrievers with a model, not {kind}")));
+    }
     Ok(cfg)
+}
+
+/// Every model of a retriever configuration (gsr, dense, the reranker, PCST's dense
+/// prizes) on `runtime` (a pipeline shares one runtime between its models).
+pub fn set_runtime(cfg: &mut RetrieverConfig, runtime: &trellis::model::RuntimeOptions) {
+    let mut kinds = vec![&mut cfg.kind];
+    if let Some(r) = &mut cfg.rerank {
+        r.runtime = runtime.clone();
+        kinds.extend(r.pool.iter_mut());
+    }
+    for k in kinds {
+        match k {
+            RetrieverKind::Gsr(g) => g.runtime = runtime.clone(),
+            RetrieverKind::Dense(d) => d.runtime = runtime.clone(),
+            _ => {}
+        }
+    }
+    if let PcstScores::Dense(d) = &mut cfg.pcst.scores {
+        d.runtime = runtime.clone();
+    }
 }
 
 /// Ranks knowledge paths (1 or 2 facts) for a dialog, against one store.
 ///
 /// ``Retriever(store, kind, model=None, top=10, **options)``: ``kind`` is ``"all"``, ``"random"``,
-/// ``"bm25"``, ``"katz"``, ``"pcst"`` or ``"gsr"`` (generative retrieval; needs ``model``,
+/// ``"bm25"``, ``"katz"``, ``"pcst"``, ``"gsr"`` (generative retrieval; needs ``model``,
 /// an exported retriever directory such as ``models/gsr-opendialkg``, and the store indexed
-/// with its tokenizer: ``trellis.index_tokens``). ``options`` are ``trellis retrieve``'s
-/// flags without dashes (``pcst_variant="g-retriever"``, ``bm25_turns=3``, ``beams=4``,
-/// ``batch=8``, ``window=8``, ...); a value outside its range raises ``SettingError``.
+/// with its tokenizer: ``trellis.index_tokens``) or ``"dense"`` (needs ``dense_model``, an
+/// exported bi-encoder). ``options`` are ``trellis retrieve``'s flags without dashes
+/// (``pcst_variant="g-retriever"``, ``pcst_scores="dense"``, ``bm25_turns=3``, ``beams=4``,
+/// ``batch=8``, ``window=8``, ``rerank=DIR``, ``rerank_top=20``,
+/// ``rerank_pool=["pcst"]``, ...); a value outside its range, or an option this retriever
+/// does not use, raises ``SettingError``.
 ///
 /// ``retrieve(history)`` answers one dialog, ``retrieve_batch(histories)`` many (in
 /// parallel, the generative retriever decoding ``batch`` of them together); both release

@@ -51,6 +51,45 @@ def test_retrieve_batch_is_the_command_line(store, store_dir, trellis_bin, dev_r
         assert single == {k: v for k, v in a.items() if k != "id"}
 
 
+ENCODERS = GSR.parents[1] / "tests" / "fixtures" / "encoders"
+
+
+@pytest.mark.parametrize(
+    "kind,options,flags",
+    [
+        ("dense", {"dense_model": ENCODERS / "bert-mean"}, ["--dense-model", ENCODERS / "bert-mean"]),
+        ("pcst", {"pcst_scores": "dense", "dense_model": ENCODERS / "t5-mean"}, ["--pcst-scores", "dense", "--dense-model", ENCODERS / "t5-mean"]),
+        (
+            "bm25",
+            {"rerank": ENCODERS / "cross", "rerank_pool": ["pcst", "dense"], "rerank_top": 4, "dense_model": ENCODERS / "bert-cls"},
+            ["--rerank", ENCODERS / "cross", "--rerank-pool", "pcst,dense", "--rerank-top", "4", "--dense-model", ENCODERS / "bert-cls"],
+        ),
+    ],
+)
+def test_encoder_retrievers_are_the_command_line(store, store_dir, trellis_bin, dev_requests, tmp_path, kind, options, flags):
+    """Dense retrieval, PCST's dense prizes and a reranked pool (tiny fixture encoders):
+    the same answers from Python as from `trellis retrieve`."""
+    requests = [{"id": r["id"], "history": r["history"]} for r in dev_requests[:40]]
+    cli = cli_answers(trellis_bin, store_dir, requests, tmp_path, "--retriever", kind, "--top", "6", *flags)
+    ours = trellis.Retriever(store, kind, top=6, **options).retrieve_batch(requests)
+    assert ours == cli
+    assert any(a["paths"] for a in ours)
+
+
+def test_encoder_options_are_checked(store):
+    with pytest.raises(trellis.SettingError, match="dense_model= is for the dense retriever"):
+        trellis.Retriever(store, "bm25", dense_model=ENCODERS / "bert-mean")
+    with pytest.raises(trellis.SettingError, match="need rerank=DIR"):
+        trellis.Retriever(store, "bm25", rerank_pool=["pcst"])
+    with pytest.raises(trellis.SettingError, match="unknown retriever"):
+        trellis.Retriever(store, "bm25", rerank=ENCODERS / "cross", rerank_pool=["bm26"])
+    with pytest.raises(trellis.SettingError, match="for retrievers with a model"):
+        trellis.Retriever(store, "bm25", device="cpu")
+    # A bi-encoder given as the reranker: the model's own error, naming its trellis.json.
+    with pytest.raises(trellis.ModelError, match="cross-encoder"):
+        trellis.Retriever(store, "bm25", rerank=ENCODERS / "bert-mean")
+
+
 def test_retrieve_options_and_entities(store):
     r = trellis.Retriever(store, "pcst", pcst_variant="g-retriever", bm25_turns=2)
     assert r.kind == "pcst" and r.model is None and r.batch_size == 1
@@ -61,6 +100,8 @@ def test_retrieve_options_and_entities(store):
     with pytest.raises(trellis.SettingError):
         trellis.Retriever(store, "bm25", top=0)
     with pytest.raises(trellis.SettingError, match="unknown retriever"):
+        trellis.Retriever(store, "sparse")
+    with pytest.raises(trellis.SettingError, match="needs dense_model"):
         trellis.Retriever(store, "dense")
     with pytest.raises(trellis.SettingError, match="needs model"):
         trellis.Retriever(store, "gsr")

@@ -27,6 +27,8 @@
 //! 5. In the generated text each placeholder is replaced by its entity's name as given (the
 //!    store's name, with its case); a placeholder the request has no entity for is removed,
 //!    with the space before it (at the start, the one after it).
+//! 6. The article "a"/"an" right before a replaced placeholder is made to agree with the
+//!    name's first letter (`agree_article`).
 
 use super::encoding::{KnowledgePath, Triple};
 use crate::link::Message;
@@ -233,7 +235,10 @@ pub fn relexicalize(text: &str, placeholders: &[String], names: &[String]) -> St
             if !p.is_empty() && rest.starts_with(p.as_str()) {
                 rest = &rest[p.len()..];
                 match names.get(k) {
-                    Some(name) => out.push_str(name),
+                    Some(name) => {
+                        agree_article(&mut out, name);
+                        out.push_str(name);
+                    }
                     // Removed with one space beside it, so no double space is left.
                     // "a [E9]." -> "a.", "by [E9] ok" -> "by ok", "[E9] is" -> "is".
                     None if out.ends_with(' ') => {
@@ -250,6 +255,27 @@ pub fn relexicalize(text: &str, placeholders: &[String], names: &[String]) -> St
         rest = &rest[c.len_utf8()..];
     }
     out
+}
+
+/// The English article right before a name written in place of a placeholder, made to
+/// agree with the name (rule 6): the model wrote "a" or "an" before `[E2]` without knowing
+/// which name it stands for. "a" (or "A") becomes "an" before a name starting with one of
+/// the letters a e i o u (either case), "an" becomes "a" before any other letter. A rule of
+/// spelling, not of sound: "University of X" gets "an", as speech would not.
+fn agree_article(out: &mut String, name: &str) {
+    let Some(first) = name.chars().next().filter(|c| c.is_alphabetic()) else { return };
+    let vowel = matches!(first.to_ascii_lowercase(), 'a' | 'e' | 'i' | 'o' | 'u');
+    let Some(body) = out.strip_suffix(' ') else { return };
+    let word_start = body.rfind(|c: char| !c.is_alphanumeric()).map_or(0, |i| i + body[i..].chars().next().map_or(1, char::len_utf8));
+    let word = &body[word_start..];
+    let fixed = match (word, vowel) {
+        ("a", true) => "an",
+        ("A", true) => "An",
+        ("an", false) => "a",
+        ("An", false) => "A",
+        _ => return,
+    };
+    out.replace_range(word_start..body.len(), fixed);
 }
 
 /// Why a `delexicalize` section's placeholders are refused (besides the token check).
@@ -368,6 +394,23 @@ mod tests {
         assert_eq!(relexicalize("[E5] is it", &p, &names), "is it");
         assert_eq!(relexicalize("[E1][E2]", &p, &names), "Stephen KingIt");
         assert_eq!(relexicalize("é [E1]", &p, &[]), "é");
+    }
+
+    #[test]
+    fn articles_agree_with_the_names_written() {
+        let p: Vec<String> = cfg(12).placeholders;
+        let names = vec!["Athlete".to_owned(), "Golf".to_owned(), "Émile".to_owned(), "8 Mile".to_owned()];
+        assert_eq!(relexicalize("he is a [E1].", &p, &names), "he is an Athlete.");
+        assert_eq!(relexicalize("A [E1]!", &p, &names), "An Athlete!");
+        assert_eq!(relexicalize("it is an [E2] movie", &p, &names), "it is a Golf movie");
+        assert_eq!(relexicalize("(an [E2])", &p, &names), "(a Golf)");
+        assert_eq!(relexicalize("a [E2] and a [E1]", &p, &names), "a Golf and an Athlete");
+        // Not an article: a word ending in "a", no space before the name, a name not
+        // starting with a letter, a letter outside a e i o u.
+        assert_eq!(relexicalize("samba [E1]", &p, &names), "samba Athlete");
+        assert_eq!(relexicalize("a[E1]", &p, &names), "aAthlete");
+        assert_eq!(relexicalize("an [E4]", &p, &names), "an 8 Mile");
+        assert_eq!(relexicalize("a [E3]", &p, &names), "a Émile");
     }
 
     #[test]

@@ -218,3 +218,173 @@ fn doctor_checks_encoder_models() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("problem:") && text.contains("rerank.max_length"), "{text}");
 }
+
+/// The sample store and a few requests about its entities.
+fn sample(dir: &Path) -> (PathBuf, PathBuf) {
+    let s = dir.join("kg");
+    ingest(&s, &[], &[&fixture("opendialkg-sample.tsv")]);
+    let requests = [
+        r#"{"id": "a", "history": ["Do you know anything about Jordan Spieth?"]}"#,
+        r#"{"id": "b", "history": ["I love Neil Gaiman's books.", "Which one did you like best?", "Probably the one about children."]}"#,
+        r#"{"id": "c", "history": ["Will Smith was great in that movie."]}"#,
+        r#"{"id": "d", "history": ["Have you seen anything with Meryl Streep or Robert De Niro?"]}"#,
+        r#"{"id": "e", "history": ["nothing to link here"]}"#,
+    ];
+    let input = write(dir, "req.jsonl", (requests.join("\n") + "\n").as_bytes());
+    (s, input)
+}
+
+fn retrieve(store: &Path, input: &Path, out: &Path, args: &[&str]) -> Vec<serde_json::Value> {
+    let mut cmd = trellis();
+    cmd.arg("retrieve").arg("--store").arg(store).arg("--input").arg(input).arg("--output").arg(out).args(args);
+    stdout_of(&mut cmd);
+    std::fs::read_to_string(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// A path of the output as its facts' "head relation tail" texts (the engine's
+/// verbalization) and as a comparable key.
+fn path_text(p: &serde_json::Value) -> String {
+    p["triples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let rel: String = t["relation"].as_str().unwrap().to_lowercase().chars().map(|c| if c == '_' || c == '-' { ' ' } else { c }).collect();
+            format!("{} {rel} {}", t["head"].as_str().unwrap(), t["tail"].as_str().unwrap())
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn query(history: &[&str], turns: usize) -> String {
+    history[history.len().saturating_sub(turns)..].iter().rev().copied().collect::<Vec<_>>().join(" | ")
+}
+
+fn history_of(input: &Path, id: &str) -> Vec<String> {
+    let line = std::fs::read_to_string(input).unwrap().lines().find(|l| l.contains(&format!("\"id\": \"{id}\""))).unwrap().to_owned();
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    v["history"].as_array().unwrap().iter().map(|m| m.as_str().unwrap().to_owned()).collect()
+}
+
+/// `--retriever dense`: every candidate path (`--retriever all`), each scored by the inner
+/// product of the bi-encoder's vectors of the query and of the path's text, computed here
+/// apart with the library's encoder; best first, ties in candidate order.
+#[test]
+fn dense_retrieval_ranks_every_candidate_by_inner_product() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, input) = sample(tmp.path());
+    let model = fixture("encoders/t5-mean");
+    let dense = retrieve(&store, &input, &tmp.path().join("d.jsonl"), &["--retriever", "dense", "--dense-model", model.to_str().unwrap(), "--top", "1000"]);
+    let all = retrieve(&store, &input, &tmp.path().join("a.jsonl"), &["--retriever", "all", "--top", "1000"]);
+    let encoder = BiEncoder::open(&model, &RuntimeOptions::default(), 7).unwrap();
+    let mut scored = 0;
+    for (d, a) in dense.iter().zip(&all) {
+        let history = history_of(&input, d["id"].as_str().unwrap());
+        let h: Vec<&str> = history.iter().map(String::as_str).collect();
+        let q = encoder.embed(&[query(&h, 3).as_str()]).unwrap().pop().unwrap();
+        let candidates: Vec<String> = a["paths"].as_array().unwrap().iter().map(path_text).collect();
+        let texts: Vec<&str> = candidates.iter().map(String::as_str).collect();
+        let vectors = if texts.is_empty() { Vec::new() } else { encoder.embed(&texts).unwrap() };
+        let mut want: Vec<(String, f64)> =
+            candidates.iter().zip(&vectors).map(|(t, v)| (t.clone(), q.iter().zip(v).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum())).collect();
+        want.sort_by(|x, y| y.1.total_cmp(&x.1));
+        let got: Vec<(String, f64)> = d["paths"].as_array().unwrap().iter().map(|p| (path_text(p), p["score"].as_f64().unwrap())).collect();
+        assert_eq!(got.len(), want.len(), "every candidate, once");
+        for ((gt, gs), (wt, ws)) in got.iter().zip(&want) {
+            assert!((gs - ws).abs() < 1e-9, "{gt}: {gs} vs {ws}");
+            // Equal scores may come in either order only when the texts tie.
+            assert!(gt == wt || (gs - ws).abs() < 1e-12, "{gt} vs {wt}");
+        }
+        scored += got.len();
+    }
+    assert!(scored > 20, "the requests must reach candidates ({scored})");
+}
+
+/// `--rerank`: the union of the pooled retrievers' top N (each path once), ordered by the
+/// cross-encoder's logit of (query, path text) computed here apart; every path is one the
+/// pool found, so one the store holds.
+#[test]
+fn reranking_orders_the_pooled_union() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, input) = sample(tmp.path());
+    let cross = fixture("encoders/cross");
+    let top = 4;
+    let reranked = retrieve(
+        &store,
+        &input,
+        &tmp.path().join("r.jsonl"),
+        &["--retriever", "bm25", "--rerank", cross.to_str().unwrap(), "--rerank-pool", "pcst,bm25", "--rerank-top", &top.to_string(), "--top", "100"],
+    );
+    let bm25 = retrieve(&store, &input, &tmp.path().join("b.jsonl"), &["--retriever", "bm25", "--top", &top.to_string()]);
+    let pcst = retrieve(&store, &input, &tmp.path().join("p.jsonl"), &["--retriever", "pcst", "--top", &top.to_string()]);
+    let encoder = CrossEncoder::open(&cross, &RuntimeOptions::default(), 5).unwrap();
+    let mut merged_any = false;
+    for ((r, b), p) in reranked.iter().zip(&bm25).zip(&pcst) {
+        let mut union: Vec<String> = Vec::new();
+        for path in b["paths"].as_array().unwrap().iter().chain(p["paths"].as_array().unwrap()) {
+            let t = path_text(path);
+            if union.contains(&t) {
+                merged_any = true;
+            } else {
+                union.push(t);
+            }
+        }
+        let got: Vec<String> = r["paths"].as_array().unwrap().iter().map(path_text).collect();
+        let mut sorted_got = got.clone();
+        sorted_got.sort();
+        let mut sorted_union = union.clone();
+        sorted_union.sort();
+        assert_eq!(sorted_got, sorted_union, "the pool's union, each path once");
+        let history = history_of(&input, r["id"].as_str().unwrap());
+        let h: Vec<&str> = history.iter().map(String::as_str).collect();
+        let q = query(&h, 3);
+        let pairs: Vec<(&str, &str)> = got.iter().map(|t| (q.as_str(), t.as_str())).collect();
+        let want = if pairs.is_empty() { Vec::new() } else { encoder.score(&pairs).unwrap() };
+        let scores: Vec<f64> = r["paths"].as_array().unwrap().iter().map(|p| p["score"].as_f64().unwrap()).collect();
+        for (s, w) in scores.iter().zip(&want) {
+            assert_eq!(*s, f64::from(*w));
+        }
+        assert!(scores.windows(2).all(|w| w[0] >= w[1]), "best first: {scores:?}");
+    }
+    assert!(merged_any, "bm25 and pcst share paths on these requests: the merge must be exercised");
+}
+
+/// `--pcst-scores dense` changes the prizes (so the tree) and the path scores, not what a
+/// PCST answer is: every path still one of the candidates; and bad flag combinations are
+/// usage errors.
+#[test]
+fn pcst_with_dense_prizes_and_flag_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, input) = sample(tmp.path());
+    let model = fixture("encoders/bert-mean");
+    let dense =
+        retrieve(&store, &input, &tmp.path().join("p.jsonl"), &["--retriever", "pcst", "--pcst-scores", "dense", "--dense-model", model.to_str().unwrap()]);
+    let bm25 = retrieve(&store, &input, &tmp.path().join("q.jsonl"), &["--retriever", "pcst"]);
+    let all = retrieve(&store, &input, &tmp.path().join("a.jsonl"), &["--retriever", "all", "--top", "1000"]);
+    assert_ne!(dense, bm25);
+    for (d, a) in dense.iter().zip(&all) {
+        let candidates: Vec<String> = a["paths"].as_array().unwrap().iter().map(path_text).collect();
+        for p in d["paths"].as_array().unwrap() {
+            assert!(candidates.contains(&path_text(p)), "{}", path_text(p));
+            assert!(p["explanation"].as_str().unwrap().contains("Steiner tree"));
+        }
+    }
+    for (args, says) in [
+        (vec!["--retriever", "dense"], "--dense-model"),
+        (vec!["--retriever", "pcst", "--pcst-scores", "dense"], "--dense-model"),
+        (vec!["--retriever", "bm25", "--rerank-pool", "pcst"], "--rerank"),
+    ] {
+        let mut cmd = trellis();
+        cmd.arg("retrieve").arg("--store").arg(&store).arg("--input").arg(&input).arg("--output").arg(tmp.path().join("x.jsonl")).args(&args);
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let mut cmd = trellis();
+    cmd.arg("retrieve").arg("--store").arg(&store).arg("--input").arg(&input).arg("--output").arg(tmp.path().join("x.jsonl"));
+    cmd.args(["--retriever", "bm25", "--rerank", fixture("encoders/cross").to_str().unwrap(), "--rerank-pool", "bm26"]);
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bm26"));
+}
