@@ -390,15 +390,111 @@ def train(args):
         log(f"{args.task}: done; best epoch {state['best']['epoch']} ({out / 'best'})")
 
 
+ROW_KEYS = (("path@1", lambda r: r["path_at"]["1"]), ("path@3", lambda r: r["path_at"]["3"]), ("path@5", lambda r: r["path_at"]["5"]),
+            ("path@10", lambda r: r["path_at"].get("10")), ("MRR", lambda r: r["mrr"]), ("top path: gold start", lambda r: r["top_start_entity"]),
+            ("turns/s", lambda r: r.get("turns_per_s")))
+
+
+def table(named):
+    """A markdown table of `trellis eval retrieval --json` reports, one row each."""
+    fmt = lambda v: "-" if v is None else (f"{v:.1f}" if v > 1 else f"{v:.4f}")  # noqa: E731
+    lines = ["| retriever | turns | " + " | ".join(k for k, _ in ROW_KEYS) + " |", "|---|---|" + "---|" * len(ROW_KEYS)]
+    for name, r in named:
+        lines.append(f"| {name} | {r['turns']} | " + " | ".join(fmt(f(r)) for _, f in ROW_KEYS) + " |")
+    return "\n".join(lines)
+
+
+def card(args, hist, out, size):
+    """README.md of a shipped model: what it is, its data, how long it trained, dev figures."""
+    a = hist["args"]
+    cfg = json.loads((out / "config.json").read_text())
+    best = hist["best"]["epoch"]
+    task = args.task
+    what = ("a bi-encoder for `--retriever dense` (and `--pcst-scores dense`): a text to a 256-float vector, "
+            "mean-pooled and normalized by the engine (trellis.json), paths ranked by the inner product") if task == "dense" else (
+            "a cross-encoder for `--rerank`: a (query, path) pair to one relevance logit (token vectors mean-pooled inside the "
+            "graph, then a linear layer)")
+    loss = (f"InfoNCE at temperature {a['temperature']}: each query against its gold path, {a['negatives']} paths drawn "
+            "from its own candidates and every other path of the batch (a path with the row's gold text masked)") if task == "dense" else (
+            f"listwise softmax cross-entropy over the gold path and up to {a['negatives']} drawn candidates of the turn")
+    rows = read_rows(a["rows"] if a["rows"] != "None" else Path(a["run"]) / "rows.jsonl")
+    n = len(rows)
+    turns = "all" if a["limit"] == "None" else f"the first {a['limit']}"
+    cands = sum(len(r["cands"]) for r in rows) / n
+    bm25_found, pcst_found = (sum(r["found"][k] for r in rows) / n for k in (0, 1))
+    epochs = "\n".join(f"| {h['epoch']} | {h['step']} | {h['loss']:.4f} | {h['minutes']} | {h['dev']['path_at']['1']:.4f} | "
+                        f"{h['dev']['path_at']['3']:.4f} | {h['dev']['mrr']:.4f} |" for h in hist["history"] if h.get("dev"))
+    results = "\n\n".join(f"{title}\n\n{table(rows)}" for title, rows in args.results_tables) if args.results_tables else (
+        "Not measured yet on the whole dev set.")
+    text = f"""# {out.name}
+
+Trained by `tools/train/encoders.sh` (issue 23): {what}. Task `{task}` (trellis.json), checked by
+`trellis doctor --model {out.name}`.
+
+## Model
+
+- A T5 encoder: {cfg['num_layers']} layers, d_model {cfg['d_model']}, {cfg['num_heads']} heads, d_ff {cfg['d_ff']}, vocabulary
+  {cfg['vocab_size']} (the generator's cased Unigram tokenizer, `tokenizer.json`).
+- Initialised from the encoder of the trained response generator (`gen-delex`, epoch 6) and
+  fine-tuned; nothing pretrained outside this project.
+- `model.onnx`: `input_ids`, `attention_mask` (int64) to `{'last_hidden_state` [batch, sequence, 256]' if task == 'dense' else 'logits` [batch, 1]'}
+  (torch.onnx.export, opset 18), int8 weights with activations quantized per row
+  (`tools/train/row_quant.py`: a row never depends on its batch); {size / 1e6:.1f} MB in all.
+- Inputs exactly as the engine makes them: the query is the last {a['turns']} messages, newest
+  first, joined by " | "; a path is each fact in its stored direction as "head relation tail"
+  (relation lowercased, `_`/`-` as spaces), facts joined by spaces{'; the pair is tokenized as one input, longest-first truncation' if task == 'rerank' else ''};
+  at most {a['max_length']} tokens. Checked: the engine's scores on dev requests equal onnxruntime's on
+  the texts `encoders.py` builds (within 1e-7).
+
+## Data and training
+
+- OpenDialKG `dialogs_train.csv` only: {turns} of its {n:,} turns with a gold path (each a
+  training example, its gold path the positive even when no retriever found it); the hard
+  negatives are the turn's own candidates on the training store (`kg.tsv` + `kg_train_paths.tsv`):
+  `trellis retrieve --top 30` with bm25 and with pcst, merged, gold and duplicates left out
+  ({cands:.1f} a turn; the gold was among bm25's 30 in {bm25_found:.1%} of the turns, pcst's in {pcst_found:.1%}).
+- Loss: {loss}.
+- AdamW lr {a['lr']} (warmup 6%, linear decay), batch {a['batch']} turns, {a['epochs']} epoch(s), seed {a['seed']}, {a['threads']} thread(s)
+  on a shared 2-core CPU; {hist['history'][-1]['minutes']} minutes in all (dev checks included).
+- Settings chosen on dev: after each epoch the int8 export was scored by `trellis eval
+  retrieval` on the first {a['dev_turns']} dev turns{' (`--retriever ' + a['dev_retriever'] + ' --rerank MODEL --rerank-top ' + a['rerank_top'] + '`)' if task == 'rerank' else ''}; epoch {best} is shipped.
+
+| epoch | step | train loss | minutes | dev path@1 | dev path@3 | dev MRR |
+|---|---|---|---|---|---|---|
+{epochs}
+
+## Dev results
+
+{results}
+
+## Reproduce
+
+```sh
+bash tools/train/encoders.sh            # both models; ONLY=dense|rerank, knobs in the script
+```
+"""
+    (out / "README.md").write_text(text)
+
+
 def ship(args):
     """The best epoch's model directory to `--out`, with a model card."""
     run = Path(args.run) / args.task
     hist = json.loads((run / "history.json").read_text())
     best = run / "best" / "model"
+    args.results_tables = []
+    for spec_ in args.results or []:
+        title, _, files = spec_.partition("=")
+        rows = []
+        for nf in files.split(","):
+            name, _, f = nf.partition(":")
+            rep = json.loads(Path(f).read_text())
+            rows.append((name, rep[0] if isinstance(rep, list) else rep))
+        args.results_tables.append((title, rows))
     if args.out.exists():
         shutil.rmtree(args.out)
     shutil.copytree(best, args.out)
     size = sum(f.stat().st_size for f in args.out.iterdir())
+    card(args, hist, args.out, size)
     print(f"ship: {args.out} from {best.resolve()} (epoch {hist['best']['epoch']}, {size / 1e6:.1f} MB)", file=sys.stderr)
 
 
@@ -440,6 +536,7 @@ def main():
     p.add_argument("--run", type=Path, required=True)
     p.add_argument("--task", choices=["dense", "rerank"], required=True)
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--results", action="append", help="a table for the card: 'TITLE=NAME:REPORT.json,NAME:REPORT.json' (eval retrieval --json)")
     args = ap.parse_args()
     {"prepare": prepare, "dense": train, "rerank": train, "ship": ship}[args.cmd](args)
 
