@@ -454,9 +454,9 @@ Trained by `tools/train/encoders.sh` (issue 23): {what}. Task `{task}` (trellis.
   `trellis retrieve --top 30` with bm25 and with pcst, merged, gold and duplicates left out
   ({cands:.1f} a turn; the gold was among bm25's 30 in {bm25_found:.1%} of the turns, pcst's in {pcst_found:.1%}).
 - Loss: {loss}.
-- AdamW lr {a['lr']} (warmup 6%, linear decay), batch {a['batch']} turns, {a['epochs']} epoch(s), seed {a['seed']}, {a['threads']} thread(s)
+- AdamW lr {a['lr']} (warmup 6%, linear decay), batch {a['batch']} turns, {len(hist['history'])} of {a['epochs']} planned epoch(s) done, seed {a['seed']}, {a['threads']} thread(s)
   on a shared 2-core CPU; {hist['history'][-1]['minutes']} minutes in all (dev checks included).
-- Settings chosen on dev: after each epoch the int8 export was scored by `trellis eval
+- Only the epoch is chosen on dev (no other setting was compared): after each epoch the int8 export was scored by `trellis eval
   retrieval` on the first {a['dev_turns']} dev turns{' (`--retriever ' + a['dev_retriever'] + ' --rerank MODEL --rerank-top ' + a['rerank_top'] + '`)' if task == 'rerank' else ''}; epoch {best} is shipped.
 
 | epoch | step | train loss | minutes | dev path@1 | dev path@3 | dev MRR |
