@@ -1,0 +1,545 @@
+#!/usr/bin/env python3
+"""Trains the encoder models `--retriever dense` and `--rerank` run (schema/model.md,
+"Encoder models"): a bi-encoder and a cross-encoder, both a T5 encoder initialised from a
+trained generator's encoder, on the OpenDialKG training dialogs only.
+
+    PY=$(bash tools/venv.sh train)
+    $PY tools/train/encoders.py prepare --run RUN --requests req-train.jsonl --candidates bm25-train.jsonl pcst-train.jsonl
+    $PY tools/train/encoders.py dense  --run RUN --init HF --tokenizer T --trellis BIN --dev-store S --dev-dialogs D
+    $PY tools/train/encoders.py rerank --run RUN --init HF --tokenizer T --trellis BIN --dev-store S --dev-dialogs D
+    $PY tools/train/encoders.py ship   --run RUN --task dense --out models/dense-opendialkg
+
+(tools/train/encoders.sh runs the whole thing.)
+
+The texts are the engine's, exactly (src/retrieve/dense.rs, src/retrieve/mod.rs):
+- the query: the last `turns` messages, newest first, joined by " | ";
+- a path: each fact in its stored direction as "{head} {relation phrase} {tail}", facts
+  joined by " "; the relation phrase is the name lowercased, `_` and `-` as spaces; entity
+  names as stored. A request's gold triples are in walk order with "~rel" for a fact walked
+  backwards: `~r(a, b)` is the stored `r(b, a)`. `trellis retrieve` writes stored triples.
+- the cross-encoder's input: the tokenizer's pair (query, path), longest-first truncation.
+
+`prepare`: per training turn with a gold path, its query, the gold path's text (the positive,
+also when no retriever found it) and the texts of its candidates (the `trellis retrieve`
+outputs given, in their order, the gold and duplicates left out): the hard negatives.
+
+`dense`: mean pooling and normalization (what trellis.json tells the engine), InfoNCE at
+`--temperature` of each query against its gold path, `--negatives` paths drawn from its
+own candidates and every other path of the batch (a column with the row's gold text is
+masked: OpenDialKG repeats paths across turns).
+
+`rerank`: the encoder's tokens mean-pooled, then Linear(d_model, 1), the logit; listwise
+loss: softmax cross-entropy over the gold and up to `--negatives` drawn candidates.
+
+After every epoch the model is exported (int8 unless `--float`: what ships) and Trellis
+scores it on the first `--dev-turns` dev turns (`trellis eval retrieval`); the best epoch
+(path@1, then path@3) is kept. Resumable (train.py's Checkpoint and loop: rerun the same
+command), seeded, deterministic for a seed and thread count.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+HERE = Path(__file__).resolve().parent
+
+# ---------------------------------------------------------------------------------------
+# The engine's texts (no torch needed).
+
+
+def relation_phrase(name):
+    return name.lower().replace("_", " ").replace("-", " ")
+
+
+def fact_text(head, relation, tail):
+    return f"{head} {relation_phrase(relation)} {tail}"
+
+
+def stored(triple):
+    """A walk-order triple of a request (`~r` reversed) in its stored direction."""
+    s, r, o = triple
+    return (o, r[1:], s) if r.startswith("~") else (s, r, o)
+
+
+def path_text(facts):
+    return " ".join(fact_text(*f) for f in facts)
+
+
+def query_text(history, turns):
+    start = 0 if turns == 0 else max(0, len(history) - turns)
+    return " | ".join(reversed(history[start:]))
+
+
+def prepare(args):
+    """rows.jsonl: {"id", "history" (the last `--max-turns` messages), "gold", "cands",
+    "found": which candidate files held the gold path}."""
+    outs = [open(p, encoding="utf-8") for p in args.candidates]
+    rows, found = [], [0] * len(outs)
+    with open(args.requests, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            req = json.loads(line)
+            answers = [json.loads(o.readline()) for o in outs]
+            for a in answers:
+                if a.get("id") != req["id"]:
+                    raise SystemExit(f"{args.requests}:{n}: answer {a.get('id')} for request {req['id']} (another requests file?)")
+            gold_facts = [stored(t) for t in req["gold"]]
+            gold = path_text(gold_facts)
+            cands, seen, hit = [], {gold}, []
+            for k, a in enumerate(answers):
+                had = False
+                for p in a["paths"]:
+                    facts = [(t["head"], t["relation"], t["tail"]) for t in p["triples"]]
+                    if facts == gold_facts:
+                        had = True
+                    text = path_text(facts)
+                    if text not in seen:
+                        seen.add(text)
+                        cands.append(text)
+                found[k] += had
+                hit.append(had)
+            rows.append({"id": req["id"], "history": req["history"][-8:], "gold": gold, "cands": cands, "found": hit})
+    out = Path(args.run) / "rows.jsonl"
+    with open(out.with_suffix(".part"), "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    os.replace(out.with_suffix(".part"), out)
+    n = len(rows)
+    share = ", ".join(f"{Path(p).name} {c / n:.3f}" for p, c in zip(args.candidates, found))
+    mean = sum(len(r["cands"]) for r in rows) / max(n, 1)
+    print(f"prepare: {n} turns, {mean:.1f} negatives a turn; gold path among the candidates: {share}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------------------
+# Models.
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from tokenizers import Tokenizer  # noqa: E402
+
+# Neighbours in tools/train/ (this file runs as a script: its folder is on sys.path).
+from train import Checkpoint, fit, log, optimizer, shuffled  # noqa: E402
+
+
+class Dense(torch.nn.Module):
+    """The graph a bi-encoder ships: token vectors; the engine pools and normalizes."""
+
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, input_ids, attention_mask):
+        return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
+class Rerank(torch.nn.Module):
+    """The graph a cross-encoder ships: mean of the unmasked token vectors, one logit."""
+
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder = encoder
+        self.head = torch.nn.Linear(encoder.config.d_model, 1)
+
+    def forward(self, input_ids, attention_mask):
+        h = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        m = attention_mask.unsqueeze(-1).to(h.dtype)
+        return self.head((h * m).sum(1) / m.sum(1).clamp(min=1e-9))
+
+
+def mean_normalized(h, mask):
+    """sentence-transformers' mean pooling then Normalize (what the engine computes)."""
+    m = mask.unsqueeze(-1).to(h.dtype)
+    return F.normalize((h * m).sum(1) / m.sum(1).clamp(min=1e-9), dim=-1)
+
+
+def tokenizer(path, max_length):
+    """The engine's tokenization: special tokens, longest-first truncation from the right, no padding."""
+    tok = Tokenizer.from_file(str(path))
+    tok.no_padding()
+    tok.enable_truncation(max_length, strategy="longest_first", direction="right")
+    return tok
+
+
+def tensors(encodings, pad_id=0):
+    n = max(len(e.ids) for e in encodings)
+    ids = torch.full((len(encodings), n), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(encodings), n), dtype=torch.long)
+    for i, e in enumerate(encodings):
+        ids[i, : len(e.ids)] = torch.tensor(e.ids)
+        mask[i, : len(e.ids)] = 1
+    return ids, mask
+
+
+def load_encoder(init):
+    from transformers import T5EncoderModel
+
+    enc = T5EncoderModel.from_pretrained(str(init))
+    enc.config.use_cache = False
+    return enc
+
+
+def build(task, init, seed):
+    torch.manual_seed(seed)
+    enc = load_encoder(init)
+    return Dense(enc) if task == "dense" else Rerank(enc)
+
+
+def spec(task, max_length, turns):
+    if task == "dense":
+        return {"format": 1, "task": "dense", "dense": {"pooling": "mean", "normalize": True, "max_length": max_length, "turns": turns}}
+    return {"format": 1, "task": "rerank", "rerank": {"max_length": max_length, "turns": turns}}
+
+
+# ---------------------------------------------------------------------------------------
+# Export.
+
+CHECK_QUERIES = [
+    "Yes, he starred in Forrest Gump. | Do you like Tom Hanks?",
+    "Who wrote The Shining? | I love horror novels. | Can you recommend a book?",
+    "what about the Arizona Cardinals",
+]
+CHECK_PATHS = ["Forrest Gump starred actors Tom Hanks", "The Shining written by Stephen King Stephen King genre Horror", "Arizona Cardinals team sport American football"]
+
+
+def export(model, task, tok_path, max_length, turns, out, quantize):
+    """model.onnx (int8 weights with per-row activation scales when `quantize`), checked
+    with onnxruntime against PyTorch on real-looking inputs of several lengths, then
+    config.json, tokenizer.json (the bytes trained with), trellis.json. Returns the worst
+    difference (dense: of the pooled, normalized vectors; rerank: of the logits)."""
+    import onnx
+    import onnxruntime as ort
+
+    model = model.eval()
+    tok = tokenizer(tok_path, max_length)
+    out_name = "last_hidden_state" if task == "dense" else "logits"
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "model.onnx"
+        # Opset 18: row_quant.py gives ReduceMax its axes as an input.
+        ids = torch.ones((2, 7), dtype=torch.int64)
+        axes = {"input_ids": {0: "batch_size", 1: "sequence_length"}, "attention_mask": {0: "batch_size", 1: "sequence_length"}}
+        axes[out_name] = {0: "batch_size", 1: "sequence_length"} if task == "dense" else {0: "batch_size"}
+        with torch.no_grad():
+            torch.onnx.export(
+                model, (ids, torch.ones_like(ids)), str(f), input_names=["input_ids", "attention_mask"], output_names=[out_name],
+                dynamic_axes=axes, opset_version=18, dynamo=False,
+            )
+        if quantize:
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            import row_quant
+
+            q = Path(tmp) / "model.q.onnx"
+            quantize_dynamic(str(f), str(q), weight_type=QuantType.QInt8, per_channel=False)
+            m = onnx.load(str(q))
+            row_quant.convert(m)
+            onnx.checker.check_model(m)
+            onnx.save(m, str(f))
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        sess = ort.InferenceSession(str(f), so, providers=["CPUExecutionProvider"])
+        # The check: a padded batch of inputs of different lengths (the engine pads too).
+        if task == "dense":
+            encs = tok.encode_batch(CHECK_QUERIES + CHECK_PATHS)
+        else:
+            encs = tok.encode_batch([(q, p) for q in CHECK_QUERIES for p in CHECK_PATHS])
+        x, m = tensors(encs)
+        with torch.no_grad():
+            ref = model(x, m)
+        got = torch.from_numpy(sess.run([out_name], {"input_ids": x.numpy(), "attention_mask": m.numpy()})[0])
+        if task == "dense":
+            ref, got = mean_normalized(ref, m), mean_normalized(got, m)
+        worst = float((ref - got).abs().max())
+        tol = 0.05 if quantize else 1e-4
+        assert worst < tol, f"onnxruntime differs from PyTorch by {worst} (tolerance {tol})"
+        if task == "rerank" and quantize:
+            # The order of each query's paths is what reranking uses: int8 must keep it.
+            r, g = ref.view(len(CHECK_QUERIES), -1), got.view(len(CHECK_QUERIES), -1)
+            assert torch.equal(r.argsort(dim=1), g.argsort(dim=1)), f"int8 reorders the check pairs: {r.tolist()} vs {g.tolist()}"
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        shutil.copy(f, out / "model.onnx")
+    cfg = model.encoder.config
+    cfg.dropout_rate = 0.0
+    cfg.architectures = ["T5EncoderModel"]
+    cfg.to_json_file(out / "config.json")
+    shutil.copyfile(tok_path, out / "tokenizer.json")
+    (out / "trellis.json").write_text(json.dumps(spec(task, max_length, turns), indent=2) + "\n")
+    return worst
+
+
+# ---------------------------------------------------------------------------------------
+# Training.
+
+
+def read_rows(path, limit=None):
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if limit is not None and len(rows) >= limit:
+                break
+            rows.append(json.loads(line))
+    return rows
+
+
+def dev_scores(args, model_dir):
+    cmd = [str(args.trellis), "eval", "retrieval", "--store", str(args.dev_store), "--input", str(args.dev_dialogs), "--json", "--model-threads", str(args.threads)]
+    if args.task == "dense":
+        cmd += ["--retriever", "dense", "--dense-model", str(model_dir)]
+    else:
+        cmd += ["--retriever", args.dev_retriever, "--rerank", str(model_dir), "--rerank-top", str(args.rerank_top)]
+    if args.dev_turns:
+        cmd += ["--max-turns", str(args.dev_turns)]
+    t = time.time()
+    res = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    (model_dir.parent / "dev.json").write_text(res.stdout)
+    rep = json.loads(res.stdout)
+    rep = rep[0] if isinstance(rep, list) else rep
+    keep = ("turns", "candidate_recall", "path_at", "triple_recall_at", "mrr", "top_start_entity", "top_first_relation", "turns_per_s")
+    return dict({k: rep[k] for k in keep if k in rep}, seconds=round(time.time() - t, 1))
+
+
+def train(args):
+    torch.set_num_threads(args.threads)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    random.seed(args.seed)
+    dev = torch.device("cpu")
+    rows = read_rows(args.rows or Path(args.run) / "rows.jsonl", args.limit)
+    tok = tokenizer(args.tokenizer, args.max_length)
+    out = Path(args.run) / args.task
+    ck = Checkpoint(out)
+    model = build(args.task, args.init, args.seed).to(dev)
+    batches, per_epoch = shuffled(rows, args.batch, args.seed)
+    steps = per_epoch * args.epochs
+    opt, sched = optimizer(model, args.lr, steps)
+    state = ck.load(model, opt, sched) or {"step": 0, "loss": None, "best": None, "history": []}
+    log(f"{args.task}: {len(rows)} turns, {per_epoch} steps an epoch, {args.epochs} epochs, batch {args.batch}, {args.negatives} negatives, lr {args.lr}, from step {state['step']}")
+    queries = {r["id"]: query_text(r["history"], args.turns) for r in rows}
+
+    def drawn(batch):
+        """Each row's texts: gold first, then its negatives, drawn by the batch's own seed
+        (the same on a resumed run)."""
+        key = "|".join(r["id"] for r in batch)
+        rng = random.Random(f"{args.seed}:{state['step']}:{key}")
+        return [[r["gold"]] + rng.sample(r["cands"][: args.pool], min(args.negatives, len(r["cands"][: args.pool]))) for r in batch]
+
+    def dense_loss(batch):
+        texts = drawn(batch)
+        x, m = tensors(tok.encode_batch([queries[r["id"]] for r in batch]))
+        q = mean_normalized(model(x, m), m)
+        flat = [t for ts in texts for t in ts]
+        x, m = tensors(tok.encode_batch(flat))
+        p = mean_normalized(model(x, m), m)
+        scores = q @ p.T / args.temperature
+        starts = torch.tensor([sum(len(ts) for ts in texts[:i]) for i in range(len(texts))])
+        same = torch.tensor([[t == ts[0] for t in flat] for ts in texts])
+        same[torch.arange(len(texts)), starts] = False
+        scores = scores.masked_fill(same, float("-inf"))
+        return F.cross_entropy(scores, starts)
+
+    def rerank_loss(batch):
+        texts = drawn(batch)
+        pairs = [(queries[r["id"]], t) for r, ts in zip(batch, texts) for t in ts]
+        x, m = tensors(tok.encode_batch(pairs))
+        logits = model(x, m).squeeze(-1)
+        width = max(len(ts) for ts in texts)
+        grid = torch.full((len(texts), width), float("-inf"))
+        k = 0
+        for i, ts in enumerate(texts):
+            grid[i, : len(ts)] = logits[k : k + len(ts)]
+            k += len(ts)
+        return F.cross_entropy(grid, torch.zeros(len(texts), dtype=torch.long))
+
+    def epoch_end(epoch, done):
+        folder = out / f"epoch-{epoch + 1}"
+        folder.mkdir(parents=True, exist_ok=True)
+        torch.save(model.state_dict(), folder / "weights.pt")
+        worst = export(model, args.task, args.tokenizer, args.max_length, args.turns, folder / "model", not args.float)
+        model.train()
+        scores = dev_scores(args, folder / "model") if args.trellis and args.dev_store else None
+        log(f"epoch {epoch + 1}: export max |diff| {worst:.2e}; dev {json.dumps(scores)}")
+        state["history"].append({"epoch": epoch + 1, "step": state["step"], "loss": state["loss"], "minutes": round((time.time() - started) / 60, 1), "dev": scores})
+        key = (scores["path_at"]["1"], scores["path_at"]["3"]) if scores else (epoch,)
+        if state["best"] is None or key > tuple(state["best"]["key"]):
+            state["best"] = {"epoch": epoch + 1, "key": list(key)}
+            (out / "best").unlink(missing_ok=True)
+            (out / "best").symlink_to(folder.name)
+        ck.save(model, opt, sched, state)
+        (out / "history.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "history": state["history"], "best": state["best"]}, indent=1) + "\n")
+        return bool(args.stop_after and done >= args.stop_after)
+
+    def between(done):
+        if args.stop_after and done >= args.stop_after:
+            ck.save(model, opt, sched, state)
+            log(f"{args.task}: stopped after {done} steps (--stop-after)")
+            return True
+        return False
+
+    started = time.time()
+    loss_of = dense_loss if args.task == "dense" else rerank_loss
+    if fit(model, opt, sched, ck, state, args, steps=steps, per_epoch=per_epoch, batches=batches, loss_of=loss_of,
+           label=lambda e: f"{args.task} epoch {e + 1}", between=between, epoch_end=epoch_end):
+        log(f"{args.task}: done; best epoch {state['best']['epoch']} ({out / 'best'})")
+
+
+ROW_KEYS = (("path@1", lambda r: r["path_at"]["1"]), ("path@3", lambda r: r["path_at"]["3"]), ("path@5", lambda r: r["path_at"]["5"]),
+            ("path@10", lambda r: r["path_at"].get("10")), ("MRR", lambda r: r["mrr"]), ("top path: gold start", lambda r: r["top_start_entity"]),
+            ("turns/s", lambda r: r.get("turns_per_s")))
+
+
+def table(named):
+    """A markdown table of `trellis eval retrieval --json` reports, one row each."""
+    fmt = lambda v: "-" if v is None else (f"{v:.1f}" if v > 1 else f"{v:.4f}")  # noqa: E731
+    lines = ["| retriever | turns | " + " | ".join(k for k, _ in ROW_KEYS) + " |", "|---|---|" + "---|" * len(ROW_KEYS)]
+    for name, r in named:
+        lines.append(f"| {name} | {r['turns']} | " + " | ".join(fmt(f(r)) for _, f in ROW_KEYS) + " |")
+    return "\n".join(lines)
+
+
+def card(args, hist, out, size):
+    """README.md of a shipped model: what it is, its data, how long it trained, dev figures."""
+    a = hist["args"]
+    cfg = json.loads((out / "config.json").read_text())
+    best = hist["best"]["epoch"]
+    task = args.task
+    what = ("a bi-encoder for `--retriever dense` (and `--pcst-scores dense`): a text to a 256-float vector, "
+            "mean-pooled and normalized by the engine (trellis.json), paths ranked by the inner product") if task == "dense" else (
+            "a cross-encoder for `--rerank`: a (query, path) pair to one relevance logit (token vectors mean-pooled inside the "
+            "graph, then a linear layer)")
+    loss = (f"InfoNCE at temperature {a['temperature']}: each query against its gold path, {a['negatives']} paths drawn "
+            "from its own candidates and every other path of the batch (a path with the row's gold text masked)") if task == "dense" else (
+            f"listwise softmax cross-entropy over the gold path and up to {a['negatives']} drawn candidates of the turn")
+    rows = read_rows(a["rows"] if a["rows"] != "None" else Path(a["run"]) / "rows.jsonl")
+    n = len(rows)
+    turns = "all" if a["limit"] == "None" else f"the first {a['limit']}"
+    cands = sum(len(r["cands"]) for r in rows) / n
+    bm25_found, pcst_found = (sum(r["found"][k] for r in rows) / n for k in (0, 1))
+    epochs = "\n".join(f"| {h['epoch']} | {h['step']} | {h['loss']:.4f} | {h['minutes']} | {h['dev']['path_at']['1']:.4f} | "
+                        f"{h['dev']['path_at']['3']:.4f} | {h['dev']['mrr']:.4f} |" for h in hist["history"] if h.get("dev"))
+    results = "\n\n".join(f"{title}\n\n{table(rows)}" for title, rows in args.results_tables) if args.results_tables else (
+        "Not measured yet on the whole dev set.")
+    text = f"""# {out.name}
+
+Trained by `tools/train/encoders.sh` (issue 23): {what}. Task `{task}` (trellis.json), checked by
+`trellis doctor --model {out.name}`.
+
+## Model
+
+- A T5 encoder: {cfg['num_layers']} layers, d_model {cfg['d_model']}, {cfg['num_heads']} heads, d_ff {cfg['d_ff']}, vocabulary
+  {cfg['vocab_size']} (the generator's cased Unigram tokenizer, `tokenizer.json`).
+- Initialised from the encoder of the trained response generator (`gen-delex`, epoch 6) and
+  fine-tuned; nothing pretrained outside this project.
+- `model.onnx`: `input_ids`, `attention_mask` (int64) to `{'last_hidden_state` [batch, sequence, 256]' if task == 'dense' else 'logits` [batch, 1]'}
+  (torch.onnx.export, opset 18), int8 weights with activations quantized per row
+  (`tools/train/row_quant.py`: a row never depends on its batch); {size / 1e6:.1f} MB in all.
+- Inputs exactly as the engine makes them: the query is the last {a['turns']} messages, newest
+  first, joined by " | "; a path is each fact in its stored direction as "head relation tail"
+  (relation lowercased, `_`/`-` as spaces), facts joined by spaces{'; the pair is tokenized as one input, longest-first truncation' if task == 'rerank' else ''};
+  at most {a['max_length']} tokens. Checked: the engine's scores on dev requests equal onnxruntime's on
+  the texts `encoders.py` builds (within 1e-7).
+
+## Data and training
+
+- OpenDialKG `dialogs_train.csv` only: {turns} of its {n:,} turns with a gold path (each a
+  training example, its gold path the positive even when no retriever found it); the hard
+  negatives are the turn's own candidates on the training store (`kg.tsv` + `kg_train_paths.tsv`):
+  `trellis retrieve --top 30` with bm25 and with pcst, merged, gold and duplicates left out
+  ({cands:.1f} a turn; the gold was among bm25's 30 in {bm25_found:.1%} of the turns, pcst's in {pcst_found:.1%}).
+- Loss: {loss}.
+- AdamW lr {a['lr']} (warmup 6%, linear decay), batch {a['batch']} turns, {len(hist['history'])} of {a['epochs']} planned epoch(s) done, seed {a['seed']}, {a['threads']} thread(s)
+  on a shared 2-core CPU; {hist['history'][-1]['minutes']} minutes in all (dev checks included).
+- Only the epoch is chosen on dev (no other setting was compared): after each epoch the int8 export was scored by `trellis eval
+  retrieval` on the first {a['dev_turns']} dev turns{' (`--retriever ' + a['dev_retriever'] + ' --rerank MODEL --rerank-top ' + a['rerank_top'] + '`)' if task == 'rerank' else ''}; epoch {best} is shipped.
+
+| epoch | step | train loss | minutes | dev path@1 | dev path@3 | dev MRR |
+|---|---|---|---|---|---|---|
+{epochs}
+
+## Dev results
+
+{results}
+
+## Reproduce
+
+```sh
+bash tools/train/encoders.sh            # both models; ONLY=dense|rerank, knobs in the script
+```
+"""
+    (out / "README.md").write_text(text)
+
+
+def ship(args):
+    """The best epoch's model directory to `--out`, with a model card."""
+    run = Path(args.run) / args.task
+    hist = json.loads((run / "history.json").read_text())
+    best = run / "best" / "model"
+    args.results_tables = []
+    for spec_ in args.results or []:
+        title, _, files = spec_.partition("=")
+        rows = []
+        for nf in files.split(","):
+            name, _, f = nf.partition(":")
+            rep = json.loads(Path(f).read_text())
+            rows.append((name, rep[0] if isinstance(rep, list) else rep))
+        args.results_tables.append((title, rows))
+    if args.out.exists():
+        shutil.rmtree(args.out)
+    shutil.copytree(best, args.out)
+    size = sum(f.stat().st_size for f in args.out.iterdir())
+    card(args, hist, args.out, size)
+    print(f"ship: {args.out} from {best.resolve()} (epoch {hist['best']['epoch']}, {size / 1e6:.1f} MB)", file=sys.stderr)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--run", type=Path, required=True)
+    p.add_argument("--requests", type=Path, required=True, help="tools/data/opendialkg_requests.py on the training dialogs")
+    p.add_argument("--candidates", type=Path, nargs="+", required=True, help="`trellis retrieve` outputs for those requests (same order)")
+    for task in ("dense", "rerank"):
+        p = sub.add_parser(task)
+        p.set_defaults(task=task)
+        p.add_argument("--run", type=Path, required=True)
+        p.add_argument("--init", type=Path, required=True, help="a saved T5 (its encoder is loaded)")
+        p.add_argument("--tokenizer", type=Path, required=True)
+        p.add_argument("--seed", type=int, default=20261126)
+        p.add_argument("--threads", type=int, default=1)
+        p.add_argument("--lr", type=float, default=2e-4)
+        p.add_argument("--epochs", type=int, default=3)
+        p.add_argument("--batch", type=int, default=32 if task == "dense" else 8)
+        p.add_argument("--negatives", type=int, default=7 if task == "dense" else 15)
+        p.add_argument("--pool", type=int, default=60, help="negatives drawn from a turn's first this many candidates")
+        p.add_argument("--temperature", type=float, default=0.05)
+        p.add_argument("--max-length", type=int, default=128 if task == "dense" else 160)
+        p.add_argument("--turns", type=int, default=3)
+        p.add_argument("--rows", type=Path, help="the `prepare` output (default RUN/rows.jsonl)")
+        p.add_argument("--limit", type=int, help="the first this many training turns (smoke tests)")
+        p.add_argument("--float", action="store_true", help="export float weights (default int8)")
+        p.add_argument("--checkpoint-minutes", type=float, default=5)
+        p.add_argument("--stop-after", type=int, help="checkpoint and stop after this many steps of this run")
+        p.add_argument("--trellis", type=Path)
+        p.add_argument("--dev-store", type=Path)
+        p.add_argument("--dev-dialogs", type=Path)
+        p.add_argument("--dev-turns", type=int, default=400)
+        p.add_argument("--dev-retriever", default="pcst", help="rerank: the retriever whose top paths are reranked on dev")
+        p.add_argument("--rerank-top", type=int, default=20)
+    p = sub.add_parser("ship")
+    p.add_argument("--run", type=Path, required=True)
+    p.add_argument("--task", choices=["dense", "rerank"], required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--results", action="append", help="a table for the card: 'TITLE=NAME:REPORT.json,NAME:REPORT.json' (eval retrieval --json)")
+    args = ap.parse_args()
+    {"prepare": prepare, "dense": train, "rerank": train, "ship": ship}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Trains the encoder models (issue 23) on the OpenDialKG training dialogs and ships them:
+# a bi-encoder for `--retriever dense` and a cross-encoder for `--rerank`, both a T5 encoder
+# initialised from a trained generator's (tools/train/encoders.py says how):
+#
+#   bash tools/train/encoders.sh [RUN_DIR]        # default ~/.cache/trellis/train/enc-run
+#
+# Steps (each skipped when its output exists, so a rerun resumes an interrupted run; the
+# trainings go on from their last checkpoint):
+#   1. the venv (`tools/venv.sh train`) and the trellis binary; INIT (a saved T5, its `hf`
+#      folder) and INIT_TOKENIZER copied into RUN_DIR/init (what the run trains from, kept);
+#   2. the training requests (tools/data/opendialkg_requests.py on dialogs_train.csv), the
+#      training store (kg.tsv + kg_train_paths.tsv) and the dev store (kg.tsv);
+#   3. each training turn's candidates: `trellis retrieve --top 30` with bm25 and pcst on the
+#      training store; `encoders.py prepare` turns them into the hard negatives;
+#   4. the bi-encoder (DENSE_EPOCHS; dev path@k of `--retriever dense` after each epoch, the
+#      best kept) shipped to OUT_DENSE;
+#   5. the cross-encoder (RERANK_EPOCHS on the first RERANK_TURNS turns; dev path@k of
+#      `--retriever pcst --rerank` after each epoch) shipped to OUT_RERANK.
+#
+# Knobs (environment): ONLY (dense | rerank), INIT, INIT_TOKENIZER, THREADS, SEED, DEV_TURNS
+# (dev turns scored between epochs; 0 = all), DENSE_EPOCHS, DENSE_LR, DENSE_BATCH,
+# DENSE_NEGATIVES, TEMPERATURE, RERANK_EPOCHS, RERANK_LR, RERANK_BATCH, RERANK_NEGATIVES,
+# RERANK_TURNS (0 = all), OUT_DENSE, OUT_RERANK, STOP_AFTER (checks: stop after this many
+# steps, nothing shipped).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+run=${1:-$HOME/.cache/trellis/train/enc-run}
+data=${TRELLIS_SHARED_DATA:-$root/../shared/data}/opendialkg
+INIT=${INIT:-$HOME/.cache/trellis/train/gen-delex/generator/epoch-6/hf}
+INIT_TOKENIZER=${INIT_TOKENIZER:-$HOME/.cache/trellis/train/gen-delex/gen-tokenizer.json}
+THREADS=${THREADS:-1}
+SEED=${SEED:-20261126}
+DEV_TURNS=${DEV_TURNS:-400}
+DENSE_EPOCHS=${DENSE_EPOCHS:-2}
+DENSE_LR=${DENSE_LR:-2e-4}
+DENSE_BATCH=${DENSE_BATCH:-32}
+DENSE_NEGATIVES=${DENSE_NEGATIVES:-7}
+TEMPERATURE=${TEMPERATURE:-0.05}
+RERANK_EPOCHS=${RERANK_EPOCHS:-1}
+RERANK_LR=${RERANK_LR:-2e-4}
+RERANK_BATCH=${RERANK_BATCH:-8}
+RERANK_NEGATIVES=${RERANK_NEGATIVES:-15}
+RERANK_TURNS=${RERANK_TURNS:-6000}
+OUT_DENSE=${OUT_DENSE:-$root/models/dense-opendialkg}
+OUT_RERANK=${OUT_RERANK:-$root/models/rerank-opendialkg}
+ONLY=${ONLY:-}
+STOP_AFTER=${STOP_AFTER:-}
+case "$ONLY" in
+    "" | dense | rerank) ;;
+    *) echo "encoders.sh: ONLY must be dense or rerank (or unset for both), not '$ONLY'" >&2; exit 2 ;;
+esac
+
+PY=$(bash tools/venv.sh train)
+source tools/setup.sh
+cargo build --release --locked --bin trellis
+bin="$CARGO_TARGET_DIR/release/trellis"
+mkdir -p "$run"
+say() { echo "encoders.sh: $*" >&2; }
+
+# The starting point is copied once: the folder it came from may be trained on later.
+if [ ! -f "$run/init/gen-tokenizer.json" ]; then
+    [ -f "$INIT/config.json" ] || { say "INIT=$INIT has no config.json (want a saved T5's hf folder)"; exit 2; }
+    rm -rf "$run/init.part" && mkdir -p "$run/init.part"
+    cp -r "$INIT" "$run/init.part/hf"
+    cp "$INIT_TOKENIZER" "$run/init.part/gen-tokenizer.json"
+    mv "$run/init.part" "$run/init"
+fi
+tok="$run/init/gen-tokenizer.json"
+
+[ -f "$run/req-train.jsonl" ] || python3 tools/data/opendialkg_requests.py "$data/dialogs_train.csv" -o "$run/req-train.jsonl"
+store_for() { # NAME FILES...
+    local store="$run/$1"; shift
+    if [ ! -f "$store/.loaded" ]; then
+        rm -rf "$store"
+        "$bin" ingest --store "$store" --on-error skip --rejects "$store.rejects.tsv" "$@"
+        touch "$store/.loaded"
+    fi
+}
+store_for store-train "$data/kg.tsv" "$data/kg_train_paths.tsv"
+store_for store-dev "$data/kg.tsv"
+for r in bm25 pcst; do
+    [ -f "$run/$r-train.jsonl" ] || "$bin" retrieve --store "$run/store-train" --retriever "$r" --top 30 --threads "$THREADS" \
+        --input "$run/req-train.jsonl" --output "$run/$r-train.jsonl" --json
+done
+[ -f "$run/rows.jsonl" ] || "$PY" tools/train/encoders.py prepare --run "$run" --requests "$run/req-train.jsonl" \
+    --candidates "$run/bm25-train.jsonl" "$run/pcst-train.jsonl"
+
+common=(--run "$run" --init "$run/init/hf" --tokenizer "$tok" --seed "$SEED" --threads "$THREADS" --trellis "$bin"
+    --dev-store "$run/store-dev" --dev-dialogs "$data/dialogs_dev.csv" --dev-turns "$DEV_TURNS" ${STOP_AFTER:+--stop-after "$STOP_AFTER"})
+if [ "$ONLY" != rerank ]; then
+    say "bi-encoder"
+    "$PY" tools/train/encoders.py dense "${common[@]}" --epochs "$DENSE_EPOCHS" --lr "$DENSE_LR" --batch "$DENSE_BATCH" \
+        --negatives "$DENSE_NEGATIVES" --temperature "$TEMPERATURE"
+    [ -n "$STOP_AFTER" ] || "$PY" tools/train/encoders.py ship --run "$run" --task dense --out "$OUT_DENSE"
+fi
+if [ "$ONLY" != dense ]; then
+    say "cross-encoder"
+    limit=()
+    [ "$RERANK_TURNS" != 0 ] && limit=(--limit "$RERANK_TURNS")
+    "$PY" tools/train/encoders.py rerank "${common[@]}" --epochs "$RERANK_EPOCHS" --lr "$RERANK_LR" --batch "$RERANK_BATCH" \
+        --negatives "$RERANK_NEGATIVES" "${limit[@]}"
+    [ -n "$STOP_AFTER" ] || "$PY" tools/train/encoders.py ship --run "$run" --task rerank --out "$OUT_RERANK"
+fi
+say "done"
