@@ -14,6 +14,9 @@ use trellis::limits;
 use trellis::link::Linker;
 use trellis::Store;
 
+// Parsed once per process: the size of its largest variant (the retriever options) costs
+// nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub enum EvalCommand {
     /// Path@k, triple recall@k, MRR, Hits@k, P/R/F1 of a retriever on dialog turns with a gold path.
