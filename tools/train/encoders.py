@@ -422,7 +422,7 @@ def card(args, hist, out, size):
     turns = "all" if a["limit"] == "None" else f"the first {a['limit']}"
     cands = sum(len(r["cands"]) for r in rows) / n
     bm25_found, pcst_found = (sum(r["found"][k] for r in rows) / n for k in (0, 1))
-    epochs = "\n".join(f"| {h['epoch']} | {h['step']} | {h['loss']:.4f} | {h['minutes']} | {h['dev']['path_at']['1']:.4f} | "
+    epochs = "\n".join(f"| {h['epoch']} | {h['step']} | {h['loss']:.4f} | {'-' if h['minutes'] is None else h['minutes']} | {h['dev']['path_at']['1']:.4f} | "
                         f"{h['dev']['path_at']['3']:.4f} | {h['dev']['mrr']:.4f} |" for h in hist["history"] if h.get("dev"))
     results = "\n\n".join(f"{title}\n\n{table(rows)}" for title, rows in args.results_tables) if args.results_tables else (
         "Not measured yet on the whole dev set.")
@@ -455,7 +455,7 @@ Trained by `tools/train/encoders.sh` (issue 23): {what}. Task `{task}` (trellis.
   ({cands:.1f} a turn; the gold was among bm25's 30 in {bm25_found:.1%} of the turns, pcst's in {pcst_found:.1%}).
 - Loss: {loss}.
 - AdamW lr {a['lr']} (warmup 6%, linear decay), batch {a['batch']} turns, {len(hist['history'])} of {a['epochs']} planned epoch(s) done, seed {a['seed']}, {a['threads']} thread(s)
-  on a shared 2-core CPU; {hist['history'][-1]['minutes']} minutes in all (dev checks included).
+  on a shared 2-core CPU; {max([h['minutes'] for h in hist['history'] if h['minutes'] is not None] or [0])} minutes at the last epoch's end (dev checks included).
 - Only the epoch is chosen on dev (no other setting was compared): after each epoch the int8 export was scored by `trellis eval
   retrieval` on the first {a['dev_turns']} dev turns{' (`--retriever ' + a['dev_retriever'] + ' --rerank MODEL --rerank-top ' + a['rerank_top'] + '`)' if task == 'rerank' else ''}; epoch {best} is shipped.
 
@@ -474,6 +474,31 @@ bash tools/train/encoders.sh            # both models; ONLY=dense|rerank, knobs 
 ```
 """
     (out / "README.md").write_text(text)
+
+
+def snapshot(args):
+    """An interrupted run's last checkpoint (`last.pt`) exported and scored on dev like an
+    epoch's end, as `step-N`; it becomes `best` when it beats the best epoch (or there is
+    none yet), so `ship` can ship a run stopped mid-epoch."""
+    torch.set_num_threads(args.threads)
+    out = Path(args.run) / args.task
+    model = build(args.task, args.init, args.seed)
+    ck = torch.load(out / "last.pt", map_location="cpu", weights_only=False)
+    model.load_state_dict(ck["model"])
+    state = ck["state"]
+    folder = out / f"step-{state['step']}"
+    worst = export(model, args.task, args.tokenizer, args.max_length, args.turns, folder / "model", not args.float)
+    scores = dev_scores(args, folder / "model")
+    log(f"step {state['step']}: export max |diff| {worst:.2e}; dev {json.dumps(scores)}")
+    hist_path = out / "history.json"
+    hist = json.loads(hist_path.read_text()) if hist_path.exists() else {"args": {k: str(v) for k, v in vars(args).items()}, "history": [], "best": None}
+    hist["history"].append({"epoch": f"step {state['step']}", "step": state["step"], "loss": state["loss"], "minutes": None, "dev": scores})
+    key = [scores["path_at"]["1"], scores["path_at"]["3"]]
+    if hist["best"] is None or key > hist["best"]["key"]:
+        hist["best"] = {"epoch": f"step {state['step']}", "key": key}
+        (out / "best").unlink(missing_ok=True)
+        (out / "best").symlink_to(folder.name)
+    hist_path.write_text(json.dumps(hist, indent=1) + "\n")
 
 
 def ship(args):
@@ -532,12 +557,15 @@ def main():
         p.add_argument("--dev-turns", type=int, default=400)
         p.add_argument("--dev-retriever", default="pcst", help="rerank: the retriever whose top paths are reranked on dev")
         p.add_argument("--rerank-top", type=int, default=20)
+        p.add_argument("--snapshot", action="store_true", help="do not train: export and score the last checkpoint (a run stopped mid-epoch)")
     p = sub.add_parser("ship")
     p.add_argument("--run", type=Path, required=True)
     p.add_argument("--task", choices=["dense", "rerank"], required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--results", action="append", help="a table for the card: 'TITLE=NAME:REPORT.json,NAME:REPORT.json' (eval retrieval --json)")
     args = ap.parse_args()
+    if args.cmd in ("dense", "rerank") and args.snapshot:
+        return snapshot(args)
     {"prepare": prepare, "dense": train, "rerank": train, "ship": ship}[args.cmd](args)
 
 
