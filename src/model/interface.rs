@@ -159,19 +159,32 @@ fn check_outlet(file: &Path, o: &Outlet, ty: TensorElementType, expected: &'stat
     }
 }
 
-/// Checks the encoder's interface.
-pub(crate) fn check_encoder(file: &Path, session: &Session, cfg: &T5Config) -> Vec<InterfaceProblem> {
-    let mut out = Vec::new();
+/// An encoder graph's inputs: `input_ids` and `attention_mask` (int64 `[batch, seq]`),
+/// each of `optional` (int64 `[batch, seq]` too) where present, nothing else. Returns the
+/// optional ones the graph has.
+fn check_id_inputs(file: &Path, session: &Session, optional: &[&'static str], out: &mut Vec<InterfaceProblem>) -> Vec<&'static str> {
     let ins = session.inputs();
-    for name in ["input_ids", "attention_mask"] {
+    let mut present = Vec::new();
+    for name in ["input_ids", "attention_mask"].into_iter().chain(optional.iter().copied()) {
         match ins.iter().find(|o| o.name() == name) {
-            Some(o) => check_outlet(file, o, TensorElementType::Int64, "an int64 tensor", &[None, None], &mut out),
+            Some(o) => {
+                check_outlet(file, o, TensorElementType::Int64, "an int64 tensor", &[None, None], out);
+                present.push(name);
+            }
+            None if optional.contains(&name) => {}
             None => out.push(InterfaceProblem { file: file.into(), issue: InterfaceIssue::MissingInput { name: name.into() } }),
         }
     }
-    for o in ins.iter().filter(|o| o.name() != "input_ids" && o.name() != "attention_mask") {
+    for o in ins.iter().filter(|o| !["input_ids", "attention_mask"].contains(&o.name()) && !optional.contains(&o.name())) {
         out.push(InterfaceProblem { file: file.into(), issue: InterfaceIssue::UnknownInput { name: o.name().into() } });
     }
+    present
+}
+
+/// Checks the encoder's interface.
+pub(crate) fn check_encoder(file: &Path, session: &Session, cfg: &T5Config) -> Vec<InterfaceProblem> {
+    let mut out = Vec::new();
+    check_id_inputs(file, session, &[], &mut out);
     match session.outputs().iter().find(|o| o.name() == "last_hidden_state") {
         Some(o) => check_outlet(file, o, TensorElementType::Float32, "a float32 tensor", &[None, None, Some(cfg.d_model as i64)], &mut out),
         None => out.push(InterfaceProblem { file: file.into(), issue: InterfaceIssue::MissingOutput { name: "last_hidden_state".into() } }),
@@ -195,23 +208,7 @@ pub(crate) struct EncoderIo {
 /// hidden]` output, for a cross-encoder float32 `logits` of one label.
 pub(crate) fn check_encoder_model(file: &Path, session: &Session, pooled: bool, hidden: Option<usize>) -> (EncoderIo, Vec<InterfaceProblem>) {
     let mut out = Vec::new();
-    let ins = session.inputs();
-    for name in ["input_ids", "attention_mask"] {
-        match ins.iter().find(|o| o.name() == name) {
-            Some(o) => check_outlet(file, o, TensorElementType::Int64, "an int64 tensor", &[None, None], &mut out),
-            None => out.push(InterfaceProblem { file: file.into(), issue: InterfaceIssue::MissingInput { name: name.into() } }),
-        }
-    }
-    let token_type_ids = match ins.iter().find(|o| o.name() == "token_type_ids") {
-        Some(o) => {
-            check_outlet(file, o, TensorElementType::Int64, "an int64 tensor", &[None, None], &mut out);
-            true
-        }
-        None => false,
-    };
-    for o in ins.iter().filter(|o| !["input_ids", "attention_mask", "token_type_ids"].contains(&o.name())) {
-        out.push(InterfaceProblem { file: file.into(), issue: InterfaceIssue::UnknownInput { name: o.name().into() } });
-    }
+    let token_type_ids = check_id_inputs(file, session, &["token_type_ids"], &mut out).contains(&"token_type_ids");
     let outs = session.outputs();
     let wanted: &[&'static str] = if pooled { &["last_hidden_state", "token_embeddings"] } else { &["logits"] };
     let output = match wanted.iter().find_map(|w| outs.iter().find(|o| o.name() == *w).map(|o| (*w, o))) {

@@ -164,19 +164,21 @@ impl DenseScorer {
         Ok(self.documents(texts)?.iter().map(|d| pooling::dot(&q, d)).collect())
     }
 
-    /// Seed 003's relevance with a dense model in place of BM25: the mean over l = 1..=L
-    /// of the inner product with the query of the last l messages.
-    pub fn mean_over_last_turns(&self, texts: &[String], history: &[Message], turns: usize) -> Result<Vec<f64>, EncoderError> {
+    /// The query vectors of the last 1..=L messages (L = `turns`, at least 1, at most the
+    /// history): what [`mean_over_last_turns`](Self::mean_over_last_turns) averages over,
+    /// computed once for all the texts of a request.
+    pub fn queries_over_last_turns(&self, history: &[Message], turns: usize) -> Result<Vec<Vec<f32>>, EncoderError> {
         let turns = turns.max(1).min(history.len().max(1));
+        let texts: Vec<String> = (1..=turns).map(|l| query_text(history, l)).collect();
+        self.encoder.embed_queries(&texts.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
+    /// Seed 003's relevance with a dense model in place of BM25: the mean over the query
+    /// vectors of the last 1..=L messages ([`queries_over_last_turns`](Self::queries_over_last_turns))
+    /// of the inner product with each text's vector.
+    pub fn mean_over_last_turns(&self, texts: &[String], queries: &[Vec<f32>]) -> Result<Vec<f64>, EncoderError> {
         let docs = self.documents(texts)?;
-        let mut total = vec![0.0; texts.len()];
-        for l in 1..=turns {
-            let q = self.query(history, l)?;
-            for (t, d) in total.iter_mut().zip(&docs) {
-                *t += pooling::dot(&q, d);
-            }
-        }
-        Ok(total.into_iter().map(|t| t / turns as f64).collect())
+        Ok(docs.iter().map(|d| queries.iter().map(|q| pooling::dot(q, d)).sum::<f64>() / queries.len().max(1) as f64).collect())
     }
 
     /// Vectors in the cache now.

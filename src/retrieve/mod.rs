@@ -552,10 +552,8 @@ impl Retriever {
         pcst::build_instance_with(cand, &self.cfg.pcst, |entities, facts| {
             let entity_texts: Vec<String> = entities.iter().map(|&e| names.entity_text(e).to_owned()).collect();
             let fact_texts: Vec<String> = facts.iter().map(|&f| names.fact_text(f)).collect();
-            Ok::<_, RetrieveError>((
-                scorer.mean_over_last_turns(&entity_texts, history, self.cfg.bm25_turns)?,
-                scorer.mean_over_last_turns(&fact_texts, history, self.cfg.bm25_turns)?,
-            ))
+            let queries = scorer.queries_over_last_turns(history, self.cfg.bm25_turns)?;
+            Ok::<_, RetrieveError>((scorer.mean_over_last_turns(&entity_texts, &queries)?, scorer.mean_over_last_turns(&fact_texts, &queries)?))
         })
     }
 

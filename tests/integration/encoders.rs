@@ -8,7 +8,7 @@
 
 use crate::common::*;
 use std::path::{Path, PathBuf};
-use trellis::model::encoder::{BiEncoder, CrossEncoder, EncoderDir, EncoderError, EncoderTask, Pooling};
+use trellis::model::encoder::{BiEncoder, CrossEncoder, EncoderDir, EncoderError, EncoderTask};
 use trellis::model::RuntimeOptions;
 
 fn goldens() -> serde_json::Value {
@@ -194,7 +194,6 @@ fn bad_encoder_directories_are_errors_naming_the_file() {
     // A T5 generator is not an encoder.
     let e = EncoderDir::open(&fixture("gsr/tiny-split"), None).unwrap_err().to_string();
     assert!(e.contains("trellis.json"), "{e}");
-    let _ = Pooling::Mean;
 }
 
 #[test]
