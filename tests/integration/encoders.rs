@@ -387,3 +387,21 @@ fn pcst_with_dense_prizes_and_flag_errors() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bm26"));
 }
+
+/// `dense.query_prefix` / `document_prefix` are put before queries and documents, and
+/// nothing else changes: the prefixed vector is the plain `embed` of the prefixed text.
+#[test]
+fn prefixes_go_before_queries_and_documents() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = copy_model("bert-mean", tmp.path());
+    std::fs::write(dir.join("trellis.json"), r#"{"format": 1, "task": "dense", "dense": {"query_prefix": "query: ", "document_prefix": "passage: "}}"#)
+        .unwrap();
+    let m = BiEncoder::open(&dir, &RuntimeOptions::default(), 4).unwrap();
+    let texts = ["Tom Hanks", "Golf"];
+    let q = m.embed_queries(&texts).unwrap();
+    let d = m.embed_documents(&texts).unwrap();
+    assert_eq!(q, m.embed(&["query: Tom Hanks", "query: Golf"]).unwrap());
+    assert_eq!(d, m.embed(&["passage: Tom Hanks", "passage: Golf"]).unwrap());
+    assert_ne!(q, d);
+    assert_ne!(q, m.embed(&texts).unwrap());
+}
