@@ -333,6 +333,8 @@ pub const MAX_TURNS: IntRange = IntRange::new("max_turns", 1, u64::MAX);
 /// Tokens of an encoder model's input (`dense.max_length`, `rerank.max_length`): BERT-style
 /// models have 512 positions, long-context ones 8192.
 pub const ENCODER_MAX_LENGTH: IntRange = IntRange::new("max_length", 2, 8192);
+/// Tokens a subgraph model keeps of each entity or relation name.
+pub const NAME_LENGTH: IntRange = IntRange::new("name_length", 1, 1024);
 /// Messages an encoder's query is made of (0: all).
 pub const ENCODER_TURNS: IntRange = IntRange::new("turns", 0, 1024);
 /// Path vectors a dense retriever keeps between calls (each a few hundred floats to a few

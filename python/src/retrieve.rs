@@ -15,6 +15,7 @@ use trellis::retrieve::gsr::GsrOptions;
 use trellis::retrieve::jsonl::{answer_batch, parse_request, AnswerOptions, Request};
 use trellis::retrieve::pcst::PcstScores;
 use trellis::retrieve::rerank::RerankOptions;
+use trellis::retrieve::surge::SurgeOptions;
 use trellis::retrieve::{Retriever, RetrieverConfig, RetrieverKind};
 
 /// Linking options (`trellis link`'s flags without dashes).
@@ -95,8 +96,9 @@ impl PyLinker {
 /// without dashes: `pcst_variant`, `pruning`, `pcst_scores`, `bm25_turns`, `seed`, `scope`,
 /// the linking options; for gsr `prior`, `prior_norm`, `alpha`, `start_recency`,
 /// `model_norm`, `beams`, `return_sequences`, `length_penalty`, `max_new_tokens`, `steps`,
-/// `batch`; for the encoders `dense_model`, `rerank`, `rerank_top`, `rerank_pool` (a list of
-/// retriever names), `encoder_batch`; for every model `device`, `model_threads`, `sessions`).
+/// `batch`; for the encoders `dense_model`, `surge_model`, `rerank`, `rerank_top`,
+/// `rerank_pool` (a list of retriever names), `encoder_batch`; for every model `device`,
+/// `model_threads`, `sessions`).
 pub fn retriever_config(kind: &str, model: Option<std::path::PathBuf>, o: &Options<'_>) -> PyResult<RetrieverConfig> {
     let device = o.named("device")?;
     let threads = o.usize("model_threads", &limits::MODEL_THREADS)?;
@@ -107,6 +109,7 @@ pub fn retriever_config(kind: &str, model: Option<std::path::PathBuf>, o: &Optio
         r.sessions = sessions.unwrap_or(r.sessions);
     };
     let dense_model = o.path("dense_model")?;
+    let surge_model = o.path("surge_model")?;
     let encoder_batch = o.usize("encoder_batch", &limits::BATCH)?;
     let rerank = o.path("rerank")?;
     let rerank_top = o.usize("rerank_top", &limits::RERANK_TOP)?;
@@ -157,6 +160,14 @@ pub fn retriever_config(kind: &str, model: Option<std::path::PathBuf>, o: &Optio
             "dense" => RetrieverKind::Dense(
                 dense.clone().ok_or_else(|| errors::setting("the dense retriever needs dense_model=DIR (an exported bi-encoder: see schema/model.md)"))?,
             ),
+            "surge" => {
+                let m = surge_model
+                    .clone()
+                    .ok_or_else(|| errors::setting("the surge retriever needs surge_model=DIR (an exported subgraph model: see schema/model.md)"))?;
+                let mut s = SurgeOptions::new(m);
+                runtime(&mut s.runtime);
+                RetrieverKind::Surge(s)
+            }
             other => return Err(errors::setting(format!("unknown retriever {other:?}: one of {}", RetrieverKind::NAMES.join(", ")))),
         })
     };
@@ -193,7 +204,11 @@ pub fn retriever_config(kind: &str, model: Option<std::path::PathBuf>, o: &Optio
     if dense.is_some() && !dense_used {
         return Err(errors::setting("dense_model= is for the dense retriever (or pcst_scores=\"dense\"), which this retriever does not use"));
     }
-    let any_model = gsr.is_some() || dense_used || cfg.rerank.is_some();
+    let surge_used = kinds.iter().any(|k| matches!(k, RetrieverKind::Surge(_)));
+    if surge_model.is_some() && !surge_used {
+        return Err(errors::setting("surge_model= is for the surge retriever, which this retriever does not use"));
+    }
+    let any_model = gsr.is_some() || dense_used || surge_used || cfg.rerank.is_some();
     if !any_model && (device.is_some() || threads.is_some() || sessions.is_some() || encoder_batch.is_some()) {
         return Err(errors::setting(format!("device=, model_threads=, sessions= and encoder_batch= are for retrievers with a model, not {kind}")));
     }
@@ -212,6 +227,7 @@ pub fn set_runtime(cfg: &mut RetrieverConfig, runtime: &trellis::model::RuntimeO
         match k {
             RetrieverKind::Gsr(g) => g.runtime = runtime.clone(),
             RetrieverKind::Dense(d) => d.runtime = runtime.clone(),
+            RetrieverKind::Surge(s) => s.runtime = runtime.clone(),
             _ => {}
         }
     }
@@ -225,8 +241,8 @@ pub fn set_runtime(cfg: &mut RetrieverConfig, runtime: &trellis::model::RuntimeO
 /// ``Retriever(store, kind, model=None, top=10, **options)``: ``kind`` is ``"all"``, ``"random"``,
 /// ``"bm25"``, ``"katz"``, ``"pcst"``, ``"gsr"`` (generative retrieval; needs ``model``,
 /// an exported retriever directory such as ``models/gsr-opendialkg``, and the store indexed
-/// with its tokenizer: ``trellis.index_tokens``) or ``"dense"`` (needs ``dense_model``, an
-/// exported bi-encoder). ``options`` are ``trellis retrieve``'s flags without dashes
+/// with its tokenizer: ``trellis.index_tokens``), ``"dense"`` (needs ``dense_model``, an
+/// exported bi-encoder) or ``"surge"`` (needs ``surge_model``, an exported subgraph model). ``options`` are ``trellis retrieve``'s flags without dashes
 /// (``pcst_variant="g-retriever"``, ``pcst_scores="dense"``, ``bm25_turns=3``, ``beams=4``,
 /// ``batch=8``, ``window=8``, ``rerank=DIR``, ``rerank_top=20``,
 /// ``rerank_pool=["pcst"]``, ...); a value outside its range, or an option this retriever

@@ -59,6 +59,7 @@ ENCODERS = GSR.parents[1] / "tests" / "fixtures" / "encoders"
     [
         ("dense", {"dense_model": ENCODERS / "bert-mean"}, ["--dense-model", ENCODERS / "bert-mean"]),
         ("pcst", {"pcst_scores": "dense", "dense_model": ENCODERS / "t5-mean"}, ["--pcst-scores", "dense", "--dense-model", ENCODERS / "t5-mean"]),
+        ("surge", {"surge_model": ENCODERS / "subgraph"}, ["--surge-model", ENCODERS / "subgraph"]),
         (
             "bm25",
             {"rerank": ENCODERS / "cross", "rerank_pool": ["pcst", "dense"], "rerank_top": 4, "dense_model": ENCODERS / "bert-cls"},
@@ -67,7 +68,7 @@ ENCODERS = GSR.parents[1] / "tests" / "fixtures" / "encoders"
     ],
 )
 def test_encoder_retrievers_are_the_command_line(store, store_dir, trellis_bin, dev_requests, tmp_path, kind, options, flags):
-    """Dense retrieval, PCST's dense prizes and a reranked pool (tiny fixture encoders):
+    """Dense retrieval, PCST's dense prizes, SURGE and a reranked pool (tiny fixture models):
     the same answers from Python as from `trellis retrieve`."""
     requests = [{"id": r["id"], "history": r["history"]} for r in dev_requests[:40]]
     cli = cli_answers(trellis_bin, store_dir, requests, tmp_path, "--retriever", kind, "--top", "6", *flags)
@@ -85,6 +86,10 @@ def test_encoder_options_are_checked(store):
         trellis.Retriever(store, "bm25", rerank=ENCODERS / "cross", rerank_pool=["bm26"])
     with pytest.raises(trellis.SettingError, match="for retrievers with a model"):
         trellis.Retriever(store, "bm25", device="cpu")
+    with pytest.raises(trellis.SettingError, match="needs surge_model"):
+        trellis.Retriever(store, "surge")
+    with pytest.raises(trellis.SettingError, match="surge_model= is for the surge retriever"):
+        trellis.Retriever(store, "dense", dense_model=ENCODERS / "bert-mean", surge_model=ENCODERS / "subgraph")
     # A bi-encoder given as the reranker: the model's own error, naming its trellis.json.
     with pytest.raises(trellis.ModelError, match="cross-encoder"):
         trellis.Retriever(store, "bm25", rerank=ENCODERS / "bert-mean")

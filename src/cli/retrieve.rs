@@ -16,6 +16,7 @@ use trellis::retrieve::gsr::GsrOptions;
 use trellis::retrieve::jsonl::{answer_batch, parse_request_bytes, AnswerOptions, Request, RequestError};
 use trellis::retrieve::pcst::{PcstConfig, PcstScores, PcstVariant};
 use trellis::retrieve::rerank::RerankOptions;
+use trellis::retrieve::surge::SurgeOptions;
 use trellis::retrieve::{RetrieveError, Retriever, RetrieverConfig, RetrieverKind};
 use trellis::Store;
 
@@ -36,6 +37,9 @@ pub enum RetrieverName {
     Gsr,
     /// Dense retrieval: a bi-encoder's inner product (needs --dense-model).
     Dense,
+    /// SURGE: a graph neural network over the candidate subgraph scores each fact (needs
+    /// --surge-model).
+    Surge,
 }
 
 impl RetrieverName {
@@ -87,6 +91,10 @@ pub struct EncoderArgs {
     /// config.json, trellis.json with task "dense"; see schema/model.md).
     #[arg(long)]
     pub dense_model: Option<PathBuf>,
+    /// surge: the subgraph model's directory (model.onnx, tokenizer.json, config.json,
+    /// trellis.json with task "subgraph"; see schema/model.md).
+    #[arg(long)]
+    pub surge_model: Option<PathBuf>,
     /// Rerank with this cross-encoder (a directory like --dense-model's, task "rerank"):
     /// the union of the pooled retrievers' top --rerank-top paths, in its order.
     #[arg(long)]
@@ -180,7 +188,7 @@ impl RetrieverOptions {
             r.top = e.rerank_top;
             for name in &e.rerank_pool {
                 let which = RetrieverName::from_text(name.trim())
-                    .ok_or_else(|| super::Usage(format!("--rerank-pool: unknown retriever {name:?} (all, random, bm25, katz, pcst, gsr, dense)")))?;
+                    .ok_or_else(|| super::Usage(format!("--rerank-pool: unknown retriever {name:?} (all, random, bm25, katz, pcst, gsr, dense, surge)")))?;
                 r.pool.push(self.kind(which)?);
             }
             cfg.rerank = Some(r);
@@ -206,6 +214,17 @@ impl RetrieverOptions {
                 self.dense_options()
                     .ok_or_else(|| super::Usage("--retriever dense needs --dense-model DIR (an exported bi-encoder: see schema/model.md)".into()))?,
             ),
+            RetrieverName::Surge => {
+                let model = self
+                    .encoders
+                    .surge_model
+                    .as_ref()
+                    .ok_or_else(|| super::Usage("--retriever surge needs --surge-model DIR (an exported subgraph model: see schema/model.md)".into()))?;
+                let mut o = SurgeOptions::new(model);
+                o.runtime.device = self.gsr.device;
+                o.runtime.threads = self.gsr.model_threads;
+                RetrieverKind::Surge(o)
+            }
         })
     }
 
@@ -255,6 +274,7 @@ impl RetrieverOptions {
             match kind {
                 RetrieverKind::Gsr(g) => note(&mut g.model, &mut g.runtime),
                 RetrieverKind::Dense(d) => note(&mut d.model, &mut d.runtime),
+                RetrieverKind::Surge(o) => note(&mut o.model, &mut o.runtime),
                 _ => {}
             }
         }
@@ -285,6 +305,7 @@ impl RetrieverOptions {
             match kind {
                 RetrieverKind::Gsr(g) => g.runtime.sessions = sessions,
                 RetrieverKind::Dense(d) => d.runtime.sessions = sessions,
+                RetrieverKind::Surge(o) => o.runtime.sessions = sessions,
                 _ => {}
             }
         }

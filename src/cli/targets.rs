@@ -1,6 +1,8 @@
 //! `trellis targets`: training data made by the code that runs the model. For a retriever's
 //! model directory: encoder inputs, gold paths as decoder tokens, the constraint's allowed
 //! sets. For a generator's: encoder inputs (history and gold path) and replies as tokens.
+//! For a subgraph model's (task `subgraph`): the candidate subgraph as the model's inputs,
+//! the candidate paths as fact indices, the gold one's index.
 
 use super::dialogs::ActionsOption;
 use anyhow::{Context, Result};
@@ -19,6 +21,8 @@ use trellis::graph::{CandidateConfig, CandidateScope};
 use trellis::limits;
 use trellis::model::dir::ModelDir;
 use trellis::model::dir::TaskSection;
+use trellis::model::encoder::{EncoderDir, EncoderTask};
+use trellis::retrieve::surge::{SurgeTarget, SurgeTargetMaker};
 use trellis::retrieve::targets::{TargetMaker, TrainingTarget};
 use trellis::Store;
 
@@ -49,7 +53,8 @@ pub struct TargetsArgs {
     link: super::link::LinkOptions,
     /// JSON lines out, one per turn with a gold path, in file order: {"dialog", "upto",
     /// "speaker", "input_ids", "target_ids", "skipped"}, and for a retriever "allowed",
-    /// "admitted".
+    /// "admitted"; for a subgraph model the model's inputs, "paths" and "gold"
+    /// (schema/model.md).
     #[arg(long)]
     output: PathBuf,
     /// Worker threads (default, or 0: all cores).
@@ -61,6 +66,9 @@ pub struct TargetsArgs {
 }
 
 pub fn run(args: TargetsArgs) -> Result<ExitCode> {
+    if trellis::model::encoder::config::task_of(&args.model)?.as_deref() == Some("subgraph") {
+        return subgraph_targets(&args);
+    }
     let dir = ModelDir::open_spec(&args.model)?;
     let mut dialogs = opendialkg::read(&args.input)?;
     let generator = dir.trellis().task == GenerationConfig::TASK;
@@ -115,6 +123,61 @@ pub fn run(args: TargetsArgs) -> Result<ExitCode> {
             "wrote {written} turns to {}: {with_target} with a target, {admitted} of them candidates of the {:?} scope; skipped {:?}",
             args.output.display(),
             args.scope,
+            skipped
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A subgraph model's targets: the turn's candidate subgraph, linked and read as
+/// `--retriever surge` does.
+fn subgraph_targets(args: &TargetsArgs) -> Result<ExitCode> {
+    if args.without_knowledge {
+        anyhow::bail!(super::Usage(format!("--without-knowledge is for a generator's targets; {} is a subgraph model", args.model.display())));
+    }
+    if args.scope != CandidateScope::Capped {
+        anyhow::bail!(super::Usage("--scope uncapped is for a generative retriever's targets; a subgraph model ranks the capped candidates".into()));
+    }
+    let Some(store_path) = &args.store else {
+        anyhow::bail!(super::Usage(format!("{} is a subgraph model: its targets need --store DIR", args.model.display())));
+    };
+    let dir = EncoderDir::open_spec(&args.model, Some(EncoderTask::Subgraph))?;
+    let mut dialogs = opendialkg::read(&args.input)?;
+    args.actions.apply(&mut dialogs);
+    let store = std::sync::Arc::new(Store::open_read_only(store_path).with_context(|| format!("opening store {}", store_path.display()))?);
+    let maker = SurgeTargetMaker::open(store, dir, args.link.config())?;
+    let (mut facts, mut paths) = (0u64, 0u64);
+    let mut skipped: std::collections::BTreeMap<&'static str, u64> = Default::default();
+    let written = write_targets(
+        args,
+        &turns(&dialogs),
+        |(i, d, s)| maker.target(*i, d, s).with_context(|| format!("reading store {}", store_path.display())),
+        |t: &SurgeTarget| match t.skipped {
+            Some(why) => *skipped.entry(why).or_default() += 1,
+            None => {
+                facts += t.ids.fact_head.len() as u64;
+                paths += t.paths.len() as u64;
+            }
+        },
+    )?;
+    let with_target = written - skipped.values().sum::<u64>();
+    let mean = |x: u64| if with_target > 0 { x as f64 / with_target as f64 } else { 0.0 };
+    let summary = serde_json::json!({
+        "turns": written,
+        "with_target": with_target,
+        "skipped": skipped,
+        "mean_facts": mean(facts),
+        "mean_paths": mean(paths),
+        "output": args.output.display().to_string(),
+    });
+    if args.json {
+        println!("{summary}");
+    } else {
+        eprintln!(
+            "wrote {written} turns to {}: {with_target} with the gold path among the candidates ({:.0} facts, {:.0} paths a turn); skipped {:?}",
+            args.output.display(),
+            mean(facts),
+            mean(paths),
             skipped
         );
     }

@@ -225,6 +225,44 @@ pub(crate) fn check_encoder_model(file: &Path, session: &Session, pooled: bool, 
     (EncoderIo { token_type_ids, output }, out)
 }
 
+/// The inputs of a subgraph model's graph (`model::encoder::subgraph`), with their element
+/// type and rank: the dialog's ids, each entity's and relation's name ids, which entities
+/// the dialog mentions, and each fact as indices into the entities and relations.
+pub(crate) const SUBGRAPH_INPUTS: [(&str, TensorElementType, usize); 10] = [
+    ("input_ids", TensorElementType::Int64, 2),
+    ("attention_mask", TensorElementType::Int64, 2),
+    ("entity_ids", TensorElementType::Int64, 2),
+    ("entity_mask", TensorElementType::Int64, 2),
+    ("entity_mentioned", TensorElementType::Float32, 1),
+    ("relation_ids", TensorElementType::Int64, 2),
+    ("relation_mask", TensorElementType::Int64, 2),
+    ("fact_head", TensorElementType::Int64, 1),
+    ("fact_relation", TensorElementType::Int64, 1),
+    ("fact_tail", TensorElementType::Int64, 1),
+];
+
+/// Checks a subgraph model's graph: exactly [`SUBGRAPH_INPUTS`], and a float32
+/// `fact_scores` of one dimension.
+pub(crate) fn check_subgraph_model(file: &Path, session: &Session) -> Vec<InterfaceProblem> {
+    let mut out = Vec::new();
+    let ins = session.inputs();
+    for (name, ty, rank) in SUBGRAPH_INPUTS {
+        let expected = if ty == TensorElementType::Int64 { "an int64 tensor" } else { "a float32 tensor" };
+        match ins.iter().find(|o| o.name() == name) {
+            Some(o) => check_outlet(file, o, ty, expected, &vec![None; rank], &mut out),
+            None => out.push(InterfaceProblem { file: file.into(), issue: InterfaceIssue::MissingInput { name: name.into() } }),
+        }
+    }
+    for o in ins.iter().filter(|o| !SUBGRAPH_INPUTS.iter().any(|(n, ..)| *n == o.name())) {
+        out.push(InterfaceProblem { file: file.into(), issue: InterfaceIssue::UnknownInput { name: o.name().into() } });
+    }
+    match session.outputs().iter().find(|o| o.name() == "fact_scores") {
+        Some(o) => check_outlet(file, o, TensorElementType::Float32, "a float32 tensor", &[None], &mut out),
+        None => out.push(InterfaceProblem { file: file.into(), issue: InterfaceIssue::MissingOutput { name: "fact_scores".into() } }),
+    }
+    out
+}
+
 /// Checks a decoder graph's interface for a stage (`merged` graphs serve both) and says
 /// what it takes.
 pub(crate) fn check_decoder(file: &Path, session: &Session, cfg: &T5Config, names: &Names, stage: Stage, merged: bool) -> (DecoderIo, Vec<InterfaceProblem>) {

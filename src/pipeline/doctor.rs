@@ -5,6 +5,7 @@
 
 use crate::generate::GenerationConfig;
 use crate::model::dir::{Layout, TaskSection};
+use crate::model::encoder::subgraph::{SubgraphScorer, SubgraphText};
 use crate::model::encoder::{BiEncoder, CrossEncoder, EncoderDir, EncoderError, EncoderTask, Pooling};
 use crate::model::runtime::{self, Runtime, RuntimeError};
 use crate::model::session::GraphReport;
@@ -180,6 +181,19 @@ fn check_encoder(dir: &Path, opts: &DoctorOptions) -> Result<EncoderReport, Enco
         EncoderTask::Rerank => {
             let m = CrossEncoder::open(dir, &ro, 1)?;
             m.score(&[("trellis doctor", "a trial passage")])?;
+            Ok(report(m.dir(), None, m.graph()))
+        }
+        EncoderTask::Subgraph => {
+            // A two-entity, one-fact subgraph: a score per fact must come back.
+            let m = SubgraphScorer::open(dir, &ro)?;
+            let text = SubgraphText {
+                query: "trellis doctor",
+                entities: vec!["Trellis", "a trial entity"],
+                mentioned: vec![true, false],
+                relations: vec!["trial relation"],
+                facts: vec![[0, 0, 1]],
+            };
+            m.score(&text)?;
             Ok(report(m.dir(), None, m.graph()))
         }
         _ => {

@@ -1,7 +1,8 @@
 //! One retriever interface and the non-neural retrievers: `all`, `random`, `bm25`, `katz`
 //! and `pcst`, over the capped candidate subgraph of the entities linked in the dialog
-//! history; `dense` (a bi-encoder, [`dense`]) over the same candidates, `gsr` (generative);
-//! and reranking any of them with a cross-encoder ([`rerank`]).
+//! history; `dense` (a bi-encoder, [`dense`]) and `surge` (a graph neural network over the
+//! candidate subgraph, [`surge`]) over the same candidates, `gsr` (generative); and
+//! reranking any of them with a cross-encoder ([`rerank`]).
 
 pub mod bm25;
 pub mod dense;
@@ -9,6 +10,7 @@ pub mod gsr;
 pub mod jsonl;
 pub mod pcst;
 pub mod rerank;
+pub mod surge;
 pub mod targets;
 
 use crate::graph::candidates::{
@@ -122,13 +124,17 @@ pub enum RetrieverKind {
     /// Dense retrieval (SURGE's bi-encoder baseline): the candidates ranked by the inner
     /// product of the dialog's vector and each verbalized path's.
     Dense(dense::DenseOptions),
+    /// SURGE's context-relevant subgraph retrieval: every candidate fact scored by a graph
+    /// neural network over the candidate subgraph against the dialog; a path by the mean of
+    /// its facts.
+    Surge(surge::SurgeOptions),
 }
 
 impl RetrieverKind {
     /// The names, in the order of the variants.
-    pub const NAMES: &'static [&'static str] = &["all", "random", "bm25", "katz", "pcst", "gsr", "dense"];
+    pub const NAMES: &'static [&'static str] = &["all", "random", "bm25", "katz", "pcst", "gsr", "dense", "surge"];
 
-    /// The retriever's name (`all`, `random`, `bm25`, `katz`, `pcst`, `gsr`, `dense`).
+    /// The retriever's name (`all`, `random`, `bm25`, `katz`, `pcst`, `gsr`, `dense`, `surge`).
     pub fn name(&self) -> &'static str {
         match self {
             RetrieverKind::All => "all",
@@ -138,6 +144,7 @@ impl RetrieverKind {
             RetrieverKind::Pcst => "pcst",
             RetrieverKind::Gsr(_) => "gsr",
             RetrieverKind::Dense(_) => "dense",
+            RetrieverKind::Surge(_) => "surge",
         }
     }
 }
@@ -197,6 +204,7 @@ impl RetrieverConfig {
             match kind {
                 RetrieverKind::Gsr(g) => g.validate()?,
                 RetrieverKind::Dense(d) => d.validate()?,
+                RetrieverKind::Surge(s) => s.validate()?,
                 _ => {}
             }
         }
@@ -220,6 +228,8 @@ pub struct Retriever {
     dense: Option<Arc<dense::DenseScorer>>,
     /// PCST's dense prizes' bi-encoder (the same one when the model is).
     pcst_dense: Option<Arc<dense::DenseScorer>>,
+    /// The `surge` retriever's subgraph model.
+    surge: Option<crate::model::encoder::subgraph::SubgraphScorer>,
     rerank: Option<Reranking>,
 }
 
@@ -283,9 +293,22 @@ impl Retriever {
             (RetrieverKind::Pcst, PcstScores::Dense(opts)) => Some(scorer(opts)?),
             _ => None,
         };
+        let surge = match &cfg.kind {
+            RetrieverKind::Surge(opts) => Some(crate::model::encoder::subgraph::SubgraphScorer::open(&opts.model, &opts.runtime)?),
+            _ => None,
+        };
         let rerank = cfg.rerank.take();
-        let mut r =
-            Retriever { linker: Linker::new(store.clone(), cfg.link.clone())?, store, cfg, names: Default::default(), gsr, dense, pcst_dense, rerank: None };
+        let mut r = Retriever {
+            linker: Linker::new(store.clone(), cfg.link.clone())?,
+            store,
+            cfg,
+            names: Default::default(),
+            gsr,
+            dense,
+            pcst_dense,
+            surge,
+            rerank: None,
+        };
         r.cfg.rerank = rerank;
         Ok(r)
     }
@@ -527,6 +550,10 @@ impl Retriever {
                     .map(|(hops, score)| ScoredPath { hops, score, explanation: format!("dense {score:.4}, inner product"), tokens: Vec::new() })
                     .collect()
             }
+            RetrieverKind::Surge(_) => {
+                let scorer = self.surge.as_ref().expect("a surge retriever has its model");
+                self.surge_paths(scorer, input, &cand, paths)?
+            }
             // Answered above: a gsr retriever always has its model.
             RetrieverKind::Gsr(_) => return self.rank_batch_own(std::slice::from_ref(input)).map(|mut v| v.pop().unwrap_or_default()),
         };
@@ -695,6 +722,11 @@ impl Names {
     /// An entity's name (empty when it has none).
     fn entity_text(&self, e: EntityId) -> &str {
         self.entities.get(&e).map_or("", |t| t.text.as_str())
+    }
+
+    /// A relation's phrase (empty when it has none).
+    fn relation_text(&self, r: crate::ids::RelationId) -> &str {
+        self.relations.get(&r).map_or("", |t| t.text.as_str())
     }
 
     /// "head relation tail", as [`Retriever::verbalize_fact`] writes it.

@@ -91,7 +91,7 @@ impl<'d> TargetMaker<'d> {
             skipped: None,
         };
         let gold = match sample.paths.first() {
-            Some(p) => self.resolve(p)?,
+            Some(p) => resolve_gold(&self.store, p)?,
             None => Err("not_a_path"),
         };
         let hops = match gold {
@@ -132,36 +132,6 @@ impl<'d> TargetMaker<'d> {
         Ok(out)
     }
 
-    /// A gold path (triples in walking order, `~r` walked backwards) as hops of the store.
-    fn resolve(&self, triples: &[Triple]) -> Result<Result<Vec<Hop>, &'static str>, ReadError> {
-        if triples.is_empty() || triples.len() > 2 {
-            return Ok(Err("not_a_path"));
-        }
-        let prefix = self.store.meta().reverse_prefix.clone();
-        let mut hops: Vec<Hop> = Vec::with_capacity(triples.len());
-        for (s, r, o) in triples {
-            let (base, reversed) = match r.strip_prefix(prefix.as_str()).filter(|_| !prefix.is_empty()) {
-                Some(base) => (base, true),
-                None => (r.as_str(), false),
-            };
-            let (Some(from), Some(relation), Some(other)) = (self.store.entity_by_key(s)?, self.store.relation_by_key(base)?, self.store.entity_by_key(o)?)
-            else {
-                return Ok(Err("unknown_name"));
-            };
-            let direction = if reversed { Direction::In } else { Direction::Out };
-            if !self.store.neighbors_via(from, direction, relation)?.contains(&other) {
-                return Ok(Err("not_a_fact"));
-            }
-            if let Some(prev) = hops.last() {
-                if prev.edge.other != from {
-                    return Ok(Err("not_a_path"));
-                }
-            }
-            hops.push(Hop { from, edge: Edge { direction, relation, other } });
-        }
-        Ok(Ok(hops))
-    }
-
     /// The decoder's tokens for a path, `None` when a name has no token list.
     fn path_tokens(&self, hops: &[Hop]) -> Result<Option<Vec<u32>>, ReadError> {
         let mut names: Vec<Vec<u32>> = Vec::with_capacity(5);
@@ -177,4 +147,33 @@ impl<'d> TargetMaker<'d> {
         let reversed: Vec<bool> = hops.iter().map(|h| h.edge.direction == Direction::In).collect();
         Ok(self.boundaries.path_tokens(&refs, &reversed))
     }
+}
+
+/// A gold path (triples in walking order, `~r` walked backwards) as hops of the store.
+pub(crate) fn resolve_gold(store: &Store, triples: &[Triple]) -> Result<Result<Vec<Hop>, &'static str>, ReadError> {
+    if triples.is_empty() || triples.len() > 2 {
+        return Ok(Err("not_a_path"));
+    }
+    let prefix = store.meta().reverse_prefix.clone();
+    let mut hops: Vec<Hop> = Vec::with_capacity(triples.len());
+    for (s, r, o) in triples {
+        let (base, reversed) = match r.strip_prefix(prefix.as_str()).filter(|_| !prefix.is_empty()) {
+            Some(base) => (base, true),
+            None => (r.as_str(), false),
+        };
+        let (Some(from), Some(relation), Some(other)) = (store.entity_by_key(s)?, store.relation_by_key(base)?, store.entity_by_key(o)?) else {
+            return Ok(Err("unknown_name"));
+        };
+        let direction = if reversed { Direction::In } else { Direction::Out };
+        if !store.neighbors_via(from, direction, relation)?.contains(&other) {
+            return Ok(Err("not_a_fact"));
+        }
+        if let Some(prev) = hops.last() {
+            if prev.edge.other != from {
+                return Ok(Err("not_a_path"));
+            }
+        }
+        hops.push(Hop { from, edge: Edge { direction, relation, other } });
+    }
+    Ok(Ok(hops))
 }

@@ -219,7 +219,7 @@ fn doctor_checks_encoder_models() {
 }
 
 /// The sample store and a few requests about its entities.
-fn sample(dir: &Path) -> (PathBuf, PathBuf) {
+pub(crate) fn sample(dir: &Path) -> (PathBuf, PathBuf) {
     let s = dir.join("kg");
     ingest(&s, &[], &[&fixture("opendialkg-sample.tsv")]);
     let requests = [
@@ -233,7 +233,7 @@ fn sample(dir: &Path) -> (PathBuf, PathBuf) {
     (s, input)
 }
 
-fn retrieve(store: &Path, input: &Path, out: &Path, args: &[&str]) -> Vec<serde_json::Value> {
+pub(crate) fn retrieve(store: &Path, input: &Path, out: &Path, args: &[&str]) -> Vec<serde_json::Value> {
     let mut cmd = trellis();
     cmd.arg("retrieve").arg("--store").arg(store).arg("--input").arg(input).arg("--output").arg(out).args(args);
     stdout_of(&mut cmd);
@@ -242,7 +242,7 @@ fn retrieve(store: &Path, input: &Path, out: &Path, args: &[&str]) -> Vec<serde_
 
 /// A path of the output as its facts' "head relation tail" texts (the engine's
 /// verbalization) and as a comparable key.
-fn path_text(p: &serde_json::Value) -> String {
+pub(crate) fn path_text(p: &serde_json::Value) -> String {
     p["triples"]
         .as_array()
         .unwrap()
@@ -255,11 +255,11 @@ fn path_text(p: &serde_json::Value) -> String {
         .join(" ")
 }
 
-fn query(history: &[&str], turns: usize) -> String {
+pub(crate) fn query(history: &[&str], turns: usize) -> String {
     history[history.len().saturating_sub(turns)..].iter().rev().copied().collect::<Vec<_>>().join(" | ")
 }
 
-fn history_of(input: &Path, id: &str) -> Vec<String> {
+pub(crate) fn history_of(input: &Path, id: &str) -> Vec<String> {
     let line = std::fs::read_to_string(input).unwrap().lines().find(|l| l.contains(&format!("\"id\": \"{id}\""))).unwrap().to_owned();
     let v: serde_json::Value = serde_json::from_str(&line).unwrap();
     v["history"].as_array().unwrap().iter().map(|m| m.as_str().unwrap().to_owned()).collect()

@@ -21,5 +21,6 @@ mod real_data;
 mod resume;
 mod retrieval;
 mod shipped_model;
+mod surge;
 mod targets;
 mod tokens;

@@ -25,7 +25,7 @@ const DIALOG: &[(&str, &str)] = &[
     ("path", r#"[["Coraline", "has_genre", "Neil Gaiman"]]"#),
 ];
 
-fn dialogs_csv(dir: &std::path::Path) -> std::path::PathBuf {
+pub(crate) fn dialogs_csv(dir: &std::path::Path) -> std::path::PathBuf {
     let mut rows = Vec::new();
     for dialog in [DIALOG, &[("chat", "Hello there, how are you?"), ("path", r#"[["Coraline", "written_by", "Neil Gaiman"]]"#)][..]] {
         let actions: Vec<String> = dialog

@@ -70,14 +70,7 @@ fi
 tok="$run/init/gen-tokenizer.json"
 
 [ -f "$run/req-train.jsonl" ] || python3 tools/data/opendialkg_requests.py "$data/dialogs_train.csv" -o "$run/req-train.jsonl"
-store_for() { # NAME FILES...
-    local store="$run/$1"; shift
-    if [ ! -f "$store/.loaded" ]; then
-        rm -rf "$store"
-        "$bin" ingest --store "$store" --on-error skip --rejects "$store.rejects.tsv" "$@"
-        touch "$store/.loaded"
-    fi
-}
+source tools/train/lib.sh
 store_for store-train "$data/kg.tsv" "$data/kg_train_paths.tsv"
 store_for store-dev "$data/kg.tsv"
 for r in bm25 pcst; do

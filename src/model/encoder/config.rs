@@ -1,6 +1,6 @@
 //! An encoder model directory (`schema/model.md`, "Encoder models"): the optimum export of a
 //! BERT-style or T5 encoder (`model.onnx`, `config.json`, `tokenizer.json`), Trellis's
-//! `trellis.json` naming the task (`dense` or `rerank`), and, for a sentence-transformers
+//! `trellis.json` naming the task (`dense`, `rerank` or `subgraph`), and, for a sentence-transformers
 //! export, that library's own files, which say the pooling, the normalization and the
 //! input length when `trellis.json` leaves them out: a user's export runs unmodified.
 
@@ -21,9 +21,12 @@ pub enum EncoderTask {
     Dense,
     /// A cross-encoder: a (query, passage) pair in, one relevance logit out.
     Rerank,
+    /// SURGE's subgraph retriever: the dialog and a candidate subgraph (names, structure)
+    /// in, one relevance score per fact out (`model::encoder::subgraph`).
+    Subgraph,
 }
 
-crate::limits::named_choices!(EncoderTask, "encoder task", { Dense => "dense", Rerank => "rerank" });
+crate::limits::named_choices!(EncoderTask, "encoder task", { Dense => "dense", Rerank => "rerank", Subgraph => "subgraph" });
 
 /// How a bi-encoder's token vectors become one vector (sentence-transformers' modes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -50,6 +53,8 @@ struct EncoderFile {
     dense: Option<DenseSection>,
     #[serde(default)]
     rerank: Option<RerankSection>,
+    #[serde(default)]
+    subgraph: Option<SubgraphSection>,
 }
 
 /// The `dense` section: every field optional (sentence-transformers' files, then defaults).
@@ -74,6 +79,19 @@ struct RerankSection {
     turns: Option<u64>,
 }
 
+/// The `subgraph` section.
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct SubgraphSection {
+    max_length: Option<u64>,
+    turns: Option<u64>,
+    name_length: Option<u64>,
+}
+
+/// Tokens of an entity or relation name a subgraph model reads, when `trellis.json` does
+/// not say.
+pub const DEFAULT_NAME_LENGTH: usize = 16;
+
 /// The dialog messages a query is made of, when `trellis.json` does not say.
 pub const DEFAULT_TURNS: usize = 3;
 
@@ -95,6 +113,8 @@ pub struct EncoderDir {
     /// The vector width `config.json` states (`hidden_size` or `d_model`), when it does.
     pub(crate) hidden: Option<usize>,
     pub(crate) vocab: Option<u32>,
+    /// A subgraph model's tokens per name.
+    pub(crate) name_length: usize,
 }
 
 impl std::fmt::Debug for EncoderDir {
@@ -104,7 +124,7 @@ impl std::fmt::Debug for EncoderDir {
 }
 
 /// The tasks an encoder's `trellis.json` may name.
-pub const TASKS: &str = "\"dense\" or \"rerank\"";
+pub const TASKS: &str = "\"dense\", \"rerank\" or \"subgraph\"";
 
 /// The `task` of a model directory's `trellis.json`, without checking the rest: which kind
 /// of model it is (absent file or field: a T5 model's defaults, `None`).
@@ -116,7 +136,7 @@ pub fn task_of(dir: &Path) -> Result<Option<String>, ModelDirError> {
     Ok(read_json(&path)?.get("task").and_then(|t| t.as_str()).map(str::to_owned))
 }
 
-/// Whether `task` is an encoder's (`dense`, `rerank`).
+/// Whether `task` is an encoder's (`dense`, `rerank`, `subgraph`).
 pub fn is_encoder_task(task: &str) -> bool {
     EncoderTask::NAMES.contains(&task)
 }
@@ -217,6 +237,17 @@ impl EncoderDir {
     /// range, a pooling that neither `trellis.json` nor the sentence-transformers files give
     /// for a bi-encoder.
     pub fn open(dir: &Path, expected: Option<EncoderTask>) -> Result<EncoderDir, ModelDirError> {
+        Self::read(dir, expected, true)
+    }
+
+    /// Like [`open`](Self::open) without `model.onnx`: the files that say how inputs are
+    /// made (`tokenizer.json`, `config.json`, `trellis.json`), for writing the training
+    /// targets of a model not trained yet.
+    pub fn open_spec(dir: &Path, expected: Option<EncoderTask>) -> Result<EncoderDir, ModelDirError> {
+        Self::read(dir, expected, false)
+    }
+
+    fn read(dir: &Path, expected: Option<EncoderTask>, with_graph: bool) -> Result<EncoderDir, ModelDirError> {
         if !dir.is_dir() {
             return Err(ModelDirError::NotADirectory { path: dir.into() });
         }
@@ -236,21 +267,26 @@ impl EncoderDir {
                 let allowed = match want {
                     EncoderTask::Dense => "\"dense\" (a bi-encoder is needed here)",
                     EncoderTask::Rerank => "\"rerank\" (a cross-encoder is needed here)",
+                    EncoderTask::Subgraph => "\"subgraph\" (a subgraph retriever is needed here)",
                 };
                 return Err(field(&trellis_path, "task", FieldProblem::Unknown { value: file.task, allowed }));
             }
         }
-        match task {
-            EncoderTask::Dense if file.rerank.is_some() => {
-                return Err(field(&trellis_path, "rerank", FieldProblem::OtherTask { task: "dense encoder", instead: "its settings are `dense`" }))
-            }
-            EncoderTask::Rerank if file.dense.is_some() => {
-                return Err(field(&trellis_path, "dense", FieldProblem::OtherTask { task: "reranker", instead: "its settings are `rerank`" }))
-            }
-            _ => {}
+        let sections = [
+            ("dense", file.dense.is_some(), EncoderTask::Dense),
+            ("rerank", file.rerank.is_some(), EncoderTask::Rerank),
+            ("subgraph", file.subgraph.is_some(), EncoderTask::Subgraph),
+        ];
+        if let Some((name, ..)) = sections.iter().find(|(_, given, t)| *given && *t != task) {
+            let (what, instead) = match task {
+                EncoderTask::Dense => ("dense encoder", "its settings are `dense`"),
+                EncoderTask::Rerank => ("reranker", "its settings are `rerank`"),
+                EncoderTask::Subgraph => ("subgraph retriever", "its settings are `subgraph`"),
+            };
+            return Err(field(&trellis_path, name, FieldProblem::OtherTask { task: what, instead }));
         }
         let model_file = dir.join(MODEL_FILE);
-        if !present(&model_file)? {
+        if with_graph && !present(&model_file)? {
             return Err(ModelDirError::MissingFile { path: model_file });
         }
         let config_path = dir.join(CONFIG_FILE);
@@ -270,10 +306,11 @@ impl EncoderDir {
         let vocab = json_uint(&config_path, &config, "vocab_size")?;
         let st = sentence_transformers(dir)?;
 
-        let (dense, rerank) = (file.dense.unwrap_or_default(), file.rerank.unwrap_or_default());
+        let (dense, rerank, subgraph) = (file.dense.unwrap_or_default(), file.rerank.unwrap_or_default(), file.subgraph.unwrap_or_default());
         let section = match task {
             EncoderTask::Dense => "dense",
             EncoderTask::Rerank => "rerank",
+            EncoderTask::Subgraph => "subgraph",
         };
         let tok_path = dir.join(TOKENIZER_FILE);
         if !present(&tok_path)? {
@@ -289,6 +326,7 @@ impl EncoderDir {
         let given = match task {
             EncoderTask::Dense => dense.max_length.or(st.max_length),
             EncoderTask::Rerank => rerank.max_length.or(st.max_length),
+            EncoderTask::Subgraph => subgraph.max_length,
         };
         let max_length = given.or(own_truncation).or(positions).unwrap_or(512);
         let at = format!("{section}.max_length");
@@ -303,6 +341,7 @@ impl EncoderDir {
         let turns = match task {
             EncoderTask::Dense => dense.turns,
             EncoderTask::Rerank => rerank.turns,
+            EncoderTask::Subgraph => subgraph.turns,
         }
         .unwrap_or(DEFAULT_TURNS as u64);
         let at = format!("{section}.turns");
@@ -312,11 +351,17 @@ impl EncoderDir {
         let pooling = match task {
             EncoderTask::Dense => dense.pooling.or(st.pooling).ok_or_else(|| field(&trellis_path, "dense.pooling", FieldProblem::Missing))?,
             EncoderTask::Rerank => Pooling::Cls,
+            // Its own attention pooling, inside the graph.
+            EncoderTask::Subgraph => Pooling::Mean,
         };
         let normalize = match task {
             EncoderTask::Dense => dense.normalize.or(st.normalize).unwrap_or(false),
-            EncoderTask::Rerank => false,
+            EncoderTask::Rerank | EncoderTask::Subgraph => false,
         };
+        let name_length = subgraph.name_length.unwrap_or(DEFAULT_NAME_LENGTH as u64);
+        crate::limits::NAME_LENGTH
+            .check(name_length)
+            .map_err(|e| field(&trellis_path, "subgraph.name_length", FieldProblem::OutOfRange { range: e.range().into(), value: e.value().into() }))?;
         tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(tokenizers::TruncationParams {
@@ -346,6 +391,7 @@ impl EncoderDir {
             pad_id: pad_id.min(u64::from(u32::MAX)) as u32,
             hidden: hidden.map(|h| h as usize),
             vocab: vocab.map(|v| v.min(u64::from(u32::MAX)) as u32),
+            name_length: name_length as usize,
         })
     }
 
@@ -384,6 +430,10 @@ impl EncoderDir {
     /// The text put before a document (`dense.document_prefix`).
     pub fn document_prefix(&self) -> &str {
         &self.document_prefix
+    }
+    /// A subgraph model's tokens per entity or relation name (longer names cut).
+    pub fn name_length(&self) -> usize {
+        self.name_length
     }
     /// The tokenizer, truncating to [`max_length`](Self::max_length).
     pub fn tokenizer(&self) -> &Tokenizer {

@@ -1,6 +1,8 @@
 //! Encoder-only models on the same runtime as the T5 models: a bi-encoder ([`BiEncoder`]:
-//! a text to a vector, for dense retrieval) and a cross-encoder ([`CrossEncoder`]: a
-//! (query, passage) pair to a relevance logit, for reranking). Both are a user's optimum
+//! a text to a vector, for dense retrieval), a cross-encoder ([`CrossEncoder`]: a
+//! (query, passage) pair to a relevance logit, for reranking) and SURGE's subgraph
+//! retriever ([`subgraph::SubgraphScorer`]: a dialog and a candidate subgraph to a score
+//! per fact). Both are a user's optimum
 //! export of a BERT-style or T5 encoder, unmodified, with a `trellis.json` naming the task
 //! ([`config`]); sessions come from a pool, on the device [`RuntimeOptions`] names, built
 //! as the T5 models' are.
@@ -14,11 +16,12 @@
 
 pub mod config;
 pub mod pooling;
+pub mod subgraph;
 
 pub use config::{EncoderDir, EncoderTask, Pooling};
 
 use crate::model::dir::ModelDirError;
-use crate::model::interface::{check_encoder_model, EncoderIo, InterfaceProblem};
+use crate::model::interface::{check_encoder_model, check_subgraph_model, EncoderIo, InterfaceProblem};
 use crate::model::runtime::{Runtime, RuntimeError};
 use crate::model::session::{builder, commit, Device, GraphReport, RuntimeOptions, Seq2SeqError};
 use ort::session::{Session, SessionInputValue};
@@ -66,6 +69,12 @@ pub enum EncoderError {
         token: u32,
         /// config.json's `vocab_size`.
         vocab: u32,
+    },
+    /// A subgraph whose parts do not fit together (a caller's bug, not data).
+    #[error("a subgraph model's input is inconsistent: {problem}")]
+    Input {
+        /// What does not fit.
+        problem: String,
     },
     /// A run failed inside ONNX Runtime.
     #[error("{}: running the model failed: {source}", path.display())]
@@ -122,7 +131,10 @@ impl Core {
         for _ in 0..opts.sessions.max(1) {
             let session = commit(&mut builder(rt, &opts, Some(&packs))?, dir.model_file(), opts.device, rt)?;
             if io.is_none() {
-                let (found, problems) = check_encoder_model(dir.model_file(), &session, task == EncoderTask::Dense, dir.hidden);
+                let (found, problems) = match task {
+                    EncoderTask::Subgraph => (EncoderIo { token_type_ids: false, output: "fact_scores" }, check_subgraph_model(dir.model_file(), &session)),
+                    _ => check_encoder_model(dir.model_file(), &session, task == EncoderTask::Dense, dir.hidden),
+                };
                 if !problems.is_empty() {
                     return Err(EncoderError::Interface { problems });
                 }

@@ -1,0 +1,191 @@
+//! SURGE's context-relevant subgraph retriever (seed 001, section 3.3) as one ONNX graph
+//! (`trellis.json` task `subgraph`): the dialog and a candidate subgraph in, one score per
+//! fact out. The graph embeds the dialog, embeds each entity and relation from its name,
+//! runs its graph neural network over the subgraph's structure (given as index inputs) and
+//! scores each fact against the dialog; this module only tokenizes and fills the inputs
+//! (`schema/model.md`, "Subgraph models"). One subgraph per run: a fact's score depends
+//! on its subgraph by design, never on other requests.
+
+use super::config::{EncoderDir, EncoderTask};
+use super::{Core, EncoderError, Result};
+use crate::model::session::{Device, GraphReport, RuntimeOptions, Seq2SeqError};
+use ort::session::SessionInputValue;
+use ort::value::Tensor;
+use std::borrow::Cow;
+use std::path::Path;
+
+/// A candidate subgraph as text: what a subgraph model reads.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SubgraphText<'a> {
+    /// The dialog, as one query text.
+    pub query: &'a str,
+    /// Each entity's name.
+    pub entities: Vec<&'a str>,
+    /// Whether the dialog mentions each entity.
+    pub mentioned: Vec<bool>,
+    /// Each relation's name, as words.
+    pub relations: Vec<&'a str>,
+    /// Each fact: (head entity, relation, tail entity), indices into the lists above.
+    pub facts: Vec<[u32; 3]>,
+}
+
+/// A subgraph tokenized: exactly the model's inputs, before padding (the training targets
+/// of `trellis targets` are these, so a trainer sees what the engine runs).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SubgraphIds {
+    /// The query's ids, special tokens included, cut at `max_length`.
+    pub input_ids: Vec<u32>,
+    /// Each entity name's ids, no special tokens, cut at `name_length`.
+    pub entity_ids: Vec<Vec<u32>>,
+    /// 1 for the entities the dialog mentions, else 0.
+    pub entity_mentioned: Vec<u8>,
+    /// Each relation name's ids, as the entities'.
+    pub relation_ids: Vec<Vec<u32>>,
+    /// Each fact's head (index into the entities).
+    pub fact_head: Vec<u32>,
+    /// Each fact's relation (index into the relations).
+    pub fact_relation: Vec<u32>,
+    /// Each fact's tail.
+    pub fact_tail: Vec<u32>,
+}
+
+/// Tokenizes a subgraph as `dir`'s model reads it. Refused: a text the tokenizer fails on,
+/// an id past the model's vocabulary, a fact pointing outside the lists.
+pub fn subgraph_ids(dir: &EncoderDir, text: &SubgraphText<'_>) -> Result<SubgraphIds> {
+    let tok = dir.tokenizer();
+    let check = |ids: &[u32]| -> Result<()> {
+        match (dir.vocab, ids.iter().find(|&&t| Some(t) >= dir.vocab)) {
+            (Some(vocab), Some(&token)) => Err(EncoderError::TokenOutOfRange { path: dir.path.clone(), token, vocab }),
+            _ => Ok(()),
+        }
+    };
+    let encode = |t: &str, special: bool| -> Result<Vec<u32>> {
+        let enc = tok.encode(t, special).map_err(|source| EncoderError::Tokenize { text: t.to_owned(), source: crate::backend::tokenizers(source) })?;
+        Ok(enc.get_ids().to_vec())
+    };
+    let input_ids = encode(text.query, true)?;
+    check(&input_ids)?;
+    let name = |t: &&str| -> Result<Vec<u32>> {
+        let mut ids = encode(t, false)?;
+        ids.truncate(dir.name_length);
+        check(&ids)?;
+        Ok(ids)
+    };
+    let entity_ids = text.entities.iter().map(name).collect::<Result<Vec<_>>>()?;
+    let relation_ids = text.relations.iter().map(name).collect::<Result<Vec<_>>>()?;
+    let (n, r) = (text.entities.len() as u32, text.relations.len() as u32);
+    if text.mentioned.len() != text.entities.len() {
+        return Err(EncoderError::Input { problem: format!("{} mentioned flags for {} entities", text.mentioned.len(), n) });
+    }
+    if let Some(f) = text.facts.iter().find(|f| f[0] >= n || f[2] >= n || f[1] >= r) {
+        return Err(EncoderError::Input { problem: format!("fact {f:?} points outside {n} entities and {r} relations") });
+    }
+    Ok(SubgraphIds {
+        input_ids,
+        entity_ids,
+        entity_mentioned: text.mentioned.iter().map(|&m| u8::from(m)).collect(),
+        relation_ids,
+        fact_head: text.facts.iter().map(|f| f[0]).collect(),
+        fact_relation: text.facts.iter().map(|f| f[1]).collect(),
+        fact_tail: text.facts.iter().map(|f| f[2]).collect(),
+    })
+}
+
+/// A subgraph retriever's model (`trellis.json` task `subgraph`). `Send + Sync`: build once,
+/// call from many threads (one session each, from the pool).
+pub struct SubgraphScorer {
+    core: Core,
+}
+
+impl std::fmt::Debug for SubgraphScorer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubgraphScorer").field("dir", &self.core.dir).field("device", &self.core.device).finish()
+    }
+}
+
+impl SubgraphScorer {
+    /// Loads a subgraph model and checks its graph's inputs and outputs.
+    pub fn open(dir: &Path, opts: &RuntimeOptions) -> Result<SubgraphScorer> {
+        Ok(SubgraphScorer { core: Core::open(dir, EncoderTask::Subgraph, opts, 1)? })
+    }
+
+    /// The model directory.
+    pub fn dir(&self) -> &EncoderDir {
+        &self.core.dir
+    }
+
+    /// The device its sessions run on.
+    pub fn device(&self) -> Device {
+        self.core.device
+    }
+
+    /// The graph's inputs and outputs.
+    pub fn graph(&self) -> GraphReport {
+        self.core.graph()
+    }
+
+    /// Each fact's score (higher: more relevant to the dialog), in the order of
+    /// `text.facts`; nothing to run for a subgraph without facts.
+    pub fn score(&self, text: &SubgraphText<'_>) -> Result<Vec<f32>> {
+        let ids = subgraph_ids(&self.core.dir, text)?;
+        self.score_ids(&ids)
+    }
+
+    /// [`score`](Self::score) of an already tokenized subgraph.
+    pub fn score_ids(&self, ids: &SubgraphIds) -> Result<Vec<f32>> {
+        let facts = ids.fact_head.len();
+        if facts == 0 {
+            return Ok(Vec::new());
+        }
+        let internal = |source: ort::Error| Seq2SeqError::Internal { what: "input tensor", source: source.into() };
+        let int = |shape: Vec<i64>, data: Vec<i64>| Tensor::from_array((shape, data)).map(|t| t.into_dyn()).map_err(internal);
+        // The query padded as the bi-encoder pads (a length fixed by its own tokens).
+        let s = super::padded_length(ids.input_ids.len(), self.core.dir.max_length.max(ids.input_ids.len()));
+        let mut q = vec![i64::from(self.core.dir.pad_id); s];
+        let mut qm = vec![0i64; s];
+        for (j, &t) in ids.input_ids.iter().enumerate() {
+            q[j] = i64::from(t);
+            qm[j] = 1;
+        }
+        // Names padded to the longest of their kind in this subgraph (at least one column:
+        // an empty name is all padding, which the graph reads as a zero vector).
+        let names = |rows: &[Vec<u32>]| -> Result<(ort::value::DynValue, ort::value::DynValue)> {
+            let w = rows.iter().map(Vec::len).max().unwrap_or(0).max(1);
+            let mut data = vec![i64::from(self.core.dir.pad_id); rows.len() * w];
+            let mut mask = vec![0i64; rows.len() * w];
+            for (i, r) in rows.iter().enumerate() {
+                for (j, &t) in r.iter().enumerate() {
+                    data[i * w + j] = i64::from(t);
+                    mask[i * w + j] = 1;
+                }
+            }
+            let shape = vec![rows.len() as i64, w as i64];
+            Ok((int(shape.clone(), data)?, int(shape, mask)?))
+        };
+        let index = |v: &[u32]| int(vec![v.len() as i64], v.iter().map(|&x| i64::from(x)).collect());
+        let input_ids = int(vec![1, s as i64], q)?;
+        let attention_mask = int(vec![1, s as i64], qm)?;
+        let (entity_ids, entity_mask) = names(&ids.entity_ids)?;
+        let (relation_ids, relation_mask) = names(&ids.relation_ids)?;
+        let mentioned: Vec<f32> = ids.entity_mentioned.iter().map(|&m| f32::from(m)).collect();
+        let entity_mentioned = Tensor::from_array((vec![mentioned.len() as i64], mentioned)).map(|t| t.into_dyn()).map_err(internal)?;
+        let (head, relation, tail) = (index(&ids.fact_head)?, index(&ids.fact_relation)?, index(&ids.fact_tail)?);
+        let inputs: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = vec![
+            ("input_ids".into(), (&input_ids).into()),
+            ("attention_mask".into(), (&attention_mask).into()),
+            ("entity_ids".into(), (&entity_ids).into()),
+            ("entity_mask".into(), (&entity_mask).into()),
+            ("entity_mentioned".into(), (&entity_mentioned).into()),
+            ("relation_ids".into(), (&relation_ids).into()),
+            ("relation_mask".into(), (&relation_mask).into()),
+            ("fact_head".into(), (&head).into()),
+            ("fact_relation".into(), (&relation).into()),
+            ("fact_tail".into(), (&tail).into()),
+        ];
+        let mut session = self.core.session();
+        let path = self.core.dir.model_file.clone();
+        let outputs = session.get().run(inputs).map_err(|source| EncoderError::Run { path: path.clone(), source: source.into() })?;
+        let value = outputs.get("fact_scores").ok_or_else(|| EncoderError::Output { path, name: "fact_scores".into(), problem: "was not returned".into() })?;
+        Ok(self.core.floats(value, &[facts as i64])?.to_vec())
+    }
+}
