@@ -264,6 +264,35 @@ impl Drop for PooledSession<'_> {
     }
 }
 
+/// The accessors and `Debug` every model over a [`Core`] has (its `core` field).
+macro_rules! core_accessors {
+    ($t:ident) => {
+        impl std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($t)).field("dir", &self.core.dir).field("device", &self.core.device).finish()
+            }
+        }
+
+        impl $t {
+            /// The model directory.
+            pub fn dir(&self) -> &$crate::model::encoder::EncoderDir {
+                &self.core.dir
+            }
+
+            /// The device its sessions run on.
+            pub fn device(&self) -> $crate::model::session::Device {
+                self.core.device
+            }
+
+            /// The graph's inputs and outputs.
+            pub fn graph(&self) -> $crate::model::session::GraphReport {
+                self.core.graph()
+            }
+        }
+    };
+}
+pub(crate) use core_accessors;
+
 /// A bi-encoder (`trellis.json` task `dense`): texts to vectors, pooled and (if the model
 /// says so) normalized as sentence-transformers' `encode` computes them. `Send + Sync`:
 /// build once, call from many threads.
@@ -271,31 +300,12 @@ pub struct BiEncoder {
     core: Core,
 }
 
-impl std::fmt::Debug for BiEncoder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BiEncoder").field("dir", &self.core.dir).field("device", &self.core.device).finish()
-    }
-}
+core_accessors!(BiEncoder);
 
 impl BiEncoder {
     /// Loads a bi-encoder; `batch` inputs run together at most.
     pub fn open(dir: &Path, opts: &RuntimeOptions, batch: usize) -> Result<BiEncoder> {
         Ok(BiEncoder { core: Core::open(dir, EncoderTask::Dense, opts, batch)? })
-    }
-
-    /// The model directory.
-    pub fn dir(&self) -> &EncoderDir {
-        &self.core.dir
-    }
-
-    /// The device its sessions run on.
-    pub fn device(&self) -> Device {
-        self.core.device
-    }
-
-    /// The graph's inputs and outputs.
-    pub fn graph(&self) -> GraphReport {
-        self.core.graph()
     }
 
     /// The vectors of `texts`, as given (no prefix added), in order.
@@ -342,31 +352,12 @@ pub struct CrossEncoder {
     core: Core,
 }
 
-impl std::fmt::Debug for CrossEncoder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CrossEncoder").field("dir", &self.core.dir).field("device", &self.core.device).finish()
-    }
-}
+core_accessors!(CrossEncoder);
 
 impl CrossEncoder {
     /// Loads a cross-encoder; `batch` pairs run together at most.
     pub fn open(dir: &Path, opts: &RuntimeOptions, batch: usize) -> Result<CrossEncoder> {
         Ok(CrossEncoder { core: Core::open(dir, EncoderTask::Rerank, opts, batch)? })
-    }
-
-    /// The model directory.
-    pub fn dir(&self) -> &EncoderDir {
-        &self.core.dir
-    }
-
-    /// The device its sessions run on.
-    pub fn device(&self) -> Device {
-        self.core.device
-    }
-
-    /// The graph's inputs and outputs.
-    pub fn graph(&self) -> GraphReport {
-        self.core.graph()
     }
 
     /// The relevance logit of each (query, passage) pair (higher: more relevant; no

@@ -8,7 +8,7 @@
 
 use super::config::{EncoderDir, EncoderTask};
 use super::{Core, EncoderError, Result};
-use crate::model::session::{Device, GraphReport, RuntimeOptions, Seq2SeqError};
+use crate::model::session::{RuntimeOptions, Seq2SeqError};
 use ort::session::SessionInputValue;
 use ort::value::Tensor;
 use std::borrow::Cow;
@@ -97,31 +97,12 @@ pub struct SubgraphScorer {
     core: Core,
 }
 
-impl std::fmt::Debug for SubgraphScorer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SubgraphScorer").field("dir", &self.core.dir).field("device", &self.core.device).finish()
-    }
-}
+super::core_accessors!(SubgraphScorer);
 
 impl SubgraphScorer {
     /// Loads a subgraph model and checks its graph's inputs and outputs.
     pub fn open(dir: &Path, opts: &RuntimeOptions) -> Result<SubgraphScorer> {
         Ok(SubgraphScorer { core: Core::open(dir, EncoderTask::Subgraph, opts, 1)? })
-    }
-
-    /// The model directory.
-    pub fn dir(&self) -> &EncoderDir {
-        &self.core.dir
-    }
-
-    /// The device its sessions run on.
-    pub fn device(&self) -> Device {
-        self.core.device
-    }
-
-    /// The graph's inputs and outputs.
-    pub fn graph(&self) -> GraphReport {
-        self.core.graph()
     }
 
     /// Each fact's score (higher: more relevant to the dialog), in the order of
