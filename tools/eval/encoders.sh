@@ -22,12 +22,12 @@ if [ -n "${MAX_TURNS:-}" ]; then limit=(--max-turns "$MAX_TURNS"); tag="$MAX_TUR
 rows=(
     "bm25|--retriever bm25"
     "pcst|--retriever pcst"
-    "pcst, dense prizes|--retriever pcst --pcst-scores dense --dense-model $dense"
-    "dense|--retriever dense --dense-model $dense"
-    "surge|--retriever surge --surge-model $surge"
     "gsr (shipped)|--retriever gsr --model $model"
     "gsr, reranked (top 20)|--retriever gsr --model $model --rerank $rerank --rerank-top 20"
     "gsr + pcst, reranked (top 20 each)|--retriever gsr --model $model --rerank $rerank --rerank-pool pcst --rerank-top 20"
+    "surge|--retriever surge --surge-model $surge"
+    "dense|--retriever dense --dense-model $dense"
+    "pcst, dense prizes|--retriever pcst --pcst-scores dense --dense-model $dense"
 )
 echo "| retriever | turns | path@1 | path@3 | path@5 | triple recall@5 | MRR | turns/s |"
 echo "|---|---|---|---|---|---|---|---|"

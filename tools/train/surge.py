@@ -187,7 +187,9 @@ def path_scores(model, row):
 
 
 def evaluate(model, rows):
-    """path@1/3/5 and MRR over every turn (a skipped one a miss), ties broken by candidate order as the engine's stable sort."""
+    """path@1/3/5 and the MRR of the exact gold path over every turn (a skipped one a miss),
+    ties broken by candidate order as the engine's stable sort. (`trellis eval retrieval`'s
+    MRR is the rank of the first path holding a gold triple: higher.)"""
     model.eval()
     hits = {1: 0, 3: 0, 5: 0}
     rr = 0.0
@@ -401,7 +403,7 @@ the paper), {size / 1e6:.1f} MB, int8 weights.
   shipped, chosen by dev path@1 (python scores of the float model over the dev turns, a turn
   whose gold is not a candidate a miss):
 
-| epoch | step | loss | minutes | dev path@1 | path@3 | path@5 | MRR |
+| epoch | step | loss | minutes | dev path@1 | path@3 | path@5 | MRR of the exact path |
 |---|---|---|---|---|---|---|---|
 {rows}
 
