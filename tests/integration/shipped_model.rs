@@ -1,6 +1,6 @@
-//! The models shipped in `models/` (trained by `tools/train/train.sh`): the retriever
-//! (`gsr-opendialkg`) and the generator (`generator-opendialkg`) load, `doctor` finds nothing
-//! wrong, on the bundled sample the retriever writes only real paths of the store (checked
+//! The models shipped in `models/` (trained by `tools/train/train.sh`, the encoders by
+//! `encoders.sh` and `surge.sh`): the retriever (`gsr-opendialkg`), the generator
+//! (`generator-opendialkg`) and the encoder models load, `doctor` finds nothing wrong, on the bundled sample the retriever writes only real paths of the store (checked
 //! against the sample's own lines), and the chain ends with a reply grounded in such paths.
 
 use crate::common::*;
@@ -17,7 +17,8 @@ fn shipped_generator() -> PathBuf {
 
 #[test]
 fn the_shipped_models_pass_doctor() {
-    for model in [shipped(), shipped_generator()] {
+    let encoders = ["dense-opendialkg", "rerank-opendialkg", "surge-opendialkg"].map(|m| Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(m));
+    for model in [shipped(), shipped_generator()].into_iter().chain(encoders) {
         let out = trellis().args(["doctor", "--json", "--model"]).arg(&model).output().unwrap();
         assert!(out.status.success(), "{}: {}", model.display(), String::from_utf8_lossy(&out.stderr));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
