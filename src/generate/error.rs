@@ -37,7 +37,7 @@ pub enum GenerateError {
         model: PathBuf,
     },
     /// A knowledge path of a request cannot be written; `input` is the request's position
-    /// in the call (0 for [`Generator::encoder_input`]).
+    /// in the call (0 for [`Generator::encoder_input`](super::Generator::encoder_input)).
     #[error("request {input}, knowledge path {path}: {problem}")]
     Knowledge {
         /// The request's position.

@@ -62,6 +62,6 @@ pub struct EncoderInput {
     /// Whether the ids were still too long and cut from the left.
     pub cut: bool,
     /// With `generation.delexicalize`, the knowledge's names its placeholders stand for
-    /// (`names[k]` for `placeholders[k]`; [`delex`]); else empty.
+    /// (`names[k]` for `placeholders[k]`; [`delex`](super::delex)); else empty.
     pub names: Vec<String>,
 }

@@ -54,7 +54,7 @@ pub enum Strategy {
     Sample(Sampling),
 }
 
-/// Everything a call decodes with; [`Generator::settings`] gives the model's defaults.
+/// Everything a call decodes with; [`Generator::settings`](super::Generator::settings) gives the model's defaults.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct GenerateSettings {
