@@ -1,4 +1,4 @@
-# Sourced by tools/eval/gsr.sh, tools/eval/pipeline.sh, tools/eval/batch_independence.sh and
+# Sourced by tools/eval/gsr.sh, tools/eval/pipeline.sh, tools/eval/encoders.sh, tools/eval/batch_independence.sh, tools/bench/rerank.sh and
 # tools/bench/pipeline.sh: builds the trellis binary and the store every retriever is measured
 # on ($work/kg-gsr: OpenDialKG's kg.tsv, loaded once per BENCH_DIR) with the token index of
 # $model's tokenizer. Sets bin, data, work, model and store.
