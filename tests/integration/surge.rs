@@ -70,6 +70,21 @@ fn subgraph_model_matches_pytorch() {
     assert!(matches!(m.score(&bad), Err(EncoderError::Input { .. })), "{:?}", m.score(&bad));
     let short = SubgraphText { mentioned: vec![], ..bad };
     assert!(matches!(m.score(&short), Err(EncoderError::Input { .. })));
+    // Ids from elsewhere are checked too: a fact index past the entities, a flag missing,
+    // an id past the vocabulary.
+    let good = subgraph_ids(
+        m.dir(),
+        &SubgraphText { query: "q", entities: vec!["a", "b"], mentioned: vec![true, false], relations: vec!["r"], facts: vec![[0, 0, 1]] },
+    )
+    .unwrap();
+    assert_eq!(m.score_ids(&good).unwrap().len(), 1);
+    let far = SubgraphIds { fact_tail: vec![2], ..good.clone() };
+    assert!(matches!(m.score_ids(&far), Err(EncoderError::Input { .. })));
+    let flags = SubgraphIds { entity_mentioned: vec![1], ..good.clone() };
+    assert!(matches!(m.score_ids(&flags), Err(EncoderError::Input { .. })));
+    let mut vocab = good.clone();
+    vocab.entity_ids[0] = vec![100_000];
+    assert!(matches!(m.score_ids(&vocab), Err(EncoderError::TokenOutOfRange { .. })));
 }
 
 /// `--retriever surge`: every candidate path (`--retriever all`'s), scored by the mean of

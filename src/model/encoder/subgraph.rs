@@ -91,6 +91,30 @@ pub fn subgraph_ids(dir: &EncoderDir, text: &SubgraphText<'_>) -> Result<Subgrap
     })
 }
 
+/// The checks [`subgraph_ids`] makes by construction, for ids from elsewhere.
+fn check_ids(dir: &EncoderDir, ids: &SubgraphIds) -> Result<()> {
+    let (n, r, f) = (ids.entity_ids.len(), ids.relation_ids.len(), ids.fact_head.len());
+    let problem = if ids.entity_mentioned.len() != n {
+        Some(format!("{} mentioned flags for {n} entities", ids.entity_mentioned.len()))
+    } else if ids.fact_relation.len() != f || ids.fact_tail.len() != f {
+        Some(format!("{f} heads, {} relations, {} tails", ids.fact_relation.len(), ids.fact_tail.len()))
+    } else if ids.fact_head.iter().chain(&ids.fact_tail).any(|&e| e as usize >= n) || ids.fact_relation.iter().any(|&x| x as usize >= r) {
+        Some(format!("a fact points outside {n} entities and {r} relations"))
+    } else if ids.input_ids.is_empty() {
+        Some("an empty query".to_owned())
+    } else {
+        None
+    };
+    if let Some(problem) = problem {
+        return Err(EncoderError::Input { problem });
+    }
+    let all = ids.input_ids.iter().chain(ids.entity_ids.iter().flatten()).chain(ids.relation_ids.iter().flatten());
+    if let (Some(vocab), Some(&token)) = (dir.vocab, all.clone().find(|&&t| Some(t) >= dir.vocab)) {
+        return Err(EncoderError::TokenOutOfRange { path: dir.path.clone(), token, vocab });
+    }
+    Ok(())
+}
+
 /// A subgraph retriever's model (`trellis.json` task `subgraph`). `Send + Sync`: build once,
 /// call from many threads (one session each, from the pool).
 pub struct SubgraphScorer {
@@ -112,12 +136,14 @@ impl SubgraphScorer {
         self.score_ids(&ids)
     }
 
-    /// [`score`](Self::score) of an already tokenized subgraph.
+    /// [`score`](Self::score) of an already tokenized subgraph (refused when its parts do
+    /// not fit together: lengths, indices, ids past the vocabulary).
     pub fn score_ids(&self, ids: &SubgraphIds) -> Result<Vec<f32>> {
         let facts = ids.fact_head.len();
         if facts == 0 {
             return Ok(Vec::new());
         }
+        check_ids(&self.core.dir, ids)?;
         let internal = |source: ort::Error| Seq2SeqError::Internal { what: "input tensor", source: source.into() };
         let int = |shape: Vec<i64>, data: Vec<i64>| Tensor::from_array((shape, data)).map(|t| t.into_dyn()).map_err(internal);
         // The query padded as the bi-encoder pads (a length fixed by its own tokens).
