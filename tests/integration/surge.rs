@@ -157,6 +157,21 @@ fn surge_scores_each_candidate_by_its_facts_mean() {
         scored += got.len();
     }
     assert!(scored > 20, "the requests must reach candidates ({scored})");
+    // One subgraph per run: the requests in the other order, one thread, answer the same
+    // bytes.
+    let text = std::fs::read_to_string(&input).unwrap();
+    let lines: Vec<&str> = text.lines().rev().collect();
+    let reversed = write(tmp.path(), "rev.jsonl", (lines.join("\n") + "\n").as_bytes());
+    let again = retrieve(
+        &store,
+        &reversed,
+        &tmp.path().join("r.jsonl"),
+        &["--retriever", "surge", "--surge-model", m.to_str().unwrap(), "--top", "1000", "--threads", "1"],
+    );
+    for a in &again {
+        let first = surge.iter().find(|s| s["id"] == a["id"]).unwrap();
+        assert_eq!(a["paths"], first["paths"], "request {}", a["id"]);
+    }
 }
 
 /// `trellis targets` with a subgraph model's spec: per turn whose gold path is a candidate,
@@ -248,6 +263,24 @@ fn surge_errors_and_doctor() {
     std::fs::write(dir.join("trellis.json"), r#"{"format": 1, "task": "subgraph", "dense": {"pooling": "mean"}}"#).unwrap();
     let e = EncoderDir::open(&dir, None).unwrap_err().to_string();
     assert!(e.contains("dense") && e.contains("subgraph"), "{e}");
+    // A subgraph model's targets take none of a generator's or a generative retriever's options.
+    let csv = crate::targets::dialogs_csv(tmp.path());
+    for extra in [&["--without-knowledge"][..], &["--scope", "uncapped"]] {
+        let out = trellis()
+            .args(["targets", "--store"])
+            .arg(&store)
+            .arg("--model")
+            .arg(model())
+            .arg("--input")
+            .arg(&csv)
+            .arg("--output")
+            .arg(tmp.path().join("t.jsonl"))
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("subgraph model"), "{}", String::from_utf8_lossy(&out.stderr));
+    }
     // doctor runs a trial subgraph through the graph.
     let report = json_of(trellis().args(["doctor", "--json", "--model"]).arg(model()));
     assert_eq!(report["ok"], true, "{report}");

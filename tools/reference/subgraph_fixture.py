@@ -130,16 +130,9 @@ def main():
         rows.append(row)
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "model.onnx"
-        axes = {
-            "input_ids": {1: "sequence"}, "attention_mask": {1: "sequence"},
-            "entity_ids": {0: "entities", 1: "entity_tokens"}, "entity_mask": {0: "entities", 1: "entity_tokens"},
-            "entity_mentioned": {0: "entities"},
-            "relation_ids": {0: "relations", 1: "relation_tokens"}, "relation_mask": {0: "relations", 1: "relation_tokens"},
-            "fact_head": {0: "facts"}, "fact_relation": {0: "facts"}, "fact_tail": {0: "facts"}, "fact_scores": {0: "facts"},
-        }
         with torch.no_grad():
             torch.onnx.export(model, tuple(surge.inputs_of(rows[0])), str(f), input_names=surge.INPUTS, output_names=["fact_scores"],
-                              dynamic_axes=axes, opset_version=18, dynamo=False)
+                              dynamic_axes=surge.AXES, opset_version=18, dynamo=False)
         import onnxruntime as ort
 
         so = ort.SessionOptions()

@@ -126,7 +126,7 @@ import torch.nn.functional as F  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
 # Neighbours in tools/train/ (this file runs as a script: its folder is on sys.path).
-from train import Checkpoint, fit, log, optimizer, shuffled  # noqa: E402
+from train import Checkpoint, fit, keep_epoch, log, optimizer, shuffled, stop_after  # noqa: E402
 
 
 class Dense(torch.nn.Module):
@@ -366,22 +366,14 @@ def train(args):
         model.train()
         scores = dev_scores(args, folder / "model") if args.trellis and args.dev_store else None
         log(f"epoch {epoch + 1}: export max |diff| {worst:.2e}; dev {json.dumps(scores)}")
-        state["history"].append({"epoch": epoch + 1, "step": state["step"], "loss": state["loss"], "minutes": round((time.time() - started) / 60, 1), "dev": scores})
-        key = (scores["path_at"]["1"], scores["path_at"]["3"]) if scores else (epoch,)
-        if state["best"] is None or key > tuple(state["best"]["key"]):
-            state["best"] = {"epoch": epoch + 1, "key": list(key)}
-            (out / "best").unlink(missing_ok=True)
-            (out / "best").symlink_to(folder.name)
-        ck.save(model, opt, sched, state)
-        (out / "history.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "history": state["history"], "best": state["best"]}, indent=1) + "\n")
+        key = [scores["path_at"]["1"], scores["path_at"]["3"]] if scores else [epoch]
+        keep_epoch(out, epoch, key, scores, state, args, started, save)
         return bool(args.stop_after and done >= args.stop_after)
 
-    def between(done):
-        if args.stop_after and done >= args.stop_after:
-            ck.save(model, opt, sched, state)
-            log(f"{args.task}: stopped after {done} steps (--stop-after)")
-            return True
-        return False
+    def save():
+        ck.save(model, opt, sched, state)
+
+    between = stop_after(args, save, args.task)
 
     started = time.time()
     loss_of = dense_loss if args.task == "dense" else rerank_loss

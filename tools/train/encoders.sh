@@ -58,19 +58,12 @@ cargo build --release --locked --bin trellis
 bin="$CARGO_TARGET_DIR/release/trellis"
 mkdir -p "$run"
 say() { echo "encoders.sh: $*" >&2; }
+source tools/train/lib.sh
 
-# The starting point is copied once: the folder it came from may be trained on later.
-if [ ! -f "$run/init/gen-tokenizer.json" ]; then
-    [ -f "$INIT/config.json" ] || { say "INIT=$INIT has no config.json (want a saved T5's hf folder)"; exit 2; }
-    rm -rf "$run/init.part" && mkdir -p "$run/init.part"
-    cp -r "$INIT" "$run/init.part/hf"
-    cp "$INIT_TOKENIZER" "$run/init.part/gen-tokenizer.json"
-    mv "$run/init.part" "$run/init"
-fi
+copy_init "$INIT" "$INIT_TOKENIZER"
 tok="$run/init/gen-tokenizer.json"
 
 [ -f "$run/req-train.jsonl" ] || python3 tools/data/opendialkg_requests.py "$data/dialogs_train.csv" -o "$run/req-train.jsonl"
-source tools/train/lib.sh
 store_for store-train "$data/kg.tsv" "$data/kg_train_paths.tsv"
 store_for store-dev "$data/kg.tsv"
 for r in bm25 pcst; do

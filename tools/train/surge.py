@@ -51,10 +51,19 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 # Neighbours in tools/train/ (this file runs as a script: its folder is on sys.path).
-from train import Checkpoint, fit, log, optimizer, shuffled  # noqa: E402
+from train import Checkpoint, fit, keep_epoch, log, optimizer, shuffled, stop_after  # noqa: E402
 
 INPUTS = ["input_ids", "attention_mask", "entity_ids", "entity_mask", "entity_mentioned", "relation_ids", "relation_mask",
           "fact_head", "fact_relation", "fact_tail"]
+
+# The graph's dynamic dimensions (schema/model.md, "Subgraph models").
+AXES = {
+    "input_ids": {1: "sequence"}, "attention_mask": {1: "sequence"},
+    "entity_ids": {0: "entities", 1: "entity_tokens"}, "entity_mask": {0: "entities", 1: "entity_tokens"},
+    "entity_mentioned": {0: "entities"},
+    "relation_ids": {0: "relations", 1: "relation_tokens"}, "relation_mask": {0: "relations", 1: "relation_tokens"},
+    "fact_head": {0: "facts"}, "fact_relation": {0: "facts"}, "fact_tail": {0: "facts"}, "fact_scores": {0: "facts"},
+}
 
 
 class Surge(torch.nn.Module):
@@ -254,15 +263,8 @@ def export(model, rows, out, quantize, max_length, turns, name_length, tok_path)
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "model.onnx"
         example = inputs_of(checks[0])
-        axes = {
-            "input_ids": {1: "sequence"}, "attention_mask": {1: "sequence"},
-            "entity_ids": {0: "entities", 1: "entity_tokens"}, "entity_mask": {0: "entities", 1: "entity_tokens"},
-            "entity_mentioned": {0: "entities"},
-            "relation_ids": {0: "relations", 1: "relation_tokens"}, "relation_mask": {0: "relations", 1: "relation_tokens"},
-            "fact_head": {0: "facts"}, "fact_relation": {0: "facts"}, "fact_tail": {0: "facts"}, "fact_scores": {0: "facts"},
-        }
         with torch.no_grad():
-            torch.onnx.export(model, tuple(example), str(f), input_names=INPUTS, output_names=["fact_scores"], dynamic_axes=axes,
+            torch.onnx.export(model, tuple(example), str(f), input_names=INPUTS, output_names=["fact_scores"], dynamic_axes=AXES,
                               opset_version=18, dynamo=False)
         if quantize:
             from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -350,22 +352,13 @@ def train(args):
         worst, same, n = export(model, dev_rows, folder / "model", not args.float, args.max_length, args.turns, args.name_length, args.tokenizer)
         model.train()
         log(f"epoch {epoch + 1}: dev {json.dumps(scores)}; export max relative diff {worst:.2e}, same top fact on {same} of {n}")
-        state["history"].append({"epoch": epoch + 1, "step": state["step"], "loss": state["loss"], "minutes": round((time.time() - started) / 60, 1), "dev": scores})
-        key = [scores["path_at"]["1"], scores["path_at"]["3"]]
-        if state["best"] is None or key > state["best"]["key"]:
-            state["best"] = {"epoch": epoch + 1, "key": key}
-            (out / "best").unlink(missing_ok=True)
-            (out / "best").symlink_to(folder.name)
-        ck.save(model, opt, sched, state)
-        (out / "history.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "history": state["history"], "best": state["best"]}, indent=1) + "\n")
+        keep_epoch(out, epoch, [scores["path_at"]["1"], scores["path_at"]["3"]], scores, state, args, started, save)
         return bool(args.stop_after and done >= args.stop_after)
 
-    def between(done):
-        if args.stop_after and done >= args.stop_after:
-            ck.save(model, opt, sched, state)
-            log(f"surge: stopped after {done} steps (--stop-after)")
-            return True
-        return False
+    def save():
+        ck.save(model, opt, sched, state)
+
+    between = stop_after(args, save, "surge")
 
     if fit(model, opt, sched, ck, state, args, steps=steps, per_epoch=per_epoch, batches=batches, loss_of=loss_of,
            label=lambda e: f"surge epoch {e + 1}", between=between, epoch_end=epoch_end):

@@ -42,14 +42,7 @@ mkdir -p "$run"
 say() { echo "surge.sh: $*" >&2; }
 source tools/train/lib.sh
 
-# The starting point is copied once: the folder it came from may be trained on later.
-if [ ! -f "$run/init/gen-tokenizer.json" ]; then
-    [ -f "$INIT/config.json" ] || { say "INIT=$INIT has no config.json (want a saved T5's hf folder)"; exit 2; }
-    rm -rf "$run/init.part" && mkdir -p "$run/init.part"
-    cp -r "$INIT" "$run/init.part/hf"
-    cp "$INIT_TOKENIZER" "$run/init.part/gen-tokenizer.json"
-    mv "$run/init.part" "$run/init"
-fi
+copy_init "$INIT" "$INIT_TOKENIZER"
 tok="$run/init/gen-tokenizer.json"
 [ -f "$run/spec/trellis.json" ] || "$PY" tools/train/surge.py spec --init "$run/init/hf" --tokenizer "$tok" --out "$run/spec"
 store_for store-train "$data/kg.tsv" "$data/kg_train_paths.tsv"

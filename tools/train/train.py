@@ -195,6 +195,34 @@ def fit(model, opt, sched, ck, state, args, *, steps, per_epoch, batches, loss_o
     return True
 
 
+def keep_epoch(out, epoch, key, scores, state, args, started, save):
+    """The bookkeeping after an epoch of a stage that keeps its best epoch by a dev `key`
+    (a list, compared in order; its folder is `out/epoch-N`): the history entry, the `best`
+    link when the key beats the best so far, `save()` (the checkpoint), history.json."""
+    folder = out / f"epoch-{epoch + 1}"
+    state["history"].append({"epoch": epoch + 1, "step": state["step"], "loss": state["loss"], "minutes": round((time.time() - started) / 60, 1), "dev": scores})
+    if state["best"] is None or list(key) > list(state["best"]["key"]):
+        state["best"] = {"epoch": epoch + 1, "key": list(key)}
+        (out / "best").unlink(missing_ok=True)
+        (out / "best").symlink_to(folder.name)
+    save()
+    (out / "history.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "history": state["history"], "best": state["best"]}, indent=1) + "\n")
+
+
+def stop_after(args, save, name):
+    """`between` for `fit`: checkpoint (`save()`) and stop once this run has done
+    `--stop-after` steps."""
+
+    def between(done):
+        if args.stop_after and done >= args.stop_after:
+            save()
+            log(f"{name}: stopped after {done} steps (--stop-after)")
+            return True
+        return False
+
+    return between
+
+
 def shuffled(rows, batch, seed):
     """`batches` of an epoch-based stage: epoch e's order is `random.Random(seed + e)`'s
     shuffle of the rows, cut into `batch`-sized pieces (the last one shorter)."""
