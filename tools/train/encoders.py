@@ -8,6 +8,7 @@ trained generator's encoder, on the OpenDialKG training dialogs only.
     $PY tools/train/encoders.py dense  --run RUN --init HF --tokenizer T --trellis BIN --dev-store S --dev-dialogs D
     $PY tools/train/encoders.py rerank --run RUN --init HF --tokenizer T --trellis BIN --dev-store S --dev-dialogs D
     $PY tools/train/encoders.py ship   --run RUN --task dense --out models/dense-opendialkg
+    $PY tools/train/encoders.py check  --model models/rerank-opendialkg --trellis BIN --store S --requests R   # or dense
 
 (tools/train/encoders.sh runs the whole thing.)
 
@@ -106,11 +107,13 @@ def prepare(args):
                 found[k] += had
                 hit.append(had)
             rows.append({"id": req["id"], "history": req["history"][-8:], "gold": gold, "cands": cands, "found": hit})
-    out = Path(args.run) / "rows.jsonl"
+    out = args.out or Path(args.run) / "rows.jsonl"
     with open(out.with_suffix(".part"), "w", encoding="utf-8") as f:
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
     os.replace(out.with_suffix(".part"), out)
+    # Which retriever each `found` flag is (the model card names them): "gsr-train.jsonl" -> gsr.
+    out.with_suffix(".sources.json").write_text(json.dumps([Path(p).name.split("-")[0] for p in args.candidates]) + "\n")
     n = len(rows)
     share = ", ".join(f"{Path(p).name} {c / n:.3f}" for p, c in zip(args.candidates, found))
     mean = sum(len(r["cands"]) for r in rows) / max(n, 1)
@@ -296,6 +299,10 @@ def dev_scores(args, model_dir):
         cmd += ["--retriever", "dense", "--dense-model", str(model_dir)]
     else:
         cmd += ["--retriever", args.dev_retriever, "--rerank", str(model_dir), "--rerank-top", str(args.rerank_top)]
+        if args.dev_pool:
+            cmd += ["--rerank-pool", args.dev_pool]
+        if args.dev_gsr_model:
+            cmd += ["--model", str(args.dev_gsr_model)]
     if args.dev_turns:
         cmd += ["--max-turns", str(args.dev_turns)]
     t = time.time()
@@ -413,7 +420,14 @@ def card(args, hist, out, size):
     n = len(rows)
     turns = "all" if a["limit"] == "None" else f"the first {a['limit']}"
     cands = sum(len(r["cands"]) for r in rows) / n
-    bm25_found, pcst_found = (sum(r["found"][k] for r in rows) / n for k in (0, 1))
+    rows_path = Path(a["rows"] if a["rows"] != "None" else Path(a["run"]) / "rows.jsonl")
+    sources_path = rows_path.with_suffix(".sources.json")
+    sources = json.loads(sources_path.read_text()) if sources_path.exists() else ["bm25", "pcst"]
+    found = [sum(r["found"][k] for r in rows) / n for k in range(len(sources))]
+    tops = {"gsr": "its 5 returned paths", "bm25": "top 30", "pcst": "top 30"}
+    retrieved = " and ".join(f"{s} ({tops.get(s, 'top 30')})" for s in sources)
+    found_text = ", ".join(f"{s}'s in {f:.1%}" for s, f in zip(sources, found))
+    dev_how = f"--retriever {a['dev_retriever']}" + (f" --rerank-pool {a['dev_pool']}" if a.get("dev_pool", "None") != "None" else "")
     epochs = "\n".join(f"| {h['epoch']} | {h['step']} | {h['loss']:.4f} | {'-' if h['minutes'] is None else h['minutes']} | {h['dev']['path_at']['1']:.4f} | "
                         f"{h['dev']['path_at']['3']:.4f} | {h['dev']['mrr']:.4f} |" for h in hist["history"] if h.get("dev"))
     results = "\n\n".join(f"{title}\n\n{table(rows)}" for title, rows in args.results_tables) if args.results_tables else (
@@ -435,21 +449,21 @@ Trained by `tools/train/encoders.sh` (issue 23): {what}. Task `{task}` (trellis.
 - Inputs exactly as the engine makes them: the query is the last {a['turns']} messages, newest
   first, joined by " | "; a path is each fact in its stored direction as "head relation tail"
   (relation lowercased, `_`/`-` as spaces), facts joined by spaces{'; the pair is tokenized as one input, longest-first truncation' if task == 'rerank' else ''};
-  at most {a['max_length']} tokens. Checked: the engine's scores on dev requests equal onnxruntime's on
-  the texts `encoders.py` builds (within 1e-7).
+  at most {a['max_length']} tokens. Checked by `encoders.py check` (the first 100 dev requests): the engine's
+  scores equal onnxruntime's on the texts `encoders.py` builds (within 1e-5).
 
 ## Data and training
 
 - OpenDialKG `dialogs_train.csv` only: {turns} of its {n:,} turns with a gold path (each a
   training example, its gold path the positive even when no retriever found it); the hard
   negatives are the turn's own candidates on the training store (`kg.tsv` + `kg_train_paths.tsv`):
-  `trellis retrieve --top 30` with bm25 and with pcst, merged, gold and duplicates left out
-  ({cands:.1f} a turn; the gold was among bm25's 30 in {bm25_found:.1%} of the turns, pcst's in {pcst_found:.1%}).
+  `trellis retrieve` with {retrieved}, merged, gold and duplicates left out
+  ({cands:.1f} a turn, negatives drawn from a turn's first {a['pool']}; the gold was among {found_text} of the turns).
 - Loss: {loss}.
 - AdamW lr {a['lr']} (warmup 6%, linear decay), batch {a['batch']} turns, {len(hist['history'])} of {a['epochs']} planned epoch(s) done, seed {a['seed']}, {a['threads']} thread(s)
   on a shared 2-core CPU; {max([h['minutes'] for h in hist['history'] if h['minutes'] is not None] or [0])} minutes at the last epoch's end (dev checks included).
 - Only the epoch is chosen on dev (no other setting was compared): after each epoch the int8 export was scored by `trellis eval
-  retrieval` on the first {a['dev_turns']} dev turns{' (`--retriever ' + a['dev_retriever'] + ' --rerank MODEL --rerank-top ' + a['rerank_top'] + '`)' if task == 'rerank' else ''}; epoch {best} is shipped.
+  retrieval` on the first {a['dev_turns']} dev turns{' (`' + dev_how + ' --rerank MODEL --rerank-top ' + a['rerank_top'] + '`)' if task == 'rerank' else ''}; epoch {best} is shipped.
 
 | epoch | step | train loss | minutes | dev path@1 | dev path@3 | dev MRR |
 |---|---|---|---|---|---|---|
@@ -466,6 +480,61 @@ bash tools/train/encoders.sh            # both models; ONLY=dense|rerank, knobs 
 ```
 """
     (out / "README.md").write_text(text)
+
+
+def check(args):
+    """The engine's scores against onnxruntime's on the texts this file builds: `trellis
+    retrieve` with the model (a rerank model reranking `--retriever`'s top 20; a dense model
+    as `--retriever dense`) on the first `--requests-limit` requests, then every returned
+    path scored by onnxruntime from the model directory alone (rerank: the pair's logit;
+    dense: the inner product of the pooled, normalized vectors). Prints the largest
+    difference; fails above `--tolerance`."""
+    import onnxruntime as ort
+
+    spec_ = json.loads((args.model / "trellis.json").read_text())
+    task = spec_["task"]
+    if task not in ("dense", "rerank"):
+        raise SystemExit(f"check: {args.model}: task {task!r}, not dense or rerank")
+    spec_ = spec_[task]
+    tok = tokenizer(args.model / "tokenizer.json", spec_["max_length"])
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(str(args.model / "model.onnx"), so, providers=["CPUExecutionProvider"])
+
+    def run(encodings):
+        x, m = tensors(encodings)
+        if task == "rerank":
+            return torch.from_numpy(sess.run(["logits"], {"input_ids": x.numpy(), "attention_mask": m.numpy()})[0][:, 0])
+        h = torch.from_numpy(sess.run(["last_hidden_state"], {"input_ids": x.numpy(), "attention_mask": m.numpy()})[0])
+        return mean_normalized(h, m)
+
+    how = ["--retriever", args.retriever, "--rerank", str(args.model), "--rerank-top", "20"] if task == "rerank" else [
+        "--retriever", "dense", "--dense-model", str(args.model)]
+    with tempfile.TemporaryDirectory() as tmp:
+        reqs, out = Path(tmp) / "requests.jsonl", Path(tmp) / "answers.jsonl"
+        with open(args.requests, encoding="utf-8") as f:
+            lines = [line for _, line in zip(range(args.requests_limit), f)]
+        reqs.write_text("".join(lines), encoding="utf-8")
+        subprocess.run([str(args.trellis), "retrieve", "--store", str(args.store), "--top", "40", "--input", str(reqs), "--output", str(out),
+                        "--json"] + how + args.extra, check=True, capture_output=True, text=True)
+        answers = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    worst, pairs = 0.0, 0
+    for line, ans in zip(lines, answers):
+        req = json.loads(line)
+        q = query_text(req["history"], spec_["turns"])
+        paths = [path_text([(t["head"], t["relation"], t["tail"]) for t in p["triples"]]) for p in ans["paths"]]
+        if not paths:
+            continue
+        if task == "rerank":
+            got = run(tok.encode_batch([(q, p) for p in paths]))
+        else:
+            got = run(tok.encode_batch(paths)) @ run(tok.encode_batch([q]))[0]
+        for p, g in zip(ans["paths"], got.tolist()):
+            worst = max(worst, abs(p["score"] - g))
+        pairs += len(paths)
+    print(f"check: {args.model.name} ({task}): {pairs} paths of {len(answers)} requests; largest |engine - onnxruntime| {worst:.2e}")
+    if worst > args.tolerance:
+        raise SystemExit(f"check: the engine's scores differ from onnxruntime's by {worst:.2e} (> {args.tolerance})")
 
 
 def snapshot(args):
@@ -522,6 +591,7 @@ def main():
     p.add_argument("--run", type=Path, required=True)
     p.add_argument("--requests", type=Path, required=True, help="tools/data/opendialkg_requests.py on the training dialogs")
     p.add_argument("--candidates", type=Path, nargs="+", required=True, help="`trellis retrieve` outputs for those requests (same order)")
+    p.add_argument("--out", type=Path, help="default RUN/rows.jsonl")
     for task in ("dense", "rerank"):
         p = sub.add_parser(task)
         p.set_defaults(task=task)
@@ -549,7 +619,18 @@ def main():
         p.add_argument("--dev-turns", type=int, default=400)
         p.add_argument("--dev-retriever", default="pcst", help="rerank: the retriever whose top paths are reranked on dev")
         p.add_argument("--rerank-top", type=int, default=20)
+        p.add_argument("--dev-pool", help="rerank: retrievers whose top paths join --dev-retriever's on dev (trellis --rerank-pool)")
+        p.add_argument("--dev-gsr-model", type=Path, help="the gsr model, when gsr is the dev retriever or in its pool")
         p.add_argument("--snapshot", action="store_true", help="do not train: export and score the last checkpoint (a run stopped mid-epoch)")
+    p = sub.add_parser("check", help="the engine's scores against onnxruntime's on this file's texts")
+    p.add_argument("--model", type=Path, required=True, help="a dense or rerank model directory")
+    p.add_argument("--trellis", type=Path, required=True)
+    p.add_argument("--store", type=Path, required=True)
+    p.add_argument("--requests", type=Path, required=True, help="requests with history (tools/data/opendialkg_requests.py)")
+    p.add_argument("--requests-limit", type=int, default=100)
+    p.add_argument("--retriever", default="pcst", help="rerank: the retriever whose top 20 are reranked")
+    p.add_argument("--tolerance", type=float, default=1e-5)
+    p.add_argument("extra", nargs="*", help="more `trellis retrieve` options (after --)")
     p = sub.add_parser("ship")
     p.add_argument("--run", type=Path, required=True)
     p.add_argument("--task", choices=["dense", "rerank"], required=True)
@@ -558,7 +639,7 @@ def main():
     args = ap.parse_args()
     if args.cmd in ("dense", "rerank") and args.snapshot:
         return snapshot(args)
-    {"prepare": prepare, "dense": train, "rerank": train, "ship": ship}[args.cmd](args)
+    {"prepare": prepare, "dense": train, "rerank": train, "ship": ship, "check": check}[args.cmd](args)
 
 
 if __name__ == "__main__":

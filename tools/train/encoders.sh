@@ -12,16 +12,19 @@
 #   2. the training requests (tools/data/opendialkg_requests.py on dialogs_train.csv), the
 #      training store (kg.tsv + kg_train_paths.tsv) and the dev store (kg.tsv);
 #   3. each training turn's candidates: `trellis retrieve --top 30` with bm25 and pcst on the
-#      training store; `encoders.py prepare` turns them into the hard negatives;
+#      training store (the bi-encoder's hard negatives, `encoders.py prepare`); for the
+#      cross-encoder, the pool it reranks: gsr's paths (GSR_MODEL, the store indexed with its
+#      tokenizer) and pcst's, RUN/rows-pool.jsonl;
 #   4. the bi-encoder (DENSE_EPOCHS; dev path@k of `--retriever dense` after each epoch, the
 #      best kept) shipped to OUT_DENSE;
-#   5. the cross-encoder (RERANK_EPOCHS on the first RERANK_TURNS turns; dev path@k of
-#      `--retriever pcst --rerank` after each epoch) shipped to OUT_RERANK.
+#   5. the cross-encoder (RERANK_EPOCHS on the first RERANK_TURNS turns, negatives drawn from
+#      the first RERANK_POOL of a turn's pooled candidates; dev path@k of `--retriever gsr
+#      --rerank MODEL --rerank-pool pcst` after each epoch) shipped to OUT_RERANK.
 #
 # Knobs (environment): ONLY (dense | rerank), INIT, INIT_TOKENIZER, THREADS, SEED, DEV_TURNS
 # (dev turns scored between epochs; 0 = all), DENSE_EPOCHS, DENSE_LR, DENSE_BATCH,
 # DENSE_NEGATIVES, TEMPERATURE, RERANK_EPOCHS, RERANK_LR, RERANK_BATCH, RERANK_NEGATIVES,
-# RERANK_TURNS (0 = all), OUT_DENSE, OUT_RERANK, STOP_AFTER (checks: stop after this many
+# RERANK_TURNS (0 = all), RERANK_POOL, RERANK_MAX_LENGTH, GSR_MODEL, OUT_DENSE, OUT_RERANK, STOP_AFTER (checks: stop after this many
 # steps, nothing shipped).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,11 +41,14 @@ DENSE_LR=${DENSE_LR:-2e-4}
 DENSE_BATCH=${DENSE_BATCH:-32}
 DENSE_NEGATIVES=${DENSE_NEGATIVES:-7}
 TEMPERATURE=${TEMPERATURE:-0.05}
-RERANK_EPOCHS=${RERANK_EPOCHS:-1}
-RERANK_LR=${RERANK_LR:-2e-4}
+RERANK_EPOCHS=${RERANK_EPOCHS:-2}
+RERANK_LR=${RERANK_LR:-5e-4}
 RERANK_BATCH=${RERANK_BATCH:-8}
-RERANK_NEGATIVES=${RERANK_NEGATIVES:-15}
-RERANK_TURNS=${RERANK_TURNS:-6000}
+RERANK_NEGATIVES=${RERANK_NEGATIVES:-10}
+RERANK_TURNS=${RERANK_TURNS:-0}
+RERANK_POOL=${RERANK_POOL:-25}
+RERANK_MAX_LENGTH=${RERANK_MAX_LENGTH:-128}
+GSR_MODEL=${GSR_MODEL:-$root/models/gsr-opendialkg}
 OUT_DENSE=${OUT_DENSE:-$root/models/dense-opendialkg}
 OUT_RERANK=${OUT_RERANK:-$root/models/rerank-opendialkg}
 ONLY=${ONLY:-}
@@ -83,10 +89,20 @@ if [ "$ONLY" != rerank ]; then
 fi
 if [ "$ONLY" != dense ]; then
     say "cross-encoder"
+    # gsr needs its tokenizer's token index in both stores (re-indexing replaces an index).
+    for s in store-train store-dev; do
+        [ -f "$run/$s/.gsr-indexed" ] || { "$bin" index-tokens --store "$run/$s" --tokenizer "$GSR_MODEL/tokenizer.json" \
+            --linearization trellis && touch "$run/$s/.gsr-indexed"; }
+    done
+    [ -f "$run/gsr-train.jsonl" ] || "$bin" retrieve --store "$run/store-train" --retriever gsr --model "$GSR_MODEL" --top 20 \
+        --model-threads "$THREADS" --input "$run/req-train.jsonl" --output "$run/gsr-train.jsonl" --json
+    [ -f "$run/rows-pool.jsonl" ] || "$PY" tools/train/encoders.py prepare --run "$run" --requests "$run/req-train.jsonl" \
+        --candidates "$run/gsr-train.jsonl" "$run/pcst-train.jsonl" --out "$run/rows-pool.jsonl"
     limit=()
     [ "$RERANK_TURNS" != 0 ] && limit=(--limit "$RERANK_TURNS")
-    "$PY" tools/train/encoders.py rerank "${common[@]}" --epochs "$RERANK_EPOCHS" --lr "$RERANK_LR" --batch "$RERANK_BATCH" \
-        --negatives "$RERANK_NEGATIVES" "${limit[@]}"
+    "$PY" tools/train/encoders.py rerank "${common[@]}" --rows "$run/rows-pool.jsonl" --epochs "$RERANK_EPOCHS" --lr "$RERANK_LR" \
+        --batch "$RERANK_BATCH" --negatives "$RERANK_NEGATIVES" --pool "$RERANK_POOL" --max-length "$RERANK_MAX_LENGTH" \
+        --dev-retriever gsr --dev-pool pcst --dev-gsr-model "$GSR_MODEL" "${limit[@]}"
     [ -n "$STOP_AFTER" ] || "$PY" tools/train/encoders.py ship --run "$run" --task rerank --out "$OUT_RERANK"
 fi
 say "done"
