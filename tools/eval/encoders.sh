@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The table of issue 23 in the results docs: the encoder-based retrievers (dense, surge, PCST
-# with dense prizes, reranked gsr and gsr+pcst) beside bm25, pcst and gsr, on every path
+# with dense prizes, reranked gsr, gsr+pcst and surge+gsr) beside bm25, pcst and gsr, on every path
 # action of the OpenDialKG dev dialogs (4,214 turns), with the shipped models:
 #
 #   BENCH_DIR=/tmp/bench bash tools/eval/encoders.sh
@@ -26,6 +26,7 @@ rows=(
     "gsr, reranked (top 20)|--retriever gsr --model $model --rerank $rerank --rerank-top 20"
     "gsr + pcst, reranked (top 20 each)|--retriever gsr --model $model --rerank $rerank --rerank-pool pcst --rerank-top 20"
     "surge|--retriever surge --surge-model $surge"
+    "surge + gsr, reranked (top 20 each)|--retriever surge --surge-model $surge --model $model --rerank $rerank --rerank-pool gsr --rerank-top 20"
     "dense|--retriever dense --dense-model $dense"
     "pcst, dense prizes|--retriever pcst --pcst-scores dense --dense-model $dense"
 )

@@ -320,13 +320,19 @@ def train(args):
     random.seed(args.seed)
     dev = torch.device("cpu")
     rows = read_rows(args.rows or Path(args.run) / "rows.jsonl", args.limit)
+    if args.found_only:
+        # Reranking orders a pool that holds the gold or does not matter: train on those turns.
+        rows = [r for r in rows if any(r["found"])]
     tok = tokenizer(args.tokenizer, args.max_length)
-    out = Path(args.run) / args.task
+    out = Path(args.run) / (args.name or args.task)
     ck = Checkpoint(out)
     model = build(args.task, args.init, args.seed).to(dev)
+    if args.init_weights:
+        model.load_state_dict(torch.load(args.init_weights, map_location="cpu"))
     batches, per_epoch = shuffled(rows, args.batch, args.seed)
     steps = per_epoch * args.epochs
-    opt, sched = optimizer(model, args.lr, steps)
+    # --schedule-epochs: the learning rate decays over that many epochs (a stage stopped early).
+    opt, sched = optimizer(model, args.lr, per_epoch * (args.schedule_epochs or args.epochs))
     state = ck.load(model, opt, sched) or {"step": 0, "loss": None, "best": None, "history": []}
     log(f"{args.task}: {len(rows)} turns, {per_epoch} steps an epoch, {args.epochs} epochs, batch {args.batch}, {args.negatives} negatives, lr {args.lr}, from step {state['step']}")
     queries = {r["id"]: query_text(r["history"], args.turns) for r in rows}
@@ -420,6 +426,21 @@ def card(args, hist, out, size):
     n = len(rows)
     turns = "all" if a["limit"] == "None" else f"the first {a['limit']}"
     cands = sum(len(r["cands"]) for r in rows) / n
+    found_only = a.get("found_only") == "True"
+    if found_only:
+        turns = f"the {sum(any(r['found']) for r in rows):,}"
+    stage = ""
+    if a.get("init_weights", "None") != "None":
+        w = Path(a["init_weights"])
+        h1 = json.loads((w.parent.parent / "history.json").read_text())
+        a1, last = h1["args"], h1["history"][-1]
+        sched = a1.get("schedule_epochs", "None")
+        sched = a1["epochs"] if sched == "None" else sched
+        stage = (f"\n- Two stages. Stage 1 (`{w.parent.parent.name}`): {len(h1['history'])} epoch(s) of a {sched}-epoch schedule at lr {a1['lr']} "
+                 f"on every training turn (the gold the positive even where no retriever found it), dev path@1 {last['dev']['path_at']['1']:.4f} "
+                 f"after its epoch {last['epoch']} ({last['minutes']} minutes; same dev check as below). Stage 2 (this model): from stage 1's `{w.parent.name}` weights, "
+                 "only the turns whose gold path is among the candidates (`--found-only`: a pool without the gold is one "
+                 "reranking cannot put right). The second stage was added after stage 1's dev figures.")
     rows_path = Path(a["rows"] if a["rows"] != "None" else Path(a["run"]) / "rows.jsonl")
     sources_path = rows_path.with_suffix(".sources.json")
     sources = json.loads(sources_path.read_text()) if sources_path.exists() else ["bm25", "pcst"]
@@ -455,14 +476,14 @@ Trained by `tools/train/encoders.sh` (issue 23): {what}. Task `{task}` (trellis.
 ## Data and training
 
 - OpenDialKG `dialogs_train.csv` only: {turns} of its {n:,} turns with a gold path (each a
-  training example, its gold path the positive even when no retriever found it); the hard
+  training example, its gold path the positive{': the turns whose gold path was among the candidates' if found_only else ' even when no retriever found it'}); the hard
   negatives are the turn's own candidates on the training store (`kg.tsv` + `kg_train_paths.tsv`):
   `trellis retrieve` with {retrieved}, merged, gold and duplicates left out
   ({cands:.1f} a turn, negatives drawn from a turn's first {a['pool']}; the gold was among {found_text} of the turns).
 - Loss: {loss}.
 - AdamW lr {a['lr']} (warmup 6%, linear decay), batch {a['batch']} turns, {len(hist['history'])} of {a['epochs']} planned epoch(s) done, seed {a['seed']}, {a['threads']} thread(s)
-  on a shared 2-core CPU; {max([h['minutes'] for h in hist['history'] if h['minutes'] is not None] or [0])} minutes at the last epoch's end (dev checks included).
-- Only the epoch is chosen on dev (no other setting was compared): after each epoch the int8 export was scored by `trellis eval
+  on a shared 2-core CPU; {max([h['minutes'] for h in hist['history'] if h['minutes'] is not None] or [0])} minutes at the last epoch's end (dev checks included).{stage}
+- {'Within a stage only' if stage else 'Only'} the epoch is chosen on dev (no other setting was compared): after each epoch the int8 export was scored by `trellis eval
   retrieval` on the first {a['dev_turns']} dev turns{' (`' + dev_how + ' --rerank MODEL --rerank-top ' + a['rerank_top'] + '`)' if task == 'rerank' else ''}; epoch {best} is shipped.
 
 | epoch | step | train loss | minutes | dev path@1 | dev path@3 | dev MRR |
@@ -542,7 +563,7 @@ def snapshot(args):
     epoch's end, as `step-N`; it becomes `best` when it beats the best epoch (or there is
     none yet), so `ship` can ship a run stopped mid-epoch."""
     torch.set_num_threads(args.threads)
-    out = Path(args.run) / args.task
+    out = Path(args.run) / (args.name or args.task)
     model = build(args.task, args.init, args.seed)
     ck = torch.load(out / "last.pt", map_location="cpu", weights_only=False)
     model.load_state_dict(ck["model"])
@@ -564,7 +585,7 @@ def snapshot(args):
 
 def ship(args):
     """The best epoch's model directory to `--out`, with a model card."""
-    run = Path(args.run) / args.task
+    run = Path(args.run) / (args.name or args.task)
     hist = json.loads((run / "history.json").read_text())
     best = run / "best" / "model"
     args.results_tables = []
@@ -621,6 +642,10 @@ def main():
         p.add_argument("--rerank-top", type=int, default=20)
         p.add_argument("--dev-pool", help="rerank: retrievers whose top paths join --dev-retriever's on dev (trellis --rerank-pool)")
         p.add_argument("--dev-gsr-model", type=Path, help="the gsr model, when gsr is the dev retriever or in its pool")
+        p.add_argument("--name", help="the run's folder under RUN (default: the task)")
+        p.add_argument("--schedule-epochs", type=int, help="the learning rate's warmup and decay span this many epochs (default --epochs)")
+        p.add_argument("--init-weights", type=Path, help="start from these weights (an earlier stage's epoch-N/weights.pt), not --init's")
+        p.add_argument("--found-only", action="store_true", help="train only on turns whose gold path is among the candidates")
         p.add_argument("--snapshot", action="store_true", help="do not train: export and score the last checkpoint (a run stopped mid-epoch)")
     p = sub.add_parser("check", help="the engine's scores against onnxruntime's on this file's texts")
     p.add_argument("--model", type=Path, required=True, help="a dense or rerank model directory")
@@ -634,6 +659,7 @@ def main():
     p = sub.add_parser("ship")
     p.add_argument("--run", type=Path, required=True)
     p.add_argument("--task", choices=["dense", "rerank"], required=True)
+    p.add_argument("--name", help="the run's folder under RUN (default: the task)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--results", action="append", help="a table for the card: 'TITLE=NAME:REPORT.json,NAME:REPORT.json' (eval retrieval --json)")
     args = ap.parse_args()

@@ -17,14 +17,19 @@
 #      tokenizer) and pcst's, RUN/rows-pool.jsonl;
 #   4. the bi-encoder (DENSE_EPOCHS; dev path@k of `--retriever dense` after each epoch, the
 #      best kept) shipped to OUT_DENSE;
-#   5. the cross-encoder (RERANK_EPOCHS on the first RERANK_TURNS turns, negatives drawn from
-#      the first RERANK_POOL of a turn's pooled candidates; dev path@k of `--retriever gsr
-#      --rerank MODEL --rerank-pool pcst` after each epoch) shipped to OUT_RERANK.
+#   5. the cross-encoder in two stages, negatives drawn from the first RERANK_POOL of a turn's
+#      pooled candidates, dev path@k of `--retriever gsr --rerank MODEL --rerank-pool pcst`
+#      after each epoch: RUN/rerank, RERANK_EPOCHS of a schedule of RERANK_SCHEDULE epochs on
+#      the first RERANK_TURNS turns (every turn: the gold is the positive even where no
+#      retriever found it); then RUN/rerank-found, from stage 1's last epoch, FOUND_EPOCHS at
+#      FOUND_LR on the turns whose gold is in the pool (what reranking can put first), its best
+#      epoch shipped to OUT_RERANK.
 #
 # Knobs (environment): ONLY (dense | rerank), INIT, INIT_TOKENIZER, THREADS, SEED, DEV_TURNS
 # (dev turns scored between epochs; 0 = all), DENSE_EPOCHS, DENSE_LR, DENSE_BATCH,
 # DENSE_NEGATIVES, TEMPERATURE, RERANK_EPOCHS, RERANK_LR, RERANK_BATCH, RERANK_NEGATIVES,
-# RERANK_TURNS (0 = all), RERANK_POOL, RERANK_MAX_LENGTH, GSR_MODEL, OUT_DENSE, OUT_RERANK, STOP_AFTER (checks: stop after this many
+# RERANK_TURNS (0 = all), RERANK_SCHEDULE, RERANK_POOL, RERANK_MAX_LENGTH, FOUND_EPOCHS, FOUND_LR,
+# GSR_MODEL, OUT_DENSE, OUT_RERANK, STOP_AFTER (checks: stop after this many
 # steps, nothing shipped).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -41,7 +46,10 @@ DENSE_LR=${DENSE_LR:-2e-4}
 DENSE_BATCH=${DENSE_BATCH:-32}
 DENSE_NEGATIVES=${DENSE_NEGATIVES:-7}
 TEMPERATURE=${TEMPERATURE:-0.05}
-RERANK_EPOCHS=${RERANK_EPOCHS:-2}
+RERANK_EPOCHS=${RERANK_EPOCHS:-1}
+RERANK_SCHEDULE=${RERANK_SCHEDULE:-2}
+FOUND_EPOCHS=${FOUND_EPOCHS:-2}
+FOUND_LR=${FOUND_LR:-3e-4}
 RERANK_LR=${RERANK_LR:-5e-4}
 RERANK_BATCH=${RERANK_BATCH:-8}
 RERANK_NEGATIVES=${RERANK_NEGATIVES:-10}
@@ -100,9 +108,14 @@ if [ "$ONLY" != dense ]; then
         --candidates "$run/gsr-train.jsonl" "$run/pcst-train.jsonl" --out "$run/rows-pool.jsonl"
     limit=()
     [ "$RERANK_TURNS" != 0 ] && limit=(--limit "$RERANK_TURNS")
-    "$PY" tools/train/encoders.py rerank "${common[@]}" --rows "$run/rows-pool.jsonl" --epochs "$RERANK_EPOCHS" --lr "$RERANK_LR" \
-        --batch "$RERANK_BATCH" --negatives "$RERANK_NEGATIVES" --pool "$RERANK_POOL" --max-length "$RERANK_MAX_LENGTH" \
-        --dev-retriever gsr --dev-pool pcst --dev-gsr-model "$GSR_MODEL" "${limit[@]}"
-    [ -n "$STOP_AFTER" ] || "$PY" tools/train/encoders.py ship --run "$run" --task rerank --out "$OUT_RERANK"
+    rr=(--rows "$run/rows-pool.jsonl" --batch "$RERANK_BATCH" --negatives "$RERANK_NEGATIVES" --pool "$RERANK_POOL"
+        --max-length "$RERANK_MAX_LENGTH" --dev-retriever gsr --dev-pool pcst --dev-gsr-model "$GSR_MODEL")
+    "$PY" tools/train/encoders.py rerank "${common[@]}" "${rr[@]}" --epochs "$RERANK_EPOCHS" --schedule-epochs "$RERANK_SCHEDULE" \
+        --lr "$RERANK_LR" "${limit[@]}"
+    if [ -z "$STOP_AFTER" ]; then
+        "$PY" tools/train/encoders.py rerank "${common[@]}" "${rr[@]}" --name rerank-found --found-only \
+            --init-weights "$run/rerank/epoch-$RERANK_EPOCHS/weights.pt" --epochs "$FOUND_EPOCHS" --lr "$FOUND_LR"
+        "$PY" tools/train/encoders.py ship --run "$run" --task rerank --name rerank-found --out "$OUT_RERANK"
+    fi
 fi
 say "done"
