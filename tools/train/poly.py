@@ -36,9 +36,8 @@ import numpy as np
 import onnxruntime as ort
 import torch
 import torch.nn.functional as F
-from tokenizers import Tokenizer
 
-from encoders import path_text, query_text, stored
+from encoders import path_text, query_text, stored, tensors, tokenizer
 from train import log
 
 
@@ -49,9 +48,7 @@ class Frozen:
     def __init__(self, model_dir, threads):
         spec = json.loads((model_dir / "trellis.json").read_text())["dense"]
         self.max_length, self.turns = spec["max_length"], spec["turns"]
-        self.tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        self.tok.no_padding()
-        self.tok.enable_truncation(self.max_length, strategy="longest_first", direction="right")
+        self.tok = tokenizer(model_dir / "tokenizer.json", self.max_length)
         so = ort.SessionOptions()
         so.intra_op_num_threads = threads
         self.sess = ort.InferenceSession(str(model_dir / "model.onnx"), so, providers=["CPUExecutionProvider"])
@@ -63,13 +60,8 @@ class Frozen:
         out = [None] * len(encs)
         for s in range(0, len(order), batch):
             idx = order[s : s + batch]
-            n = max(len(encs[i].ids) for i in idx)
-            ids = np.zeros((len(idx), n), dtype=np.int64)
-            mask = np.zeros((len(idx), n), dtype=np.int64)
-            for r, i in enumerate(idx):
-                ids[r, : len(encs[i].ids)] = encs[i].ids
-                mask[r, : len(encs[i].ids)] = 1
-            h = self.sess.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask})[0]
+            ids, mask = tensors([encs[i] for i in idx])
+            h = self.sess.run(["last_hidden_state"], {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
             for r, i in enumerate(idx):
                 out[i] = keep(h[r, : len(encs[i].ids)])
         return out
