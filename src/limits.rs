@@ -342,6 +342,9 @@ pub const ENCODER_TURNS: IntRange = IntRange::new("turns", 0, 1024);
 pub const DENSE_CACHE: IntRange = IntRange::new("cache", 0, 1 << 24);
 /// Paths each pooled retriever hands the reranker.
 pub const RERANK_TOP: IntRange = IntRange::new("rerank_top", 1, 1000);
+/// The weight of the pooled retrievers' reciprocal ranks beside the cross-encoder's score
+/// (0: the cross-encoder alone).
+pub const RERANK_FUSION: FloatRange = FloatRange::closed("rerank_fusion", 0.0, 1000.0);
 
 // --- Store commands ---
 

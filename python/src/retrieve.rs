@@ -97,7 +97,7 @@ impl PyLinker {
 /// the linking options; for gsr `prior`, `prior_norm`, `alpha`, `start_recency`,
 /// `model_norm`, `beams`, `return_sequences`, `length_penalty`, `max_new_tokens`, `steps`,
 /// `batch`; for the encoders `dense_model`, `surge_model`, `rerank`, `rerank_top`,
-/// `rerank_pool` (a list of retriever names), `encoder_batch`; for every model `device`,
+/// `rerank_pool` (a list of retriever names), `rerank_fusion`, `encoder_batch`; for every model `device`,
 /// `model_threads`, `sessions`).
 pub fn retriever_config(kind: &str, model: Option<std::path::PathBuf>, o: &Options<'_>) -> PyResult<RetrieverConfig> {
     let device = o.named("device")?;
@@ -114,8 +114,9 @@ pub fn retriever_config(kind: &str, model: Option<std::path::PathBuf>, o: &Optio
     let rerank = o.path("rerank")?;
     let rerank_top = o.usize("rerank_top", &limits::RERANK_TOP)?;
     let pool = o.strings("rerank_pool")?.unwrap_or_default();
-    if rerank.is_none() && (rerank_top.is_some() || !pool.is_empty()) {
-        return Err(errors::setting("rerank_top= and rerank_pool= need rerank=DIR (a cross-encoder: see schema/model.md)"));
+    let rerank_fusion = o.float("rerank_fusion", &limits::RERANK_FUSION)?;
+    if rerank.is_none() && (rerank_top.is_some() || !pool.is_empty() || rerank_fusion.is_some()) {
+        return Err(errors::setting("rerank_top=, rerank_pool= and rerank_fusion= need rerank=DIR (a cross-encoder: see schema/model.md)"));
     }
     let dense = dense_model.map(|m| {
         let mut d = DenseOptions::new(m);
@@ -190,6 +191,7 @@ pub fn retriever_config(kind: &str, model: Option<std::path::PathBuf>, o: &Optio
         runtime(&mut r.runtime);
         r.batch = encoder_batch.unwrap_or(r.batch);
         r.top = rerank_top.unwrap_or(r.top);
+        r.fusion = rerank_fusion.unwrap_or(r.fusion);
         r.pool = pool.iter().map(|p| kind_of(p)).collect::<PyResult<_>>()?;
         cfg.rerank = Some(r);
     }
@@ -245,7 +247,7 @@ pub fn set_runtime(cfg: &mut RetrieverConfig, runtime: &trellis::model::RuntimeO
 /// exported bi-encoder) or ``"surge"`` (needs ``surge_model``, an exported subgraph model). ``options`` are ``trellis retrieve``'s flags without dashes
 /// (``pcst_variant="g-retriever"``, ``pcst_scores="dense"``, ``bm25_turns=3``, ``beams=4``,
 /// ``batch=8``, ``window=8``, ``rerank=DIR``, ``rerank_top=20``,
-/// ``rerank_pool=["pcst"]``, ...); a value outside its range, or an option this retriever
+/// ``rerank_pool=["pcst"]``, ``rerank_fusion=1.0``, ...); a value outside its range, or an option this retriever
 /// does not use, raises ``SettingError``.
 ///
 /// ``retrieve(history)`` answers one dialog, ``retrieve_batch(histories)`` many (in

@@ -65,6 +65,11 @@ ENCODERS = GSR.parents[1] / "tests" / "fixtures" / "encoders"
             {"rerank": ENCODERS / "cross", "rerank_pool": ["pcst", "dense"], "rerank_top": 4, "dense_model": ENCODERS / "bert-cls"},
             ["--rerank", ENCODERS / "cross", "--rerank-pool", "pcst,dense", "--rerank-top", "4", "--dense-model", ENCODERS / "bert-cls"],
         ),
+        (
+            "bm25",
+            {"rerank": ENCODERS / "cross", "rerank_pool": ["pcst"], "rerank_fusion": 0.25},
+            ["--rerank", ENCODERS / "cross", "--rerank-pool", "pcst", "--rerank-fusion", "0.25"],
+        ),
     ],
 )
 def test_encoder_retrievers_are_the_command_line(store, store_dir, trellis_bin, dev_requests, tmp_path, kind, options, flags):
@@ -82,6 +87,10 @@ def test_encoder_options_are_checked(store):
         trellis.Retriever(store, "bm25", dense_model=ENCODERS / "bert-mean")
     with pytest.raises(trellis.SettingError, match="need rerank=DIR"):
         trellis.Retriever(store, "bm25", rerank_pool=["pcst"])
+    with pytest.raises(trellis.SettingError, match="need rerank=DIR"):
+        trellis.Retriever(store, "bm25", rerank_fusion=1.0)
+    with pytest.raises(trellis.SettingError, match="rerank_fusion"):
+        trellis.Retriever(store, "bm25", rerank=ENCODERS / "cross", rerank_fusion=-1.0)
     with pytest.raises(trellis.SettingError, match="unknown retriever"):
         trellis.Retriever(store, "bm25", rerank=ENCODERS / "cross", rerank_pool=["bm26"])
     with pytest.raises(trellis.SettingError, match="for retrievers with a model"):

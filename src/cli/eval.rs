@@ -41,6 +41,11 @@ pub enum EvalCommand {
         max_turns: Option<usize>,
         #[arg(long)]
         json: bool,
+        /// Write each turn's ranked paths beside its gold to this file (JSON lines, turn
+        /// order), for error analysis; written beside it under a temporary name and renamed
+        /// when complete.
+        #[arg(long)]
+        turns: Option<PathBuf>,
     },
     /// BLEU (sacrebleu, nltk), ROUGE-1/2/L, F1, KF1 and distinct-1/2 of generated responses against gold ones.
     Responses(super::eval_responses::ResponsesArgs),
@@ -83,7 +88,7 @@ fn open(store: &Path) -> Result<std::sync::Arc<Store>> {
 
 pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
     match cmd {
-        EvalCommand::Retrieval { store, dataset, input, actions, retriever, k, max_turns, json } => {
+        EvalCommand::Retrieval { store, dataset, input, actions, retriever, k, max_turns, json, turns } => {
             let store = open(&store)?;
             let mut dialogs = match dataset {
                 Dataset::Opendialkg => opendialkg::read(&input)?,
@@ -95,7 +100,33 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
             }
             let r = retriever.open(store.clone())?;
             let bar = super::progress::Bar::new();
-            let report = retrieval::evaluate(&store, &r, &dialogs, &k, &bar.monitor());
+            let monitor = bar.monitor();
+            let report: Result<retrieval::RetrievalReport> = match &turns {
+                None => retrieval::evaluate(&store, &r, &dialogs, &k, &monitor).map_err(Into::into),
+                Some(path) => {
+                    // The evaluation runs inside the writer: the file appears whole, or not at all.
+                    let mut report = None;
+                    let written = super::batch::write_replacing(path, |out| {
+                        let mut failed: Option<std::io::Error> = None;
+                        let mut write = |t: retrieval::TurnOutcome| {
+                            if failed.is_none() {
+                                let line = serde_json::to_string(&t).map_err(std::io::Error::from);
+                                if let Err(e) = line.and_then(|l| writeln!(out, "{l}")) {
+                                    failed = Some(e);
+                                    monitor.cancel();
+                                }
+                            }
+                        };
+                        let r = retrieval::evaluate_each(&store, &r, &dialogs, &k, &monitor, Some(&mut write));
+                        if let Some(e) = failed {
+                            return Err(e).with_context(|| format!("writing {}", path.display()));
+                        }
+                        report = Some(r?);
+                        Ok(())
+                    });
+                    written.and_then(|()| report.ok_or_else(|| anyhow::anyhow!("the evaluation gave no report")))
+                }
+            };
             bar.finish();
             let report = report?;
             if json {

@@ -106,6 +106,11 @@ pub struct EncoderArgs {
     /// gsr,pcst); each takes its settings from the other options.
     #[arg(long, value_delimiter = ',')]
     pub rerank_pool: Vec<String>,
+    /// --rerank: a path's score is the cross-encoder's plus this weight times the sum of
+    /// 1/rank over the pooled retrievers that found it (0: the cross-encoder alone; the
+    /// default, 1, was chosen on OpenDialKG dev: docs/retrieval.md).
+    #[arg(long, value_parser = super::f64_in(&limits::RERANK_FUSION), allow_hyphen_values = true)]
+    pub rerank_fusion: Option<f64>,
     /// dense, --rerank: texts embedded or pairs scored together.
     #[arg(long, default_value_t = trellis::model::encoder::DEFAULT_BATCH, value_parser = super::usize_in(&limits::BATCH), allow_hyphen_values = true)]
     pub encoder_batch: usize,
@@ -180,12 +185,16 @@ impl RetrieverOptions {
         if !e.rerank_pool.is_empty() && e.rerank.is_none() {
             return Err(super::Usage("--rerank-pool needs --rerank MODEL (a cross-encoder: see schema/model.md)".into()));
         }
+        if e.rerank_fusion.is_some() && e.rerank.is_none() {
+            return Err(super::Usage("--rerank-fusion needs --rerank MODEL (a cross-encoder: see schema/model.md)".into()));
+        }
         if let Some(model) = &e.rerank {
             let mut r = RerankOptions::new(model);
             r.runtime.device = self.gsr.device;
             r.runtime.threads = self.gsr.model_threads;
             r.batch = e.encoder_batch;
             r.top = e.rerank_top;
+            r.fusion = e.rerank_fusion.unwrap_or(r.fusion);
             for name in &e.rerank_pool {
                 let which = RetrieverName::from_text(name.trim())
                     .ok_or_else(|| super::Usage(format!("--rerank-pool: unknown retriever {name:?} (all, random, bm25, katz, pcst, gsr, dense, surge)")))?;

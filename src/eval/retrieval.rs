@@ -59,6 +59,38 @@ pub struct RetrievalReport {
     pub turns_per_s: f64,
 }
 
+/// One turn's ranked paths beside its gold, for error analysis (`eval retrieval --turns`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TurnOutcome {
+    /// The turn's place among the evaluated turns, from 0.
+    pub turn: u64,
+    /// Messages before the action (the history the retriever saw).
+    pub upto: usize,
+    /// The action's gold triples, as written in the data set.
+    pub gold: Vec<Triple>,
+    /// Whether every gold triple is a fact of the store (else no path can be right).
+    pub gold_in_store: bool,
+    /// The rank (from 1) of the first exact gold path, if any.
+    pub right_at: Option<usize>,
+    /// The retriever's paths, best first.
+    pub paths: Vec<OutcomePath>,
+}
+
+/// A ranked path of a [`TurnOutcome`].
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct OutcomePath {
+    /// Its facts (subject, relation, object) by display name, in walking order.
+    pub facts: Vec<(String, String, String)>,
+    /// The retriever's score.
+    pub score: f64,
+    /// The retriever's explanation.
+    pub explanation: String,
+    /// Whether it is an exact gold path.
+    pub right: bool,
+    /// How many of its facts are gold triples.
+    pub gold_facts: usize,
+}
+
 /// A gold triple in stored orientation (`~r(a, b)` is `r(b, a)`), if the store knows it.
 pub(crate) fn resolve(store: &Store, t: &Triple, reverse_prefix: &str) -> Result<Option<Fact>, ReadError> {
     let (s, r, o) = t;
@@ -70,6 +102,15 @@ pub(crate) fn resolve(store: &Store, t: &Triple, reverse_prefix: &str) -> Result
         return Ok(None);
     };
     Ok(Some(if swap { (o, r, s) } else { (s, r, o) }))
+}
+
+/// Facts by display name (an id the store lacks shows as `#id`).
+fn named_facts(store: &Store, facts: &[Fact]) -> Result<Vec<(String, String, String)>, ReadError> {
+    let entities: Vec<_> = facts.iter().flat_map(|f| [f.0, f.2]).collect();
+    let relations: Vec<_> = facts.iter().map(|f| f.1).collect();
+    let (e, rel) = (store.entity_names(&entities)?, store.relation_names(&relations)?);
+    let name = |n: &Option<String>, id: u32| n.clone().unwrap_or_else(|| format!("#{id}"));
+    Ok(facts.iter().enumerate().map(|(i, f)| (name(&e[2 * i], f.0 .0), name(&rel[i], f.1 .0), name(&e[2 * i + 1], f.2 .0))).collect())
 }
 
 /// Where a gold path (triples in walking order) starts and how it leaves: its start entity,
@@ -88,6 +129,19 @@ fn first_step(store: &Store, path: &[Triple], reverse_prefix: &str) -> Result<Op
 /// `ks`, and the fixed hits@1/3/10, MRR, triple recall). `monitor` hears after each batch
 /// of turns and, once cancelled, stops the evaluation with [`RetrieveError::Cancelled`].
 pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[usize], monitor: &Monitor) -> Result<RetrievalReport, RetrieveError> {
+    evaluate_each(store, retriever, dialogs, ks, monitor, None)
+}
+
+/// [`evaluate`], handing each turn's [`TurnOutcome`] to `each` (in turn order) as it is
+/// scored. To stop early (say, its output cannot be written), `each` cancels `monitor`.
+pub fn evaluate_each(
+    store: &Store,
+    retriever: &Retriever,
+    dialogs: &[Dialog],
+    ks: &[usize],
+    monitor: &Monitor,
+    mut each: Option<&mut dyn FnMut(TurnOutcome)>,
+) -> Result<RetrievalReport, RetrieveError> {
     let mut r = RetrievalReport::default();
     let kmax = ks.iter().copied().max().unwrap_or(10).max(10);
     let mut path_hits = vec![0u64; ks.len()];
@@ -183,6 +237,26 @@ pub fn evaluate(store: &Store, retriever: &Retriever, dialogs: &[Dialog], ks: &[
             p_sum += p;
             r_sum += rc;
             f_sum += if p + rc > 0.0 { 2.0 * p * rc / (p + rc) } else { 0.0 };
+            if let Some(each) = each.as_mut() {
+                let mut paths = Vec::with_capacity(ranked.len());
+                for (p, f) in ranked.iter().zip(&facts) {
+                    paths.push(OutcomePath {
+                        facts: named_facts(store, f)?,
+                        score: p.score,
+                        explanation: p.explanation.clone(),
+                        right: right_paths.contains(f),
+                        gold_facts: f.iter().filter(|x| gold_set.contains(x)).count(),
+                    });
+                }
+                each(TurnOutcome {
+                    turn: r.turns - 1,
+                    upto: sample.upto,
+                    gold: sample.gold.clone(),
+                    gold_in_store: !(unknown || absent),
+                    right_at: paths.iter().position(|p| p.right).map(|i| i + 1),
+                    paths,
+                });
+            }
         }
         done += chunk.len() as u64;
         monitor.report(&Progress::new(Work::Evaluate, (1, 1), "turns", done, Some(turns.len() as u64), Unit::Turns));

@@ -238,6 +238,7 @@ struct Reranking {
     encoder: crate::model::encoder::CrossEncoder,
     top: usize,
     pool: Vec<Retriever>,
+    fusion: f64,
 }
 
 impl Retriever {
@@ -261,7 +262,7 @@ impl Retriever {
                 pool.push(Self::build(store.clone(), c, &mut scorers)?);
             }
             let encoder = crate::model::encoder::CrossEncoder::open(&r.model, &r.runtime, r.batch)?;
-            main.rerank = Some(Reranking { encoder, top: r.top, pool });
+            main.rerank = Some(Reranking { encoder, top: r.top, pool, fusion: r.fusion });
         }
         Ok(main)
     }
@@ -367,7 +368,7 @@ impl Retriever {
             .map(|u| {
                 let n = u.len();
                 at += n;
-                rerank::order(u, &scores[at - n..at])
+                rerank::order(u, &scores[at - n..at], r.fusion)
             })
             .collect())
     }

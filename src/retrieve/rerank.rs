@@ -1,6 +1,9 @@
 //! Retrieve, then rerank (Triton's relevance step at engine size): the top N paths of each
 //! pooled retriever, merged (a path found by several is scored once), scored by a
-//! cross-encoder on (dialog, verbalized path) pairs; its order is the answer.
+//! cross-encoder on (dialog, verbalized path) pairs plus a weight times the path's
+//! reciprocal ranks in the retrievers that found it (rank fusion: the cross-encoder alone
+//! ranks below gsr alone on dev, the two together above; docs/retrieval.md); that order is
+//! the answer.
 
 use super::{RetrieverKind, ScoredPath};
 use crate::graph::candidates::Hop;
@@ -9,6 +12,11 @@ use std::path::PathBuf;
 
 /// Paths each pooled retriever hands the reranker by default.
 pub const DEFAULT_TOP: usize = 20;
+
+/// The default weight of the reciprocal ranks: chosen on the OpenDialKG dev split with the
+/// shipped models (the gsr + pcst pool's path@1 is flat within 0.004 of its best for
+/// weights 0.7 to 1.5; docs/results-2026-11-26.md).
+pub const DEFAULT_FUSION: f64 = 1.0;
 
 /// How to rerank.
 #[derive(Clone, Debug)]
@@ -25,11 +33,14 @@ pub struct RerankOptions {
     /// Retrievers pooled besides the retriever itself (the pool is the union of their top
     /// paths and its own); one already in the pool is not run twice.
     pub pool: Vec<RetrieverKind>,
+    /// A path's score is the cross-encoder's plus `fusion` times the sum of 1/rank over
+    /// the pooled retrievers that found it (0: the cross-encoder's alone).
+    pub fusion: f64,
 }
 
 impl RerankOptions {
     /// Options for the model at `model`: the top [`DEFAULT_TOP`] of the retriever alone,
-    /// batches of 32.
+    /// batches of 32, fusion weight [`DEFAULT_FUSION`].
     pub fn new(model: impl Into<PathBuf>) -> RerankOptions {
         RerankOptions {
             model: model.into(),
@@ -37,6 +48,7 @@ impl RerankOptions {
             batch: crate::model::encoder::DEFAULT_BATCH,
             top: DEFAULT_TOP,
             pool: Vec::new(),
+            fusion: DEFAULT_FUSION,
         }
     }
 
@@ -44,6 +56,7 @@ impl RerankOptions {
     pub fn validate(&self) -> Result<(), crate::limits::OutOfRange> {
         crate::limits::BATCH.check_usize(self.batch)?;
         crate::limits::RERANK_TOP.check_usize(self.top)?;
+        crate::limits::RERANK_FUSION.check(self.fusion)?;
         crate::limits::check_runtime(self.runtime.threads, self.runtime.sessions)
     }
 }
@@ -52,8 +65,17 @@ impl RerankOptions {
 #[derive(Clone, Debug)]
 pub(crate) struct Pooled {
     pub(crate) hops: Vec<Hop>,
-    /// (retriever's name, 1-based rank), in pool order.
-    pub(crate) found: Vec<(&'static str, usize)>,
+    /// Each retriever that found it, in pool order.
+    pub(crate) found: Vec<Found>,
+}
+
+/// Where one retriever ranked a pooled path, and its own score there.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Found {
+    pub(crate) retriever: &'static str,
+    /// 1-based.
+    pub(crate) rank: usize,
+    pub(crate) score: f64,
 }
 
 /// The union of each list's first `top` paths: in order of first appearance (the first
@@ -66,10 +88,10 @@ pub(crate) fn union(lists: &[(&'static str, &[ScoredPath])], top: usize) -> Vec<
     for &(name, list) in lists {
         for (rank, p) in list.iter().take(top).enumerate() {
             match index.get(&p.hops) {
-                Some(&i) => out[i].found.push((name, rank + 1)),
+                Some(&i) => out[i].found.push(Found { retriever: name, rank: rank + 1, score: p.score }),
                 None => {
                     index.insert(p.hops.clone(), out.len());
-                    out.push(Pooled { hops: p.hops.clone(), found: vec![(name, rank + 1)] });
+                    out.push(Pooled { hops: p.hops.clone(), found: vec![Found { retriever: name, rank: rank + 1, score: p.score }] });
                 }
             }
         }
@@ -77,14 +99,26 @@ pub(crate) fn union(lists: &[(&'static str, &[ScoredPath])], top: usize) -> Vec<
     out
 }
 
-/// The pooled paths with their reranker scores, best first; ties keep pool order.
-pub(crate) fn order(pooled: Vec<Pooled>, scores: &[f32]) -> Vec<ScoredPath> {
+/// The sum of 1/rank over the retrievers that found a path, in pool order.
+pub(crate) fn reciprocal_ranks(found: &[Found]) -> f64 {
+    found.iter().map(|f| 1.0 / f.rank as f64).sum()
+}
+
+/// The pooled paths with their cross-encoder scores `scores` fused with their ranks
+/// (`fusion` times [`reciprocal_ranks`]), best first; ties keep pool order.
+pub(crate) fn order(pooled: Vec<Pooled>, scores: &[f32], fusion: f64) -> Vec<ScoredPath> {
     let mut out: Vec<ScoredPath> = pooled
         .into_iter()
         .zip(scores)
         .map(|(p, &s)| {
-            let from = p.found.iter().map(|(n, r)| format!("{n} #{r}")).collect::<Vec<_>>().join(", ");
-            ScoredPath { hops: p.hops, score: f64::from(s), explanation: format!("reranked {s:.4}; from {from}"), tokens: Vec::new() }
+            let from = p.found.iter().map(|f| format!("{} #{} ({:.4})", f.retriever, f.rank, f.score)).collect::<Vec<_>>().join(", ");
+            let (score, explanation) = if fusion == 0.0 {
+                (f64::from(s), format!("reranked {s:.4}; from {from}"))
+            } else {
+                let rr = reciprocal_ranks(&p.found);
+                (f64::from(s) + fusion * rr, format!("reranked {s:.4} + {fusion} x {rr:.4} (1/rank); from {from}"))
+            };
+            ScoredPath { hops: p.hops, score, explanation, tokens: Vec::new() }
         })
         .collect();
     out.sort_by(|a, b| b.score.total_cmp(&a.score));
@@ -105,6 +139,10 @@ mod tests {
         ScoredPath { hops, score: 0.0, explanation: String::new(), tokens: Vec::new() }
     }
 
+    fn ranks(p: &Pooled) -> Vec<(&'static str, usize)> {
+        p.found.iter().map(|f| (f.retriever, f.rank)).collect()
+    }
+
     #[test]
     fn the_union_merges_duplicates_in_first_appearance_order() {
         let (a, b, c, d) = (vec![hop(1, 1, 2)], vec![hop(1, 2, 3)], vec![hop(1, 1, 2), hop(2, 3, 4)], vec![hop(5, 1, 6)]);
@@ -113,21 +151,41 @@ mod tests {
         let u = union(&[("gsr", &gsr), ("pcst", &pcst)], 3);
         let hops: Vec<_> = u.iter().map(|p| p.hops.clone()).collect();
         assert_eq!(hops, vec![a.clone(), b.clone(), c.clone(), d.clone()]);
-        assert_eq!(u[0].found, vec![("gsr", 1), ("pcst", 3)]);
-        assert_eq!(u[2].found, vec![("gsr", 3), ("pcst", 1)]);
-        assert_eq!(u[3].found, vec![("pcst", 2)]);
+        assert_eq!(ranks(&u[0]), vec![("gsr", 1), ("pcst", 3)]);
+        assert_eq!(ranks(&u[2]), vec![("gsr", 3), ("pcst", 1)]);
+        assert_eq!(ranks(&u[3]), vec![("pcst", 2)]);
         // `top` cuts each list before the union: pcst's third path (a) is not seen.
         let u = union(&[("gsr", &gsr[..1]), ("pcst", &pcst)], 2);
         assert_eq!(u.iter().map(|p| p.hops.clone()).collect::<Vec<_>>(), vec![a, c, d]);
-        assert_eq!(u[0].found, vec![("gsr", 1)]);
+        assert_eq!(ranks(&u[0]), vec![("gsr", 1)]);
     }
 
     #[test]
     fn the_order_is_by_score_and_stable_on_ties() {
-        let pooled: Vec<Pooled> = (0..4).map(|i| Pooled { hops: vec![hop(i, 1, 9)], found: vec![("bm25", i as usize + 1)] }).collect();
-        let out = order(pooled, &[0.5, 2.0, 0.5, -1.0]);
+        let pooled: Vec<Pooled> =
+            (0..4).map(|i| Pooled { hops: vec![hop(i, 1, 9)], found: vec![Found { retriever: "bm25", rank: i as usize + 1, score: 0.25 }] }).collect();
+        let out = order(pooled, &[0.5, 2.0, 0.5, -1.0], 0.0);
         let firsts: Vec<u32> = out.iter().map(|p| p.hops[0].from.0).collect();
         assert_eq!(firsts, vec![1, 0, 2, 3]);
-        assert_eq!(out[0].explanation, "reranked 2.0000; from bm25 #2");
+        assert_eq!(out[0].explanation, "reranked 2.0000; from bm25 #2 (0.2500)");
+    }
+
+    /// Worked by hand: scores 0.5, 0.875, 0.125 and ranks gsr #1 + pcst #2, gsr #2, pcst #1:
+    /// fused with weight 0.5, 0.5 + 0.5 x 1.5 = 1.25, 0.875 + 0.5 x 0.5 = 1.125, 0.125 + 0.5 x 1 = 0.625.
+    #[test]
+    fn fusion_adds_the_weighted_reciprocal_ranks() {
+        let f = |retriever, rank| Found { retriever, rank, score: 0.0 };
+        let pooled = vec![
+            Pooled { hops: vec![hop(1, 1, 9)], found: vec![f("gsr", 1), f("pcst", 2)] },
+            Pooled { hops: vec![hop(2, 1, 9)], found: vec![f("gsr", 2)] },
+            Pooled { hops: vec![hop(3, 1, 9)], found: vec![f("pcst", 1)] },
+        ];
+        let out = order(pooled.clone(), &[0.5, 0.875, 0.125], 0.5);
+        let got: Vec<(u32, f64)> = out.iter().map(|p| (p.hops[0].from.0, p.score)).collect();
+        assert_eq!(got, vec![(1, 1.25), (2, 1.125), (3, 0.625)]);
+        assert_eq!(out[0].explanation, "reranked 0.5000 + 0.5 x 1.5000 (1/rank); from gsr #1 (0.0000), pcst #2 (0.0000)");
+        // The cross-encoder alone puts the second path first.
+        let alone = order(pooled, &[0.5, 0.875, 0.125], 0.0);
+        assert_eq!(alone.iter().map(|p| p.hops[0].from.0).collect::<Vec<_>>(), vec![2, 1, 3]);
     }
 }

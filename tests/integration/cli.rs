@@ -309,3 +309,51 @@ fn eval_actions_select_the_assistants_or_the_users() {
     let linking = json_of(trellis().args(["eval", "linking", "--store", s, "--input", p(&csv), "--actions", "assistant", "--json"]));
     assert_eq!(linking["turns"], 2);
 }
+
+/// `eval retrieval --turns FILE`: one line per evaluated turn, in order, with the ranked
+/// paths by name and which of them are gold; the lines agree with the report.
+#[test]
+fn eval_retrieval_writes_each_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let store = small_store(d);
+    let s = p(&store);
+    let csv = dialogs_csv(
+        d,
+        "d.csv",
+        r#"[{"type": "chat", "sender": "user", "message": "Tell me about Alpha"},
+            {"type": "action", "sender": "user", "metadata": {"path": [1, [["Alpha", "r", "Bravo"]], "x"]}},
+            {"type": "chat", "sender": "assistant", "message": "Alpha and Bravo"},
+            {"type": "action", "sender": "assistant", "metadata": {"path": [1, [["Alpha", "s", "Charlie"]], "x"]}},
+            {"type": "action", "sender": "assistant", "metadata": {"path": [1, [["Bravo", "t", "Echo"]], "x"]}}]"#,
+    );
+    let out = d.join("turns.jsonl");
+    let r = json_of(trellis().args(["eval", "retrieval", "--store", s, "--retriever", "bm25", "--input", p(&csv), "--json", "--turns", p(&out)]));
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.iter().map(|l| (l["turn"].as_u64().unwrap(), l["upto"].as_u64().unwrap())).collect::<Vec<_>>(), vec![(0, 1), (1, 2), (2, 2)]);
+    assert_eq!(lines[0]["gold"], serde_json::json!([["Alpha", "r", "Bravo"]]));
+    // Echo is no entity of the store: that turn's gold cannot be found.
+    assert_eq!(lines.iter().map(|l| l["gold_in_store"].as_bool().unwrap()).collect::<Vec<_>>(), vec![true, true, false]);
+    let mut firsts = 0;
+    for l in &lines {
+        let gold: Vec<serde_json::Value> = l["gold"].as_array().unwrap().clone();
+        let paths = l["paths"].as_array().unwrap();
+        assert!(!paths.is_empty(), "{l}");
+        for path in paths {
+            let facts = path["facts"].as_array().unwrap();
+            assert_eq!(path["right"].as_bool().unwrap(), facts == &gold, "{path}");
+            assert_eq!(path["gold_facts"].as_u64().unwrap() as usize, facts.iter().filter(|f| gold.contains(f)).count(), "{path}");
+            assert!(path["explanation"].as_str().unwrap().starts_with("bm25"), "{path}");
+        }
+        let right_at = paths.iter().position(|p| p["right"] == true).map(|i| i as u64 + 1);
+        assert_eq!(l["right_at"].as_u64(), right_at);
+        firsts += u64::from(right_at == Some(1));
+    }
+    assert!(lines[0]["paths"].as_array().unwrap().iter().any(|p| p["facts"] == serde_json::json!([["Alpha", "r", "Bravo"]])));
+    assert_eq!(r["path_at"]["1"].as_f64().unwrap(), firsts as f64 / 3.0);
+    // An output that cannot be written fails the run and names the file.
+    let bad =
+        trellis().args(["eval", "retrieval", "--store", s, "--retriever", "bm25", "--input", p(&csv), "--turns", "/nonexistent-dir/t.jsonl"]).output().unwrap();
+    assert_ne!(bad.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("/nonexistent-dir/"), "{}", String::from_utf8_lossy(&bad.stderr));
+}

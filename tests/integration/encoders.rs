@@ -300,52 +300,62 @@ fn dense_retrieval_ranks_every_candidate_by_inner_product() {
 }
 
 /// `--rerank`: the union of the pooled retrievers' top N (each path once), ordered by the
-/// cross-encoder's logit of (query, path text) computed here apart; every path is one the
-/// pool found, so one the store holds.
+/// cross-encoder's logit of (query, path text) computed here apart, plus (by default) the
+/// sum of 1/rank over the lists that hold the path, taken from those retrievers run apart;
+/// `--rerank-fusion 0` orders by the logit alone. Every path is one the pool found, so one
+/// the store holds.
 #[test]
 fn reranking_orders_the_pooled_union() {
     let tmp = tempfile::tempdir().unwrap();
     let (store, input) = sample(tmp.path());
     let cross = fixture("encoders/cross");
     let top = 4;
-    let reranked = retrieve(
-        &store,
-        &input,
-        &tmp.path().join("r.jsonl"),
-        &["--retriever", "bm25", "--rerank", cross.to_str().unwrap(), "--rerank-pool", "pcst,bm25", "--rerank-top", &top.to_string(), "--top", "100"],
-    );
+    let args = ["--retriever", "bm25", "--rerank", cross.to_str().unwrap(), "--rerank-pool", "pcst,bm25", "--rerank-top", "4", "--top", "100"];
+    let fused = retrieve(&store, &input, &tmp.path().join("f.jsonl"), &args);
+    let alone = retrieve(&store, &input, &tmp.path().join("r.jsonl"), &[&args[..], &["--rerank-fusion", "0"]].concat());
+    let half = retrieve(&store, &input, &tmp.path().join("h.jsonl"), &[&args[..], &["--rerank-fusion", "0.5"]].concat());
     let bm25 = retrieve(&store, &input, &tmp.path().join("b.jsonl"), &["--retriever", "bm25", "--top", &top.to_string()]);
     let pcst = retrieve(&store, &input, &tmp.path().join("p.jsonl"), &["--retriever", "pcst", "--top", &top.to_string()]);
     let encoder = CrossEncoder::open(&cross, &RuntimeOptions::default(), 5).unwrap();
-    let mut merged_any = false;
-    for ((r, b), p) in reranked.iter().zip(&bm25).zip(&pcst) {
+    let (mut merged_any, mut fusion_reorders) = (false, false);
+    for (((r, f), (b, p)), h) in alone.iter().zip(&fused).zip(bm25.iter().zip(&pcst)).zip(&half) {
+        let texts = |answer: &serde_json::Value| -> Vec<String> { answer["paths"].as_array().unwrap().iter().map(path_text).collect() };
+        let (b, p) = (texts(b), texts(p));
         let mut union: Vec<String> = Vec::new();
-        for path in b["paths"].as_array().unwrap().iter().chain(p["paths"].as_array().unwrap()) {
-            let t = path_text(path);
-            if union.contains(&t) {
+        for t in b.iter().chain(&p) {
+            if union.contains(t) {
                 merged_any = true;
             } else {
-                union.push(t);
+                union.push(t.clone());
             }
         }
-        let got: Vec<String> = r["paths"].as_array().unwrap().iter().map(path_text).collect();
+        let got = texts(r);
         let mut sorted_got = got.clone();
         sorted_got.sort();
         let mut sorted_union = union.clone();
         sorted_union.sort();
         assert_eq!(sorted_got, sorted_union, "the pool's union, each path once");
         let history = history_of(&input, r["id"].as_str().unwrap());
-        let h: Vec<&str> = history.iter().map(String::as_str).collect();
-        let q = query(&h, 3);
-        let pairs: Vec<(&str, &str)> = got.iter().map(|t| (q.as_str(), t.as_str())).collect();
-        let want = if pairs.is_empty() { Vec::new() } else { encoder.score(&pairs).unwrap() };
-        let scores: Vec<f64> = r["paths"].as_array().unwrap().iter().map(|p| p["score"].as_f64().unwrap()).collect();
-        for (s, w) in scores.iter().zip(&want) {
-            assert_eq!(*s, f64::from(*w));
+        let h_: Vec<&str> = history.iter().map(String::as_str).collect();
+        let q = query(&h_, 3);
+        let pairs: Vec<(&str, &str)> = union.iter().map(|t| (q.as_str(), t.as_str())).collect();
+        let logits = if pairs.is_empty() { Vec::new() } else { encoder.score(&pairs).unwrap() };
+        // bm25 (the retriever itself) first, then pcst: the order the engine adds them in.
+        let ranks = |t: &String| -> f64 { [&b, &p].iter().filter_map(|l| l.iter().position(|x| x == t)).map(|i| 1.0 / (i + 1) as f64).sum() };
+        for (answer, weight) in [(r, 0.0), (h, 0.5), (f, 1.0)] {
+            let got = texts(answer);
+            let scores: Vec<f64> = answer["paths"].as_array().unwrap().iter().map(|p| p["score"].as_f64().unwrap()).collect();
+            for (t, s) in got.iter().zip(&scores) {
+                let i = union.iter().position(|u| u == t).unwrap();
+                let want = if weight == 0.0 { f64::from(logits[i]) } else { f64::from(logits[i]) + weight * ranks(t) };
+                assert_eq!(*s, want, "{t} at fusion {weight}");
+            }
+            assert!(scores.windows(2).all(|w| w[0] >= w[1]), "best first: {scores:?}");
         }
-        assert!(scores.windows(2).all(|w| w[0] >= w[1]), "best first: {scores:?}");
+        fusion_reorders |= texts(f) != got;
     }
     assert!(merged_any, "bm25 and pcst share paths on these requests: the merge must be exercised");
+    assert!(fusion_reorders, "the ranks must change some order on these requests, or the fusion is not exercised");
 }
 
 /// `--pcst-scores dense` changes the prizes (so the tree) and the path scores, not what a
@@ -372,6 +382,9 @@ fn pcst_with_dense_prizes_and_flag_errors() {
         (vec!["--retriever", "dense"], "--dense-model"),
         (vec!["--retriever", "pcst", "--pcst-scores", "dense"], "--dense-model"),
         (vec!["--retriever", "bm25", "--rerank-pool", "pcst"], "--rerank"),
+        (vec!["--retriever", "bm25", "--rerank-fusion", "1"], "--rerank"),
+        (vec!["--retriever", "bm25", "--rerank", "x", "--rerank-fusion", "-1"], "rerank_fusion"),
+        (vec!["--retriever", "bm25", "--rerank", "x", "--rerank-fusion", "NaN"], "rerank_fusion"),
     ] {
         let mut cmd = trellis();
         cmd.arg("retrieve").arg("--store").arg(&store).arg("--input").arg(&input).arg("--output").arg(tmp.path().join("x.jsonl")).args(&args);

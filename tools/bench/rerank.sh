@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What reranking costs (issue 23: reranking the top 20 at most halves gsr's turns/s): gsr
-# alone, gsr reranked (top 20) and gsr + pcst reranked (top 20 each), and dense and surge for
-# scale, on the first TURNS (default 400) OpenDialKG dev turns, in one run, each measured
+# alone, gsr reranked (top 20), gsr + pcst and surge + gsr + pcst reranked (top 20 each), and
+# dense and surge for scale, on the first TURNS (default 400) OpenDialKG dev turns, in one run, each measured
 # ROUNDS times (default 2) in turn (A B C A B C ...) so drift hits them alike; the best of
 # each row's rounds is reported, with the cost relative to gsr alone.
 #
@@ -19,6 +19,7 @@ rows=(
     "gsr alone|--retriever gsr --model $model"
     "gsr, reranked (top 20)|--retriever gsr --model $model --rerank $rerank --rerank-top 20"
     "gsr + pcst, reranked (top 20 each)|--retriever gsr --model $model --rerank $rerank --rerank-pool pcst --rerank-top 20"
+    "surge + gsr + pcst, reranked (top 20 each)|--retriever surge --surge-model models/surge-opendialkg --model $model --rerank $rerank --rerank-pool gsr,pcst --rerank-top 20"
     "dense|--retriever dense --dense-model models/dense-opendialkg"
     "surge|--retriever surge --surge-model models/surge-opendialkg"
 )

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The table of issue 23 in the results docs: the encoder-based retrievers (dense, surge, PCST
-# with dense prizes, reranked gsr, gsr+pcst and surge+gsr) beside bm25, pcst and gsr, on every path
-# action of the OpenDialKG dev dialogs (4,214 turns), with the shipped models:
+# with dense prizes, reranked gsr, gsr + pcst, surge + gsr and surge + gsr + pcst, fused and
+# by the cross-encoder alone) beside bm25, pcst and gsr, on every path action of the
+# OpenDialKG dev dialogs (4,214 turns), with the shipped models:
 #
 #   BENCH_DIR=/tmp/bench bash tools/eval/encoders.sh
 #
-# Each row's `trellis eval retrieval --json` report is kept in BENCH_DIR/encoders-NAME.json
-# and reused by a rerun (delete it to measure again). MAX_TURNS=N scores the first N turns only
+# Each row's `trellis eval retrieval --json` report is kept in BENCH_DIR/encoders-NAME.json,
+# its turns (`--turns`) in encoders-NAME.turns.jsonl (tools/eval/fusion.py reads them), and
+# both are reused by a rerun (delete them to measure again). MAX_TURNS=N scores the first N turns only
 # (into encoders-N-NAME.json). turns/s is each row's own run: compare them only from one run on
 # an otherwise idle machine (tools/bench/rerank.sh measures the rerank cost side by side).
 set -euo pipefail
@@ -19,16 +21,22 @@ threads=${MODEL_THREADS:-0}
 limit=()
 tag=""
 if [ -n "${MAX_TURNS:-}" ]; then limit=(--max-turns "$MAX_TURNS"); tag="$MAX_TURNS-"; fi
+# The reranked rows fuse the cross-encoder's score with the pooled retrievers' reciprocal
+# ranks (--rerank-fusion, default 1); the "cross-encoder alone" rows order by its score only.
 rows=(
     "bm25|--retriever bm25"
     "pcst|--retriever pcst"
     "gsr (shipped)|--retriever gsr --model $model"
-    "gsr, reranked (top 20)|--retriever gsr --model $model --rerank $rerank --rerank-top 20"
-    "gsr + pcst, reranked (top 20 each)|--retriever gsr --model $model --rerank $rerank --rerank-pool pcst --rerank-top 20"
     "surge|--retriever surge --surge-model $surge"
-    "surge + gsr, reranked (top 20 each)|--retriever surge --surge-model $surge --model $model --rerank $rerank --rerank-pool gsr --rerank-top 20"
     "dense|--retriever dense --dense-model $dense"
     "pcst, dense prizes|--retriever pcst --pcst-scores dense --dense-model $dense"
+    "gsr, reranked (top 20)|--retriever gsr --model $model --rerank $rerank --rerank-top 20"
+    "gsr + pcst, reranked (top 20 each)|--retriever gsr --model $model --rerank $rerank --rerank-pool pcst --rerank-top 20"
+    "surge + gsr, reranked (top 20 each)|--retriever surge --surge-model $surge --model $model --rerank $rerank --rerank-pool gsr --rerank-top 20"
+    "surge + gsr + pcst, reranked (top 20 each)|--retriever surge --surge-model $surge --model $model --rerank $rerank --rerank-pool gsr,pcst --rerank-top 20"
+    "gsr, cross-encoder alone (top 20)|--retriever gsr --model $model --rerank $rerank --rerank-top 20 --rerank-fusion 0"
+    "gsr + pcst, cross-encoder alone (top 20 each)|--retriever gsr --model $model --rerank $rerank --rerank-pool pcst --rerank-top 20 --rerank-fusion 0"
+    "surge + gsr, cross-encoder alone (top 20 each)|--retriever surge --surge-model $surge --model $model --rerank $rerank --rerank-pool gsr --rerank-top 20 --rerank-fusion 0"
 )
 echo "| retriever | turns | path@1 | path@3 | path@5 | triple recall@5 | MRR | turns/s |"
 echo "|---|---|---|---|---|---|---|---|"
@@ -38,7 +46,7 @@ for r in "${rows[@]}"; do
     if [ ! -s "$file" ]; then
         # shellcheck disable=SC2086
         "$bin" eval retrieval --store "$store" --input "$data/opendialkg/dialogs_dev.csv" --actions all --model-threads "$threads" \
-            "${limit[@]}" $flags --json >"$file.part"
+            "${limit[@]}" $flags --json --turns "${file%.json}.turns.jsonl" >"$file.part"
         mv "$file.part" "$file"
     fi
     python3 - "$name" "$file" <<'PY'

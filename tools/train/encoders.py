@@ -298,7 +298,7 @@ def dev_scores(args, model_dir):
     if args.task == "dense":
         cmd += ["--retriever", "dense", "--dense-model", str(model_dir)]
     else:
-        cmd += ["--retriever", args.dev_retriever, "--rerank", str(model_dir), "--rerank-top", str(args.rerank_top)]
+        cmd += ["--retriever", args.dev_retriever, "--rerank", str(model_dir), "--rerank-top", str(args.rerank_top), "--rerank-fusion", str(args.dev_fusion)]
         if args.dev_pool:
             cmd += ["--rerank-pool", args.dev_pool]
         if args.dev_gsr_model:
@@ -449,6 +449,8 @@ def card(args, hist, out, size):
     retrieved = " and ".join(f"{s} ({tops.get(s, 'top 30')})" for s in sources)
     found_text = ", ".join(f"{s}'s in {f:.1%}" for s, f in zip(sources, found))
     dev_how = f"--retriever {a['dev_retriever']}" + (f" --rerank-pool {a['dev_pool']}" if a.get("dev_pool", "None") != "None" else "")
+    # Runs from before --dev-fusion existed scored the cross-encoder's order alone.
+    dev_how += f" --rerank-fusion {a.get('dev_fusion', '0')}"
     epochs = "\n".join(f"| {h['epoch']} | {h['step']} | {h['loss']:.4f} | {'-' if h['minutes'] is None else h['minutes']} | {h['dev']['path_at']['1']:.4f} | "
                         f"{h['dev']['path_at']['3']:.4f} | {h['dev']['mrr']:.4f} |" for h in hist["history"] if h.get("dev"))
     results = "\n\n".join(f"{title}\n\n{table(rows)}" for title, rows in args.results_tables) if args.results_tables else (
@@ -529,7 +531,8 @@ def check(args):
         h = torch.from_numpy(sess.run(["last_hidden_state"], {"input_ids": x.numpy(), "attention_mask": m.numpy()})[0])
         return mean_normalized(h, m)
 
-    how = ["--retriever", args.retriever, "--rerank", str(args.model), "--rerank-top", "20"] if task == "rerank" else [
+    # The cross-encoder's own score: no rank fusion.
+    how = ["--retriever", args.retriever, "--rerank", str(args.model), "--rerank-top", "20", "--rerank-fusion", "0"] if task == "rerank" else [
         "--retriever", "dense", "--dense-model", str(args.model)]
     with tempfile.TemporaryDirectory() as tmp:
         reqs, out = Path(tmp) / "requests.jsonl", Path(tmp) / "answers.jsonl"
@@ -640,6 +643,8 @@ def main():
         p.add_argument("--dev-turns", type=int, default=400)
         p.add_argument("--dev-retriever", default="pcst", help="rerank: the retriever whose top paths are reranked on dev")
         p.add_argument("--rerank-top", type=int, default=20)
+        p.add_argument("--dev-fusion", type=float, default=1.0,
+                       help="rerank: trellis --rerank-fusion on dev (the cross-encoder's score plus this weight times the pooled ranks' 1/rank; 0: its score alone)")
         p.add_argument("--dev-pool", help="rerank: retrievers whose top paths join --dev-retriever's on dev (trellis --rerank-pool)")
         p.add_argument("--dev-gsr-model", type=Path, help="the gsr model, when gsr is the dev retriever or in its pool")
         p.add_argument("--name", help="the run's folder under RUN (default: the task)")
