@@ -64,10 +64,15 @@ pub struct RetrievalReport {
 pub struct TurnOutcome {
     /// The turn's place among the evaluated turns, from 0.
     pub turn: u64,
+    /// Its dialog's place in the file, from 0.
+    pub dialog: usize,
     /// Messages before the action (the history the retriever saw).
     pub upto: usize,
     /// The action's gold triples, as written in the data set.
     pub gold: Vec<Triple>,
+    /// The exact paths that count as right (OpenDialKG: the gold path; MetaQA: each
+    /// answer triple alone), as written in the data set.
+    pub right_paths: Vec<Vec<Triple>>,
     /// Whether every gold triple is a fact of the store (else no path can be right).
     pub gold_in_store: bool,
     /// The rank (from 1) of the first exact gold path, if any.
@@ -154,7 +159,8 @@ pub fn evaluate_each(
     let mut latencies = Vec::new();
     let prefix = store.meta().reverse_prefix.clone();
     let started = std::time::Instant::now();
-    let turns: Vec<(&Dialog, &crate::dataset::opendialkg::Sample)> = dialogs.iter().flat_map(|d| d.samples.iter().map(move |s| (d, s))).collect();
+    let turns: Vec<(usize, &Dialog, &crate::dataset::opendialkg::Sample)> =
+        dialogs.iter().enumerate().flat_map(|(i, d)| d.samples.iter().map(move |s| (i, d, s))).collect();
     // Turns are ranked a batch at a time (the generative retriever decodes a batch
     // together); a turn's latency is its linking plus its share of the batch.
     let mut done = 0u64;
@@ -162,7 +168,7 @@ pub fn evaluate_each(
         monitor.check()?;
         let mut inputs = Vec::with_capacity(chunk.len());
         let mut link_ms = Vec::with_capacity(chunk.len());
-        for (dialog, sample) in chunk {
+        for (_, dialog, sample) in chunk {
             let history = &dialog.messages[..sample.upto];
             let t = std::time::Instant::now();
             let input = retriever.input(history)?;
@@ -172,7 +178,7 @@ pub fn evaluate_each(
         let t = std::time::Instant::now();
         let ranked_all = retriever.rank_batch(&inputs)?;
         let share = t.elapsed().as_secs_f64() * 1e3 / chunk.len() as f64;
-        for (((_, sample), input), (ranked, link)) in chunk.iter().zip(&inputs).zip(ranked_all.into_iter().zip(link_ms)) {
+        for (((dialog_index, _, sample), input), (ranked, link)) in chunk.iter().zip(&inputs).zip(ranked_all.into_iter().zip(link_ms)) {
             r.turns += 1;
             let mut gold: Vec<Fact> = Vec::new();
             let (mut unknown, mut absent) = (false, false);
@@ -250,8 +256,10 @@ pub fn evaluate_each(
                 }
                 each(TurnOutcome {
                     turn: r.turns - 1,
+                    dialog: *dialog_index,
                     upto: sample.upto,
                     gold: sample.gold.clone(),
+                    right_paths: sample.paths.clone(),
                     gold_in_store: !(unknown || absent),
                     right_at: paths.iter().position(|p| p.right).map(|i| i + 1),
                     paths,

@@ -6,7 +6,7 @@
 //! the answer.
 
 use super::{RetrieverKind, ScoredPath};
-use crate::graph::candidates::Hop;
+use crate::graph::candidates::{Fact, Hop};
 use crate::model::session::RuntimeOptions;
 use std::path::PathBuf;
 
@@ -14,7 +14,7 @@ use std::path::PathBuf;
 pub const DEFAULT_TOP: usize = 20;
 
 /// The default weight of the reciprocal ranks: chosen on the OpenDialKG dev split with the
-/// shipped models (the gsr + pcst pool's path@1 is flat within 0.004 of its best for
+/// shipped models (the gsr + pcst pool's path@1 is within 0.005 of its best for
 /// weights 0.7 to 1.5; docs/results-2026-11-26.md).
 pub const DEFAULT_FUSION: f64 = 1.0;
 
@@ -80,17 +80,21 @@ pub(crate) struct Found {
 
 /// The union of each list's first `top` paths: in order of first appearance (the first
 /// list's paths first, then the new ones of the second, ...), a path found again adding
-/// its rank to the first entry. Two paths are the same when their hops are (same facts,
-/// walked the same way).
+/// its rank to the first entry. Two paths are the same when their facts are, in the same
+/// order: a fact walked from either end is one path, as its text (and so its score) is one.
+/// The walk kept is the first one seen.
 pub(crate) fn union(lists: &[(&'static str, &[ScoredPath])], top: usize) -> Vec<Pooled> {
     let mut out: Vec<Pooled> = Vec::new();
-    let mut index: hashbrown::HashMap<Vec<Hop>, usize> = hashbrown::HashMap::new();
+    let mut index: hashbrown::HashMap<Vec<Fact>, usize> = hashbrown::HashMap::new();
     for &(name, list) in lists {
         for (rank, p) in list.iter().take(top).enumerate() {
-            match index.get(&p.hops) {
+            let facts: Vec<Fact> = p.hops.iter().map(Hop::fact).collect();
+            match index.get(&facts) {
+                // One list holding a path twice (two walks of it) counts its better rank only.
+                Some(&i) if out[i].found.iter().any(|f| f.retriever == name) => {}
                 Some(&i) => out[i].found.push(Found { retriever: name, rank: rank + 1, score: p.score }),
                 None => {
-                    index.insert(p.hops.clone(), out.len());
+                    index.insert(facts, out.len());
                     out.push(Pooled { hops: p.hops.clone(), found: vec![Found { retriever: name, rank: rank + 1, score: p.score }] });
                 }
             }
@@ -168,6 +172,32 @@ mod tests {
         let firsts: Vec<u32> = out.iter().map(|p| p.hops[0].from.0).collect();
         assert_eq!(firsts, vec![1, 0, 2, 3]);
         assert_eq!(out[0].explanation, "reranked 2.0000; from bm25 #2 (0.2500)");
+    }
+
+    /// A fact walked from either end is one path (one text, one score): the two walks
+    /// merge, the first kept, both ranks counted; a list holding it twice counts once.
+    #[test]
+    fn the_union_merges_walks_of_the_same_facts() {
+        let out_walk = vec![hop(1, 7, 2)];
+        let in_walk = vec![Hop { from: EntityId(2), edge: Edge { direction: Direction::In, relation: RelationId(7), other: EntityId(1) } }];
+        assert_eq!(in_walk[0].fact(), out_walk[0].fact());
+        let other = vec![hop(1, 8, 3)];
+        let gsr = [path(out_walk.clone()), path(other.clone())];
+        let pcst = [path(in_walk.clone()), path(out_walk.clone())];
+        let u = union(&[("gsr", &gsr), ("pcst", &pcst)], 5);
+        assert_eq!(u.iter().map(|p| p.hops.clone()).collect::<Vec<_>>(), vec![out_walk, other]);
+        assert_eq!(ranks(&u[0]), vec![("gsr", 1), ("pcst", 1)]);
+        assert_eq!(ranks(&u[1]), vec![("gsr", 2)]);
+    }
+
+    /// Equal fused scores keep the pool order.
+    #[test]
+    fn fused_ties_keep_the_pool_order() {
+        let f = |rank| Found { retriever: "gsr", rank, score: 0.0 };
+        let pooled: Vec<Pooled> = (1..=3).map(|i| Pooled { hops: vec![hop(i, 1, 9)], found: vec![f(i as usize)] }).collect();
+        // 0.5 + 1/1 = 1.5, 1.0 + 1/2 = 1.5, 1.25 + 1/3: the first two tie.
+        let out = order(pooled, &[0.5, 1.0, 1.25], 1.0);
+        assert_eq!(out.iter().map(|p| p.hops[0].from.0).collect::<Vec<_>>(), vec![3, 1, 2]);
     }
 
     /// Worked by hand: scores 0.5, 0.875, 0.125 and ranks gsr #1 + pcst #2, gsr #2, pcst #1:

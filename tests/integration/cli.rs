@@ -321,7 +321,7 @@ fn eval_retrieval_writes_each_turn() {
     let csv = dialogs_csv(
         d,
         "d.csv",
-        r#"[{"type": "chat", "sender": "user", "message": "Tell me about Alpha"},
+        r#"[{"type": "chat", "sender": "user", "message": "Tell me about Alpha and Bravo"},
             {"type": "action", "sender": "user", "metadata": {"path": [1, [["Alpha", "r", "Bravo"]], "x"]}},
             {"type": "chat", "sender": "assistant", "message": "Alpha and Bravo"},
             {"type": "action", "sender": "assistant", "metadata": {"path": [1, [["Alpha", "s", "Charlie"]], "x"]}},
@@ -331,7 +331,9 @@ fn eval_retrieval_writes_each_turn() {
     let r = json_of(trellis().args(["eval", "retrieval", "--store", s, "--retriever", "bm25", "--input", p(&csv), "--json", "--turns", p(&out)]));
     let lines: Vec<serde_json::Value> = std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.iter().map(|l| (l["turn"].as_u64().unwrap(), l["upto"].as_u64().unwrap())).collect::<Vec<_>>(), vec![(0, 1), (1, 2), (2, 2)]);
+    assert!(lines.iter().all(|l| l["dialog"] == 0));
     assert_eq!(lines[0]["gold"], serde_json::json!([["Alpha", "r", "Bravo"]]));
+    assert_eq!(lines[1]["right_paths"], serde_json::json!([[["Alpha", "s", "Charlie"]]]));
     // Echo is no entity of the store: that turn's gold cannot be found.
     assert_eq!(lines.iter().map(|l| l["gold_in_store"].as_bool().unwrap()).collect::<Vec<_>>(), vec![true, true, false]);
     let mut firsts = 0;
@@ -350,10 +352,14 @@ fn eval_retrieval_writes_each_turn() {
         firsts += u64::from(right_at == Some(1));
     }
     assert!(lines[0]["paths"].as_array().unwrap().iter().any(|p| p["facts"] == serde_json::json!([["Alpha", "r", "Bravo"]])));
+    assert!(firsts > 0, "bm25 puts some gold first here: the check must bite");
     assert_eq!(r["path_at"]["1"].as_f64().unwrap(), firsts as f64 / 3.0);
-    // An output that cannot be written fails the run and names the file.
-    let bad =
-        trellis().args(["eval", "retrieval", "--store", s, "--retriever", "bm25", "--input", p(&csv), "--turns", "/nonexistent-dir/t.jsonl"]).output().unwrap();
-    assert_ne!(bad.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("/nonexistent-dir/"), "{}", String::from_utf8_lossy(&bad.stderr));
+    // An output that cannot be written fails the run and names the file; no stray file is left.
+    for (target, named) in [("/nonexistent-dir/t.jsonl", "/nonexistent-dir/"), ("/dev/full", "/dev/full")] {
+        let bad = trellis().args(["eval", "retrieval", "--store", s, "--retriever", "bm25", "--input", p(&csv), "--turns", target]).output().unwrap();
+        assert_ne!(bad.status.code(), Some(0), "{target}");
+        assert!(String::from_utf8_lossy(&bad.stderr).contains(named), "{target}: {}", String::from_utf8_lossy(&bad.stderr));
+    }
+    let names: Vec<String> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(!names.iter().any(|n| n.ends_with(".tmp")), "{names:?}");
 }

@@ -329,12 +329,14 @@ fn reranking_orders_the_pooled_union() {
                 union.push(t.clone());
             }
         }
-        let got = texts(r);
-        let mut sorted_got = got.clone();
-        sorted_got.sort();
         let mut sorted_union = union.clone();
         sorted_union.sort();
-        assert_eq!(sorted_got, sorted_union, "the pool's union, each path once");
+        for answer in [r, h, f] {
+            let mut sorted_got = texts(answer);
+            sorted_got.sort();
+            assert_eq!(sorted_got, sorted_union, "the pool's union, each path once");
+        }
+        let got = texts(r);
         let history = history_of(&input, r["id"].as_str().unwrap());
         let h_: Vec<&str> = history.iter().map(String::as_str).collect();
         let q = query(&h_, 3);

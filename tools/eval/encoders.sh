@@ -6,9 +6,10 @@
 #
 #   BENCH_DIR=/tmp/bench bash tools/eval/encoders.sh
 #
-# Each row's `trellis eval retrieval --json` report is kept in BENCH_DIR/encoders-NAME.json,
-# its turns (`--turns`) in encoders-NAME.turns.jsonl (tools/eval/fusion.py reads them), and
-# both are reused by a rerun (delete them to measure again). MAX_TURNS=N scores the first N turns only
+# Each row's `trellis eval retrieval --json` report is kept in BENCH_DIR/encoders-NAME.json
+# and reused by a rerun (delete it to measure again); a reranked row run afresh also keeps
+# its turns (`--turns`: each turn's pooled paths) in encoders-NAME.turns.jsonl, which
+# tools/eval/fusion.py reads (the other rows' would be hundreds of paths a turn). MAX_TURNS=N scores the first N turns only
 # (into encoders-N-NAME.json). turns/s is each row's own run: compare them only from one run on
 # an otherwise idle machine (tools/bench/rerank.sh measures the rerank cost side by side).
 set -euo pipefail
@@ -44,9 +45,11 @@ for r in "${rows[@]}"; do
     IFS='|' read -r name flags <<<"$r"
     file="$work/encoders-$tag$(echo "$name" | tr -c 'a-z0-9\n' '-' | tr -s '-').json"
     if [ ! -s "$file" ]; then
+        turns=()
+        case "$flags" in *--rerank\ *) turns=(--turns "${file%.json}.turns.jsonl") ;; esac
         # shellcheck disable=SC2086
         "$bin" eval retrieval --store "$store" --input "$data/opendialkg/dialogs_dev.csv" --actions all --model-threads "$threads" \
-            "${limit[@]}" $flags --json --turns "${file%.json}.turns.jsonl" >"$file.part"
+            "${limit[@]}" $flags --json "${turns[@]}" >"$file.part"
         mv "$file.part" "$file"
     fi
     python3 - "$name" "$file" <<'PY'
