@@ -283,6 +283,20 @@ fn every_reporting_command_speaks_json() {
     }
 }
 
+/// One dialog over `small_store`'s graph with three path actions: the user walks
+/// r(Alpha, Bravo) after `first` (the first message), the assistant s(Alpha, Charlie), then
+/// t(Bravo, `last`).
+fn three_actions_csv(d: &Path, first: &str, last: &str) -> PathBuf {
+    let dialog = serde_json::json!([
+        {"type": "chat", "sender": "user", "message": first},
+        {"type": "action", "sender": "user", "metadata": {"path": [1, [["Alpha", "r", "Bravo"]], "x"]}},
+        {"type": "chat", "sender": "assistant", "message": "Alpha and Bravo"},
+        {"type": "action", "sender": "assistant", "metadata": {"path": [1, [["Alpha", "s", "Charlie"]], "x"]}},
+        {"type": "action", "sender": "assistant", "metadata": {"path": [1, [["Bravo", "t", last]], "x"]}},
+    ]);
+    dialogs_csv(d, "d.csv", &dialog.to_string())
+}
+
 /// `--actions` picks whose path actions are the samples; the default is every action.
 #[test]
 fn eval_actions_select_the_assistants_or_the_users() {
@@ -290,16 +304,7 @@ fn eval_actions_select_the_assistants_or_the_users() {
     let d = dir.path();
     let store = small_store(d);
     let s = p(&store);
-    // The user walks r(Alpha, Bravo), the assistant s(Alpha, Charlie), then t(Bravo, Delta).
-    let csv = dialogs_csv(
-        d,
-        "d.csv",
-        r#"[{"type": "chat", "sender": "user", "message": "Tell me about Alpha"},
-            {"type": "action", "sender": "user", "metadata": {"path": [1, [["Alpha", "r", "Bravo"]], "x"]}},
-            {"type": "chat", "sender": "assistant", "message": "Alpha and Bravo"},
-            {"type": "action", "sender": "assistant", "metadata": {"path": [1, [["Alpha", "s", "Charlie"]], "x"]}},
-            {"type": "action", "sender": "assistant", "metadata": {"path": [1, [["Bravo", "t", "Delta"]], "x"]}}]"#,
-    );
+    let csv = three_actions_csv(d, "Tell me about Alpha", "Delta");
     let turns = |actions: Option<&str>| {
         let mut args = vec!["eval", "retrieval", "--store", s, "--retriever", "all", "--input", p(&csv), "--json"];
         args.extend(actions.map(|a| ["--actions", a]).iter().flatten());
@@ -318,15 +323,8 @@ fn eval_retrieval_writes_each_turn() {
     let d = dir.path();
     let store = small_store(d);
     let s = p(&store);
-    let csv = dialogs_csv(
-        d,
-        "d.csv",
-        r#"[{"type": "chat", "sender": "user", "message": "Tell me about Alpha and Bravo"},
-            {"type": "action", "sender": "user", "metadata": {"path": [1, [["Alpha", "r", "Bravo"]], "x"]}},
-            {"type": "chat", "sender": "assistant", "message": "Alpha and Bravo"},
-            {"type": "action", "sender": "assistant", "metadata": {"path": [1, [["Alpha", "s", "Charlie"]], "x"]}},
-            {"type": "action", "sender": "assistant", "metadata": {"path": [1, [["Bravo", "t", "Echo"]], "x"]}}]"#,
-    );
+    // Echo is no entity of the store: the last turn's gold cannot be found.
+    let csv = three_actions_csv(d, "Tell me about Alpha and Bravo", "Echo");
     let out = d.join("turns.jsonl");
     let r = json_of(trellis().args(["eval", "retrieval", "--store", s, "--retriever", "bm25", "--input", p(&csv), "--json", "--turns", p(&out)]));
     let lines: Vec<serde_json::Value> = std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -334,7 +332,6 @@ fn eval_retrieval_writes_each_turn() {
     assert!(lines.iter().all(|l| l["dialog"] == 0));
     assert_eq!(lines[0]["gold"], serde_json::json!([["Alpha", "r", "Bravo"]]));
     assert_eq!(lines[1]["right_paths"], serde_json::json!([[["Alpha", "s", "Charlie"]]]));
-    // Echo is no entity of the store: that turn's gold cannot be found.
     assert_eq!(lines.iter().map(|l| l["gold_in_store"].as_bool().unwrap()).collect::<Vec<_>>(), vec![true, true, false]);
     let mut firsts = 0;
     for l in &lines {
