@@ -109,8 +109,9 @@ fn summary(f: &mut Figures) -> serde_json::Value {
 fn decode_step(c: &mut Criterion) {
     let (tok, store, index): (NameTokenizer, _, TokenIndex) = opendialkg::setup();
     let lin = Linearization::trellis();
-    let eos = tok.tokenizer().token_to_id("</s>").unwrap();
-    let b = Boundaries::new(&lin, tok.tokenizer(), eos).unwrap();
+    let backend = trellis::internals::backend_tokenizer(&tok);
+    let eos = backend.token_to_id("</s>").unwrap();
+    let b = Boundaries::new(&lin, backend, eos).unwrap();
     let reqs = requests(&store);
     let katz = PriorConfig::new(PriorMode::Katz, PriorNorm::Proportional, 0.001);
     let modes = [("capped", CandidateMode::Capped(CandidateConfig::default())), ("uncapped", CandidateMode::Uncapped { hub_degree: 10_000 })];

@@ -15,6 +15,8 @@ pub enum Backend {
     OnnxRuntime,
     /// The `tokenizers` crate.
     Tokenizers,
+    /// The system's dynamic loader (opening a shared library).
+    Loader,
 }
 
 impl fmt::Display for Backend {
@@ -23,6 +25,7 @@ impl fmt::Display for Backend {
             Backend::RocksDb => "RocksDB",
             Backend::OnnxRuntime => "ONNX Runtime",
             Backend::Tokenizers => "tokenizers",
+            Backend::Loader => "dynamic loader",
         })
     }
 }
@@ -81,6 +84,25 @@ where
     fn from(e: ort::Error<R>) -> BackendError {
         BackendError::new(Backend::OnnxRuntime, Box::new(e))
     }
+}
+
+/// `?` on a RocksDB call inside the crate: its error becomes a [`BackendError`], which the
+/// write and load error families convert from (no conversion from `rocksdb::Error` itself is
+/// public: that would make RocksDB's type part of Trellis's API).
+pub(crate) trait RocksResult<T> {
+    /// The result with RocksDB's error made opaque.
+    fn rocks(self) -> Result<T, BackendError>;
+}
+
+impl<T> RocksResult<T> for Result<T, rocksdb::Error> {
+    fn rocks(self) -> Result<T, BackendError> {
+        self.map_err(BackendError::from)
+    }
+}
+
+/// An error of opening a shared library (the dynamic loader's, or `ort`'s wrapper of it).
+pub(crate) fn loader(e: impl std::error::Error + Send + Sync + 'static) -> BackendError {
+    BackendError::new(Backend::Loader, Box::new(e))
 }
 
 /// The tokenizers crate's error is already a boxed error.

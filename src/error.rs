@@ -49,6 +49,9 @@ pub enum Error {
     /// Running the encoder-decoder.
     #[error(transparent)]
     Seq2Seq(#[from] crate::model::Seq2SeqError),
+    /// An encoder model (dense, rerank, subgraph): loading or running it.
+    #[error(transparent)]
+    Encoder(#[from] crate::model::encoder::EncoderError),
     /// A retriever.
     #[error(transparent)]
     Retrieve(#[from] crate::retrieve::RetrieveError),
@@ -61,6 +64,15 @@ pub enum Error {
     /// A generator input template.
     #[error(transparent)]
     Template(#[from] crate::generate::TemplateError),
+    /// A request line of `retrieve` (its JSON, history or entities).
+    #[error(transparent)]
+    Request(#[from] crate::retrieve::jsonl::RequestError),
+    /// Answering a request line.
+    #[error(transparent)]
+    Answer(#[from] crate::retrieve::jsonl::AnswerError),
+    /// A request line of `run` (a retrieve request, given knowledge, a seed).
+    #[error(transparent)]
+    Line(#[from] crate::pipeline::jsonl::LineError),
     /// The link, retrieve, generate chain.
     #[error(transparent)]
     Pipeline(#[from] crate::pipeline::PipelineError),
@@ -82,6 +94,9 @@ pub enum Error {
     /// A setting outside its range (`crate::limits`).
     #[error(transparent)]
     Setting(#[from] crate::limits::OutOfRange),
+    /// Settings given by name that do not go together or are unknown (`crate::settings`).
+    #[error(transparent)]
+    Settings(#[from] crate::settings::SettingError),
     /// Decoding memory that no batch size fits.
     #[error(transparent)]
     Memory(#[from] crate::limits::TooMuchMemory),

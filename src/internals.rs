@@ -6,7 +6,7 @@ pub use crate::decode::automaton::{Allowed, Boundaries, PathGraph, State};
 pub use crate::decode::prior::PriorConfig;
 pub use crate::graph::candidates::{candidate_subgraph, Candidates};
 
-use crate::link::Message;
+use crate::dialog::Message;
 use crate::retrieve::pcst::PcstInstance;
 use crate::retrieve::{RetrieveError, Retriever};
 
@@ -14,4 +14,10 @@ use crate::retrieve::{RetrieveError, Retriever};
 /// for checking the solver against other implementations.
 pub fn pcst_instance(retriever: &Retriever, cand: &Candidates, history: &[Message]) -> Result<PcstInstance, RetrieveError> {
     retriever.pcst_instance(cand, history)
+}
+
+/// The `tokenizers` tokenizer inside a name tokenizer (the automaton's bench builds its
+/// boundaries from it).
+pub fn backend_tokenizer(t: &crate::ingest::NameTokenizer) -> &tokenizers::Tokenizer {
+    t.tokenizer()
 }

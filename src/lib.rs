@@ -8,7 +8,7 @@
 //!   definition for all), [`limits`] (the range of every numeric setting and the names of
 //!   every named one), [`backend`] (the opaque errors of RocksDB, ONNX Runtime, tokenizers),
 //!   [`progress`] (the [`Monitor`] every long piece of work reports to and is cancelled by).
-//! - [`store`]: the on-disk store (dictionaries, name index, adjacency, token index), its
+//! - [`dialog`]: a dialog's messages (what every layer above reads). [`store`]: the on-disk store (dictionaries, name index, adjacency, token index), its
 //!   format (`schema/`), validation and migrations; its error families.
 //! - [`ingest`]: bulk loading of TSV, pipe and N-Triples dumps; the name tokenizer and the
 //!   token index it builds. [`graph`]: neighbourhood walks, candidate subgraphs,
@@ -21,6 +21,9 @@
 //!   (`retrieve::gsr`). [`generate`]: the grounded response generator (input encodings,
 //!   delexicalization, greedy, beam search and seeded sampling on the same runtime).
 //! - [`pipeline`]: link, retrieve, generate for a batch of requests; `trellis doctor`'s checks.
+//! - [`settings`]: settings by name (what the command line's flags and Python's keyword
+//!   arguments become), checked and combined into the typed configurations, one policy for
+//!   every front end.
 //! - [`eval`]: evaluations (linking, retrieval, responses, the whole chain).
 //! - [`error`]: [`Error`], every family in one type.
 //!
@@ -32,6 +35,7 @@
 pub mod backend;
 pub mod dataset;
 pub mod decode;
+pub mod dialog;
 pub mod error;
 pub mod eval;
 pub(crate) mod files;
@@ -49,6 +53,7 @@ pub mod normalize;
 pub mod pipeline;
 pub mod progress;
 pub mod retrieve;
+pub mod settings;
 pub mod store;
 
 pub use backend::BackendError;

@@ -127,6 +127,12 @@ impl OutOfRange {
         &self.0.value
     }
 
+    /// The same problem under another name (a setting read with a prefix: `gen_beams`).
+    pub fn renamed(mut self, name: &str) -> OutOfRange {
+        name.clone_into(&mut self.0.name);
+        self
+    }
+
     /// The same problem with a narrower range than the table's (one that depends on the
     /// model: `at least 8 with ...`).
     pub fn with_range(mut self, range: impl Into<String>) -> OutOfRange {
@@ -366,6 +372,12 @@ pub fn check_runtime(threads: usize, sessions: usize) -> Result<(), OutOfRange> 
 
 /// What one decoding call may hold in attention caches and logits before its batch is cut.
 pub const DECODE_MEMORY_BUDGET: u64 = 2 << 30;
+
+/// The most text one request's dialog may hold (every message's bytes together, UTF-8):
+/// 1 MiB, some 250k tokens, past any model's input. Linking is linear in the text, but a
+/// request is answered in one piece (its candidates, its model inputs) and must stay small;
+/// a longer dialog is refused with [`crate::dialog::DialogTooLong`], not truncated.
+pub const DIALOG_BYTES: usize = 1 << 20;
 
 /// The shape of a decoder, as far as its memory goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

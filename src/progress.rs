@@ -15,7 +15,7 @@
 //! a parsed chunk of input, a batch of turns).
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// What kind of work a report is about.
@@ -120,8 +120,14 @@ pub struct Cancelled;
 
 type Callback = Box<dyn Fn(&Progress) + Send + Sync>;
 
+/// The states of `Shared::state`: running until cancelled or past its commit point,
+/// which exclude each other (the first to happen wins).
+const RUNNING: u8 = 0;
+const CANCELLED: u8 = 1;
+const COMMITTING: u8 = 2;
+
 struct Shared {
-    cancelled: AtomicBool,
+    state: AtomicU8,
     callback: Option<Callback>,
 }
 
@@ -136,23 +142,48 @@ pub struct Monitor {
 impl Monitor {
     /// A monitor without a callback (cancel only).
     pub fn new() -> Monitor {
-        Monitor { shared: Arc::new(Shared { cancelled: AtomicBool::new(false), callback: None }) }
+        Monitor { shared: Arc::new(Shared { state: AtomicU8::new(RUNNING), callback: None }) }
     }
 
     /// A monitor that sends every report to `callback`.
     pub fn with_callback(callback: impl Fn(&Progress) + Send + Sync + 'static) -> Monitor {
-        Monitor { shared: Arc::new(Shared { cancelled: AtomicBool::new(false), callback: Some(Box::new(callback)) }) }
+        Monitor { shared: Arc::new(Shared { state: AtomicU8::new(RUNNING), callback: Some(Box::new(callback)) }) }
     }
 
     /// Asks the work to stop; it stops at its next check (after the unit of work under
     /// way: a chunk of input, a batch of names or turns) with its `Cancelled` error.
-    pub fn cancel(&self) {
-        self.shared.cancelled.store(true, Ordering::Relaxed);
+    /// `false` when the work had already passed its commit point (the moment just before
+    /// its result becomes visible; [`committed`](Self::committed) then says so): it goes on
+    /// and commits, and the cancel has no effect.
+    pub fn cancel(&self) -> bool {
+        match self.shared.state.compare_exchange(RUNNING, CANCELLED, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => true,
+            Err(now) => now == CANCELLED,
+        }
     }
 
-    /// Whether [`cancel`](Self::cancel) was called on this monitor or a clone.
+    /// Whether [`cancel`](Self::cancel) took effect on this monitor or a clone.
     pub fn is_cancelled(&self) -> bool {
-        self.shared.cancelled.load(Ordering::Relaxed)
+        self.shared.state.load(Ordering::Acquire) == CANCELLED
+    }
+
+    /// Whether the work passed its commit point: its result is (or is being) made visible
+    /// and a cancel can no longer stop it.
+    pub fn committed(&self) -> bool {
+        self.shared.state.load(Ordering::Acquire) == COMMITTING
+    }
+
+    /// The last check of work that commits, made just before its result becomes visible:
+    /// `Err(Cancelled)` when cancelled; otherwise every later [`cancel`](Self::cancel) is
+    /// refused. Atomic with `cancel`, so a cancel is either before it (nothing committed)
+    /// or after it (reported as too late), never lost between the two.
+    pub(crate) fn commit_point(&self) -> Result<(), Cancelled> {
+        match self.shared.state.compare_exchange(RUNNING, COMMITTING, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => Ok(()),
+            Err(CANCELLED) => Err(Cancelled),
+            // Passed already (a monitor shared by two commits): nothing to stop.
+            Err(_) => Ok(()),
+        }
     }
 
     /// `Err(Cancelled)` once cancelled: the check long work makes between units.
@@ -204,11 +235,38 @@ mod tests {
         other.report(&Progress::new(Work::Retrieve, (1, 1), "turns", 3, Some(9), Unit::Turns));
         m.report(&Progress::new(Work::Retrieve, (1, 1), "turns", 9, Some(9), Unit::Turns));
         assert_eq!(*seen.lock().unwrap(), vec![(1, 3), (1, 9)]);
-        other.cancel();
+        assert!(other.cancel());
         assert!(m.is_cancelled());
         assert_eq!(m.check(), Err(Cancelled));
+        // A cancelled work never passes its commit point.
+        assert_eq!(m.commit_point(), Err(Cancelled));
+        assert!(!m.committed());
         // A fresh monitor is independent of the cancelled one.
         assert!(!Monitor::default().is_cancelled());
+    }
+
+    #[test]
+    fn a_cancel_after_the_commit_point_is_refused() {
+        let m = Monitor::new();
+        assert_eq!(m.commit_point(), Ok(()));
+        assert!(m.committed());
+        assert!(!m.clone().cancel(), "too late: the work commits");
+        assert!(!m.is_cancelled());
+        assert_eq!(m.check(), Ok(()));
+    }
+
+    #[test]
+    fn cancel_and_commit_race_to_exactly_one_winner() {
+        for _ in 0..200 {
+            let m = Monitor::new();
+            let other = m.clone();
+            let canceller = std::thread::spawn(move || other.cancel());
+            let committed = m.commit_point().is_ok();
+            let cancelled = canceller.join().unwrap();
+            assert_ne!(committed, cancelled, "exactly one of the two takes effect");
+            assert_eq!(m.committed(), committed);
+            assert_eq!(m.is_cancelled(), cancelled);
+        }
     }
 
     #[test]

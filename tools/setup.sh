@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Installs what building Trellis needs, when missing: a C/C++ toolchain and libclang (for
-# RocksDB's bindings), and Rust. Sourced by tools/demo.sh and tools/test.sh.
+# RocksDB's bindings), and Rust. Sourced by tools/demo.sh and tools/test.sh, and by users
+# (`source tools/setup.sh`): the strict options below hold inside the function only
+# (`local -`), and a failure returns rather than exits, so a user's interactive shell keeps
+# its own options and stays open.
+trellis_setup() {
+local -
 set -euo pipefail
 
 need_apt=()
@@ -23,7 +28,7 @@ if ! command -v cargo >/dev/null 2>&1; then
         export PATH="$HOME/.cargo/bin:$PATH"
     else
         echo "setup: no Rust toolchain found; install one with rustup (https://rustup.rs)" >&2
-        exit 1
+        return 1
     fi
 fi
 # The format and lint checks of tools/test.sh.
@@ -33,7 +38,7 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
         rustup component add rustfmt clippy >&2
     else
         echo "setup: cargo fmt and cargo clippy are missing and there is no rustup to add them" >&2
-        exit 1
+        return 1
     fi
 fi
 # One build profile (release) and one target directory outside the clone, so the cold build
@@ -50,7 +55,7 @@ ort_lib="$ort_dir/libonnxruntime.so.$ORT_VERSION"
 if [ -z "${ORT_DYLIB_PATH:-}" ] && [ ! -f "$ort_lib" ]; then
     if ! command -v python3 >/dev/null 2>&1 || ! python3 -m pip --version >/dev/null 2>&1; then
         echo "setup: python3 with pip is needed to fetch onnxruntime==$ORT_VERSION (or set ORT_DYLIB_PATH to a libonnxruntime.so of version 1.24 or later)" >&2
-        exit 1
+        return 1
     fi
     echo "setup: fetching the onnxruntime==$ORT_VERSION wheel for its shared library" >&2
     ort_tmp="$(mktemp -d)"
@@ -75,3 +80,9 @@ PY
     rm -rf "$ort_tmp"
 fi
 export ORT_DYLIB_PATH="${ORT_DYLIB_PATH:-$ort_lib}"
+}
+trellis_setup
+trellis_setup_status=$?
+unset -f trellis_setup
+# Sourced: hand the status back; run as a script: exit with it.
+return "$trellis_setup_status" 2>/dev/null || exit "$trellis_setup_status"

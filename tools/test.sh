@@ -18,7 +18,13 @@ cargo clippy --release --locked --lib --no-default-features -- -D warnings
 cargo clippy --release --locked -p trellis-python -- -D warnings
 # The API documentation builds without a warning (broken or private intra-doc links).
 RUSTDOCFLAGS="-D warnings" cargo doc --release --locked --no-deps
+# The public API is the committed snapshot: a change of the surface is deliberate (the
+# script prints the difference and how to write the snapshot again).
+python3 tools/eval/public_api.py --check docs/api-surface.txt "$CARGO_TARGET_DIR/doc/trellis"
 cargo test --release --locked "$@"
+# The host application of examples/ (ingest, index, link, retrieve, reply with the shipped
+# models), built by `cargo test` above and run as a user would.
+cargo run --release --locked --quiet --example host
 # The Python package: built into the same target directory (RocksDB is not compiled again)
 # and installed into its environment with Ray Data (~/.cache/trellis/venv-ray), then its
 # pytest suite, trellis.ray on a local Ray cluster included (TRELLIS_RAY=0: the smaller

@@ -8,7 +8,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::Value;
 use std::path::PathBuf;
-use trellis::limits::{FloatRange, IntRange};
 use trellis::link::Message;
 
 /// A JSON value as plain Python objects (dict, list, str, int, float, bool, None).
@@ -57,7 +56,10 @@ pub fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
         if let Ok(u) = obj.extract::<u64>() {
             return Ok(Value::from(u));
         }
-        return Ok(Value::from(obj.extract::<i64>()?));
+        return match obj.extract::<i64>() {
+            Ok(i) => Ok(Value::from(i)),
+            Err(_) => Err(errors::bad_input(format!("the integer {} is outside the range JSON numbers are read in (-2^63..2^64)", obj.str()?))),
+        };
     }
     if let Ok(f) = obj.cast::<PyFloat>() {
         return Ok(serde_json::Number::from_f64(f.value()).map_or(Value::Null, Value::Number));
@@ -90,6 +92,7 @@ pub fn history(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Message>> {
         let v = from_py(&item?)?;
         out.push(Message::from_json(&v).map_err(|problem| errors::bad_input(format!("history[{index}] {problem}")))?);
     }
+    trellis::link::check_dialog_size(&out).map_err(|e| errors::bad_input(e.to_string()))?;
     Ok(out)
 }
 
@@ -98,92 +101,69 @@ pub fn path(obj: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
     obj.extract::<PathBuf>()
 }
 
-/// Keyword options, consumed one by one; what is left at the end is an unknown option.
-pub struct Options<'py> {
-    dict: Bound<'py, PyDict>,
-    what: &'static str,
+/// Keyword arguments as the library's settings (`trellis::settings`), converted by syntax
+/// alone: a number as Python writes it (`str`, `repr`: an int of any size, `nan`), a string
+/// or path as its text, a list as its items; `None` as not given. The library checks every
+/// value, combination and name, so Python refuses what the command line refuses, with the
+/// same sentence.
+pub fn settings(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<trellis::settings::Settings> {
+    let mut s = trellis::settings::Settings::new();
+    let Some(kwargs) = kwargs else { return Ok(s) };
+    for (k, v) in kwargs.iter() {
+        let name = k.cast::<PyString>().map_err(|_| PyTypeError::new_err("setting names are strings"))?.to_cow()?.into_owned();
+        if v.is_none() {
+            continue;
+        }
+        if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
+            let items = v.try_iter()?.map(|item| setting_text(&name, &item?)).collect::<PyResult<Vec<_>>>()?;
+            s.set_list(name, items);
+        } else {
+            let text = setting_text(&name, &v)?;
+            s.set(name, text);
+        }
+    }
+    Ok(s)
 }
 
-impl<'py> Options<'py> {
-    /// A copy of `kwargs` (the caller's dict is left alone).
-    pub fn new(py: Python<'py>, kwargs: Option<&Bound<'py, PyDict>>, what: &'static str) -> PyResult<Options<'py>> {
-        let dict = match kwargs {
-            Some(d) => d.copy()?,
-            None => PyDict::new(py),
-        };
-        Ok(Options { dict, what })
+/// One value of a setting as text.
+fn setting_text(name: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(t) = v.cast::<PyString>() {
+        return Ok(t.to_cow()?.into_owned());
     }
+    if v.is_instance_of::<PyBool>() {
+        // Not an int here (no setting is a switch): the library refuses the word.
+        return Ok(if v.is_truthy()? { "True" } else { "False" }.to_owned());
+    }
+    if v.is_instance_of::<PyInt>() {
+        return Ok(v.str()?.to_cow()?.into_owned());
+    }
+    if v.is_instance_of::<PyFloat>() {
+        return Ok(v.repr()?.to_cow()?.into_owned());
+    }
+    if let Ok(p) = v.extract::<PathBuf>() {
+        return Ok(p.display().to_string());
+    }
+    Err(errors::setting(format!("`{name}` cannot be a {}: a setting is a string, a number, a path or a list of them", v.get_type().name()?)))
+}
 
-    fn take(&self, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let v = self.dict.get_item(name)?;
-        if v.is_some() {
-            self.dict.del_item(name)?;
-        }
-        Ok(v.filter(|v| !v.is_none()))
-    }
+/// A whole-number argument within `range`: any Python int (one past 2^64 too) is checked
+/// by the library's own parser, so it is refused with the range, never an OverflowError.
+pub fn int_arg(v: &Bound<'_, PyAny>, range: &trellis::limits::IntRange) -> PyResult<u64> {
+    let text = if v.is_instance_of::<PyInt>() && !v.is_instance_of::<PyBool>() { v.str()?.to_cow()?.into_owned() } else { v.repr()?.to_cow()?.into_owned() };
+    range.parse(&text).map_err(errors::to_py)
+}
 
-    /// An integer option within `range`.
-    pub fn int(&self, name: &str, range: &IntRange) -> PyResult<Option<u64>> {
-        let Some(v) = self.take(name)? else { return Ok(None) };
-        if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
-            return Err(errors::setting(format!("{name} must be an integer, not {}", v.get_type().name()?)));
-        }
-        let n: i128 = v.extract()?;
-        let n = u64::try_from(n).map_err(|_| errors::to_py(range.refuse(n)))?;
-        Ok(Some(range.check(n).map_err(errors::to_py)?))
-    }
+/// A whole-number argument with a default (pyo3 reads it as an i128: any int a user writes
+/// short of 2^127), checked by the library's own parser as [`int_arg`].
+pub fn wide_int(v: i128, range: &trellis::limits::IntRange) -> PyResult<usize> {
+    let n = range.parse(&v.to_string()).map_err(errors::to_py)?;
+    usize::try_from(n).map_err(|_| errors::to_py(range.refuse(n)))
+}
 
-    pub fn usize(&self, name: &str, range: &IntRange) -> PyResult<Option<usize>> {
-        Ok(self.int(name, range)?.map(|n| n as usize))
-    }
-
-    /// A number option within `range`.
-    pub fn float(&self, name: &str, range: &FloatRange) -> PyResult<Option<f64>> {
-        let Some(v) = self.take(name)? else { return Ok(None) };
-        if v.is_instance_of::<PyBool>() || !(v.is_instance_of::<PyInt>() || v.is_instance_of::<PyFloat>()) {
-            return Err(errors::setting(format!("{name} must be a number, not {}", v.get_type().name()?)));
-        }
-        Ok(Some(range.check(v.extract::<f64>()?).map_err(errors::to_py)?))
-    }
-
-    /// A path option: str or os.PathLike.
-    pub fn path(&self, name: &str) -> PyResult<Option<PathBuf>> {
-        let Some(v) = self.take(name)? else { return Ok(None) };
-        Ok(Some(v.extract::<PathBuf>().map_err(|_| errors::setting(format!("{name} must be a path (str or os.PathLike)")))?))
-    }
-
-    pub fn string(&self, name: &str) -> PyResult<Option<String>> {
-        let Some(v) = self.take(name)? else { return Ok(None) };
-        Ok(Some(v.extract::<String>().map_err(|_| errors::setting(format!("{name} must be a string")))?))
-    }
-
-    /// A named choice (`FromStr` with the library's own error for an unknown name).
-    pub fn named<T: std::str::FromStr>(&self, name: &str) -> PyResult<Option<T>>
-    where
-        T::Err: std::fmt::Display,
-    {
-        match self.string(name)? {
-            None => Ok(None),
-            Some(s) => s.parse::<T>().map(Some).map_err(|e| errors::setting(e.to_string())),
-        }
-    }
-
-    pub fn strings(&self, name: &str) -> PyResult<Option<Vec<String>>> {
-        let Some(v) = self.take(name)? else { return Ok(None) };
-        if v.is_instance_of::<PyString>() {
-            return Ok(Some(vec![v.extract()?]));
-        }
-        Ok(Some(v.extract::<Vec<String>>().map_err(|_| errors::setting(format!("{name} must be a list of strings")))?))
-    }
-
-    /// Refuses the options nobody took.
-    pub fn finish(self) -> PyResult<()> {
-        let left: Vec<String> = self.dict.keys().iter().map(|k| k.to_string()).collect();
-        if left.is_empty() {
-            return Ok(());
-        }
-        Err(PyTypeError::new_err(format!("{}: unknown option(s) {}", self.what, left.join(", "))))
-    }
+/// [`int_arg`] as a `usize`.
+pub fn usize_arg(v: &Bound<'_, PyAny>, range: &trellis::limits::IntRange) -> PyResult<usize> {
+    let n = int_arg(v, range)?;
+    usize::try_from(n).map_err(|_| errors::to_py(range.refuse(n)))
 }
 
 /// Whether a batch call's `on_error` skips bad requests: the library's error policy names

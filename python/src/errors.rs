@@ -27,7 +27,12 @@ pub enum Kind {
 fn open_path(e: &trellis::OpenError) -> Option<PathBuf> {
     use trellis::OpenError as O;
     match e {
-        O::NotAStore { path } | O::TooNew { path, .. } | O::NeedsMigration { path, .. } | O::Locked { path, .. } => Some(path.clone()),
+        O::NotAStore { path }
+        | O::Missing { path }
+        | O::NotADirectory { path }
+        | O::TooNew { path, .. }
+        | O::NeedsMigration { path, .. }
+        | O::Locked { path, .. } => Some(path.clone()),
         O::Layout { path, .. } | O::Io { path, .. } | O::Rocks { path, .. } => Some(path.clone()),
         _ => None,
     }
@@ -97,7 +102,11 @@ pub fn kind(e: &Error) -> Kind {
             trellis::pipeline::PipelineError::Generate(g) => generate_kind(g),
             _ => Kind::Other,
         },
-        Error::Setting(_) | Error::Memory(_) | Error::Template(_) | Error::Linearize(_) => Kind::Setting,
+        Error::Setting(_) | Error::Settings(_) | Error::Memory(_) | Error::Template(_) | Error::Linearize(_) => Kind::Setting,
+        Error::Request(_) | Error::Line(_) => Kind::BadInput { path: None, line: None },
+        Error::Answer(trellis::retrieve::jsonl::AnswerError::Request(_)) => Kind::BadInput { path: None, line: None },
+        Error::Answer(trellis::retrieve::jsonl::AnswerError::Retrieve(r)) => retrieve_kind(r),
+        Error::Encoder(_) => Kind::Model,
         _ => Kind::Other,
     }
 }
@@ -136,15 +145,50 @@ pub fn raise(py: Python<'_>, kind: Kind, msg: String) -> PyErr {
     build().unwrap_or_else(|e| e)
 }
 
-/// Any library error as its Python exception.
+/// Any library error as its Python exception, its causes (`source()`, each in its own
+/// words) as the exception's `__cause__` chain, each a `TrellisError`: the message keeps the
+/// whole story, the chain keeps its parts apart.
 pub fn to_py(e: impl Into<Error>) -> PyErr {
     let e = e.into();
-    Python::attach(|py| raise(py, kind(&e), e.to_string()))
+    Python::attach(|py| {
+        let top = raise(py, kind(&e), e.to_string());
+        let mut causes = Vec::new();
+        let mut source = std::error::Error::source(&e);
+        // The umbrella's own variant is transparent: its source is the family's error,
+        // whose text is the top's; start below it.
+        while let Some(s) = source {
+            if s.to_string() != e.to_string() {
+                causes.push(s.to_string());
+            }
+            source = s.source();
+        }
+        let mut below: Option<PyErr> = None;
+        for text in causes.into_iter().rev() {
+            let err = raise(py, Kind::Other, text);
+            err.set_cause(py, below.take());
+            below = Some(err);
+        }
+        top.set_cause(py, below);
+        top
+    })
 }
 
 /// Bad input found by the glue (a request, a message): `BadInputError` without a file.
 pub fn bad_input(msg: impl Into<String>) -> PyErr {
     Python::attach(|py| raise(py, Kind::BadInput { path: None, line: None }, msg.into()))
+}
+
+/// A store the glue refuses (one this process holds for writing): `StoreError`.
+pub fn store_error(path: &Path, msg: impl Into<String>) -> PyErr {
+    Python::attach(|py| raise(py, Kind::Store { path: Some(path.to_path_buf()) }, msg.into()))
+}
+
+/// Says that request `index` of a batch was skipped and why: a
+/// `trellis.errors.SkippedRequestWarning` (the command line's `FILE:LINE: ... (skipped)`).
+pub fn warn_skipped(py: Python<'_>, index: usize, reason: &str) -> PyResult<()> {
+    let category = py.import("trellis.errors")?.getattr("SkippedRequestWarning")?;
+    let reason = reason.strip_prefix(&format!("request {index}: ")).unwrap_or(reason);
+    PyErr::warn(py, &category, &std::ffi::CString::new(format!("request {index}: {reason} (skipped)")).unwrap_or_default(), 2)
 }
 
 /// A setting the glue refuses: `SettingError`.

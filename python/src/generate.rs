@@ -1,72 +1,26 @@
 //! `trellis.Generator` and `trellis.Pipeline`.
 
-use crate::convert::{self, Options};
+use crate::convert;
 use crate::errors;
-use crate::retrieve::retriever_config;
-use crate::run::{chunked, detached, Handle};
+use crate::run::{chunked, detached, never_closed, Handle};
 use crate::store::{store_arg, PyStore};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
-use trellis::generate::{BeamSettings, GenerateSettings, Generated, GenerationInput, Generator, InputEncoding, Sampling, Strategy, StrategyKind};
+use trellis::generate::{GenerateSettings, Generated, GenerationInput, Generator};
 use trellis::limits;
 use trellis::model::RuntimeOptions;
 use trellis::pipeline::jsonl::{parse_line, render, PipelineLine};
 use trellis::pipeline::{KnowledgeSource, Pipeline, PipelineRequest, PipelineSettings};
 use trellis::retrieve::jsonl::resolve_entities;
-use trellis::retrieve::{RetrieverConfig, RetrieverKind};
+use trellis::retrieve::RetrieverConfig;
+use trellis::settings::GeneratorSpec;
 
-/// Generation settings over `defaults` (the model's `trellis.json`): `trellis respond`'s
-/// `--gen-*` flags, named `PREFIX` + the flag without `--gen-`.
-fn generate_settings(defaults: &GenerateSettings, o: &Options<'_>, prefix: &str) -> PyResult<GenerateSettings> {
-    let key = |k: &str| format!("{prefix}{k}");
-    let mut s = defaults.clone();
-    if let Some(e) = o.named::<InputEncoding>(&key("encoding"))? {
-        s.encoding = e;
-    }
-    match o.named::<StrategyKind>(&key("strategy"))? {
-        Some(StrategyKind::Greedy) => s.strategy = Strategy::Greedy,
-        Some(StrategyKind::Beam) if !matches!(s.strategy, Strategy::Beam(_)) => s.strategy = Strategy::Beam(BeamSettings::default()),
-        Some(StrategyKind::Sample) if !matches!(s.strategy, Strategy::Sample(_)) => s.strategy = Strategy::Sample(Sampling::default()),
-        _ => {}
-    }
-    let (beams, sequences, penalty) = (
-        o.usize(&key("beams"), &limits::BEAMS)?,
-        o.usize(&key("return_sequences"), &limits::RETURN_SEQUENCES)?,
-        o.float(&key("length_penalty"), &limits::LENGTH_PENALTY)?,
-    );
-    let (temperature, top_k, top_p, seed) = (
-        o.float(&key("temperature"), &limits::TEMPERATURE)?,
-        o.usize(&key("top_k"), &limits::TOP_K)?,
-        o.float(&key("top_p"), &limits::TOP_P)?,
-        o.int(&key("seed"), &limits::SEED)?,
-    );
-    match &mut s.strategy {
-        Strategy::Beam(b) => {
-            b.beams = beams.unwrap_or(b.beams);
-            b.return_sequences = sequences.unwrap_or(b.return_sequences.min(b.beams));
-            b.length_penalty = penalty.unwrap_or(b.length_penalty);
-        }
-        Strategy::Sample(p) => {
-            p.temperature = temperature.unwrap_or(p.temperature);
-            p.top_k = top_k.unwrap_or(p.top_k);
-            p.top_p = top_p.unwrap_or(p.top_p);
-            p.seed = seed.unwrap_or(p.seed);
-        }
-        _ => {
-            if beams.is_some() || sequences.is_some() || penalty.is_some() || temperature.is_some() || top_k.is_some() || top_p.is_some() || seed.is_some() {
-                return Err(errors::setting(format!("beam and sampling settings need {prefix}strategy=\"beam\" or \"sample\"")));
-            }
-        }
-    }
-    s.max_new_tokens = o.usize(&key("max_new_tokens"), &limits::MAX_NEW_TOKENS)?.unwrap_or(s.max_new_tokens);
-    s.stop.extend(o.strings(&key("stop"))?.unwrap_or_default());
-    s.no_repeat_ngram_size = o.usize(&key("no_repeat_ngram_size"), &limits::NO_REPEAT_NGRAM_SIZE)?.unwrap_or(s.no_repeat_ngram_size);
-    s.min_new_tokens = o.usize(&key("min_new_tokens"), &limits::MIN_NEW_TOKENS)?.unwrap_or(s.min_new_tokens);
-    s.repetition_penalty = o.float(&key("repetition_penalty"), &limits::REPETITION_PENALTY)?.unwrap_or(s.repetition_penalty);
-    Ok(s)
+/// A `seed=` argument: any int, checked by the library's range (never an OverflowError).
+fn seed_arg(seed: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u64>> {
+    seed.filter(|s| !s.is_none()).map(|s| convert::int_arg(s, &limits::SEED)).transpose()
 }
 
 /// One generated sequence, and the others when more were asked for.
@@ -118,26 +72,15 @@ pub struct PyGenerator {
     handle: Handle<Generator>,
 }
 
-fn runtime_options(o: &Options<'_>, default_sessions: usize) -> PyResult<RuntimeOptions> {
-    let mut r = RuntimeOptions::default();
-    r.device = o.named("device")?.unwrap_or(r.device);
-    r.threads = o.usize("model_threads", &limits::MODEL_THREADS)?.unwrap_or(r.threads);
-    r.sessions = o.usize("sessions", &limits::SESSIONS)?.unwrap_or(default_sessions);
-    limits::check_runtime(r.threads, r.sessions).map_err(errors::to_py)?;
-    Ok(r)
-}
-
 #[pymethods]
 impl PyGenerator {
     #[new]
     #[pyo3(signature = (model, **options))]
     fn new(py: Python<'_>, model: PathBuf, options: Option<&Bound<'_, PyDict>>) -> PyResult<PyGenerator> {
-        let o = Options::new(py, options, "Generator")?;
-        let runtime = runtime_options(&o, 0)?;
+        let spec = GeneratorSpec::read(&convert::settings(options)?).map_err(errors::to_py)?;
+        let runtime = spec.runtime.clone();
         let generator = detached(py, || Generator::open(&model, &runtime))?.map_err(errors::to_py)?;
-        let mut settings = generate_settings(generator.settings(), &o, "")?;
-        settings.batch = o.usize("batch", &limits::BATCH)?.unwrap_or(settings.batch);
-        o.finish()?;
+        let settings = spec.apply(generator.settings()).map_err(errors::to_py)?;
         generator.check(&settings).map_err(errors::to_py)?;
         let options = options.map_or_else(|| Ok(PyDict::new(py)), |d| d.copy())?.unbind();
         Ok(PyGenerator { model, options, runtime, settings, handle: Handle::new(generator) })
@@ -156,7 +99,7 @@ impl PyGenerator {
         py: Python<'py>,
         history: &Bound<'py, PyAny>,
         knowledge: Option<&Bound<'py, PyAny>>,
-        seed: Option<u64>,
+        seed: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let list = self.generate_batch(py, &PyList::new(py, [history])?.into_any(), knowledge, seed, None)?;
         list.get_item(0)
@@ -174,14 +117,15 @@ impl PyGenerator {
         py: Python<'py>,
         requests: &Bound<'py, PyAny>,
         knowledge: Option<&Bound<'py, PyAny>>,
-        seed: Option<u64>,
+        seed: Option<&Bound<'py, PyAny>>,
         progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
+        let seed = seed_arg(seed)?;
         let mut lines = Vec::new();
         for (i, item) in requests.try_iter()?.enumerate() {
             lines.push(pipeline_line(&item?, Some(i), knowledge, seed)?.0);
         }
-        let generator = self.handle.get(|| Generator::open(&self.model, &self.runtime).map_err(errors::to_py))?;
+        let generator = self.handle.get(|| Generator::open(&self.model, &self.runtime).map_err(errors::to_py), never_closed)?;
         let settings = &self.settings;
         let inputs: Vec<GenerationInput<'_>> =
             lines.iter().map(|l| GenerationInput { history: &l.request.history, knowledge: l.knowledge.as_deref().unwrap_or(&[]), seed: l.seed }).collect();
@@ -229,7 +173,8 @@ fn open_pipeline(store: Arc<trellis::Store>, spec: &PipelineSpec) -> Result<Pipe
 /// Link, retrieve, generate: a dialog in, a reply out.
 ///
 /// ``Pipeline(store, retriever="gsr", model=None, generator=DIR, top=3, batch=8,
-/// sessions=1, device="cpu", model_threads=0, **options)``: the retriever as
+/// sessions=0, device="cpu", model_threads=0, **options)`` (``sessions=0``: one per core,
+/// the library's default, as ``trellis respond``): the retriever as
 /// ``Retriever(store, retriever, model, **options)`` takes it, the generator's settings as
 /// ``gen_*`` options (``gen_strategy="beam"``, ``gen_beams=4``, ``gen_max_new_tokens``,
 /// ...; ``trellis respond``'s flags), ``top`` retrieved paths handed to the generator,
@@ -246,7 +191,7 @@ pub struct PyPipeline {
 impl PyPipeline {
     fn get(&self, py: Python<'_>) -> PyResult<Arc<Pipeline>> {
         let store = self.store.bind(py).get().get()?;
-        self.handle.get(|| detached(py, || open_pipeline(store, &self.spec))?.map_err(errors::to_py))
+        self.handle.get(|| detached(py, || open_pipeline(store, &self.spec))?.map_err(errors::to_py), never_closed)
     }
 }
 
@@ -277,30 +222,24 @@ impl PyPipeline {
         retriever: &str,
         model: Option<PathBuf>,
         generator: Option<PathBuf>,
-        top: i64,
+        top: i128,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyPipeline> {
         let generator = generator.ok_or_else(|| errors::setting("a pipeline needs generator=DIR (an exported generator: see schema/model.md)"))?;
         let store = store_arg(py, store)?;
-        let top = u64::try_from(top).map_err(|_| errors::to_py(limits::KNOWLEDGE_TOP.refuse(top)))?;
-        let top = limits::KNOWLEDGE_TOP.check(top).map_err(errors::to_py)? as usize;
-        let o = Options::new(py, options, "Pipeline")?;
-        // Shared by both models, as `trellis respond` shares them.
-        let runtime = runtime_options(&o, 1)?;
-        let batch = o.usize("batch", &limits::BATCH)?.unwrap_or(8);
-        let mut cfg = retriever_config(retriever, model.clone(), &o)?;
-        crate::retrieve::set_runtime(&mut cfg, &runtime);
-        if let RetrieverKind::Gsr(g) = &mut cfg.kind {
-            g.batch = batch;
+        let top = convert::wide_int(top, &limits::KNOWLEDGE_TOP)?;
+        let mut given = convert::settings(options)?;
+        if let Some(m) = &model {
+            given.set("model", m.display().to_string());
         }
+        let read = trellis::settings::PipelineSpec::read(retriever, &given).map_err(errors::to_py)?;
+        let runtime = read.runtime.clone();
         let opened = {
             let r = detached(py, || Generator::open(&generator, &runtime))?.map_err(errors::to_py)?;
-            let mut settings = generate_settings(r.settings(), &o, "gen_")?;
-            settings.batch = batch;
+            let settings = read.generator.apply(r.settings()).map_err(errors::to_py)?;
             (r, settings)
         };
-        o.finish()?;
-        let spec = PipelineSpec { cfg, generator, runtime, settings: PipelineSettings::new(top, opened.1) };
+        let spec = PipelineSpec { cfg: read.retriever, generator, runtime, settings: PipelineSettings::new(top, opened.1) };
         let arc = store.bind(py).get().get()?;
         let pipeline = detached(py, || -> Result<Pipeline, trellis::Error> {
             let retriever = trellis::retrieve::Retriever::new(arc, spec.cfg.clone())?;
@@ -328,9 +267,9 @@ impl PyPipeline {
         py: Python<'py>,
         history: &Bound<'py, PyAny>,
         knowledge: Option<&Bound<'py, PyAny>>,
-        seed: Option<u64>,
+        seed: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let list = self.answer(py, vec![pipeline_line(history, None, knowledge, seed)], false, None)?;
+        let list = self.answer(py, vec![pipeline_line(history, None, knowledge, seed_arg(seed)?)], false, None)?;
         list.get_item(0)
     }
 
@@ -338,7 +277,8 @@ impl PyPipeline {
     ///
     /// Each request is a history or a request dict; ``batch`` of them are retrieved and
     /// generated together, batches in parallel, with the GIL released. A bad request raises
-    /// ``BadInputError`` naming its index, or with ``on_error="skip"`` gets ``None``.
+    /// ``BadInputError`` naming its index, or with ``on_error="skip"`` gets ``None`` and a
+    /// ``SkippedRequestWarning`` saying which request and why.
     /// ``progress`` and Ctrl-C as in ``Retriever.retrieve_batch`` (``"work": "respond"``).
     #[pyo3(signature = (requests, on_error = "stop", progress = None))]
     fn respond_batch<'py>(
@@ -380,11 +320,14 @@ impl PyPipeline {
         progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let mut parsed = Vec::with_capacity(lines.len());
-        for l in lines {
+        for (i, l) in lines.into_iter().enumerate() {
             match l {
                 Ok(l) => parsed.push(Some(l)),
                 Err(e) if !skip => return Err(e),
-                Err(_) => parsed.push(None),
+                Err(e) => {
+                    errors::warn_skipped(py, i, &e.value(py).to_string())?;
+                    parsed.push(None)
+                }
             }
         }
         let pipeline = self.get(py)?;
@@ -420,7 +363,10 @@ impl PyPipeline {
                     }
                     list.append(convert::to_py(py, &v)?)?;
                 }
-                Err(_) if skip => list.append(py.None())?,
+                Err(e) if skip => {
+                    errors::warn_skipped(py, i, &e)?;
+                    list.append(py.None())?
+                }
                 Err(e) => return Err(errors::bad_input(format!("request {i}: {e}"))),
             }
         }

@@ -38,7 +38,8 @@ where
 /// ``trellis::Progress``: one step per input file, in bytes, with the facts read so far;
 /// then the writing steps, in facts). The GIL is
 /// released; Ctrl-C (or an exception raised by ``progress``) cancels the load, leaving the
-/// store as it was, and is re-raised.
+/// store as it was, and is re-raised; a cancel that comes after the load's commit point is
+/// too late: the load completes and the exception has ``committed = True`` and a note.
 #[pyfunction]
 #[pyo3(signature = (store, files, format = None, compression = None, on_error = "stop", rejects = None, memory_mb = 1024, threads = None, reverse_prefix = "~", lang = "en", progress = None))]
 #[allow(clippy::too_many_arguments)]
@@ -50,13 +51,14 @@ pub fn ingest<'py>(
     compression: Option<&str>,
     on_error: &str,
     rejects: Option<PathBuf>,
-    memory_mb: i64,
-    threads: Option<i64>,
+    memory_mb: i128,
+    threads: Option<i128>,
     reverse_prefix: &str,
     lang: &str,
     progress: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let dir = store_dir(store)?;
+    crate::store::check_not_held_for_writing(&dir)?;
     let files: Vec<PathBuf> =
         if files.is_instance_of::<pyo3::types::PyString>() || convert::path(files).is_ok() && !files.is_instance_of::<pyo3::types::PyList>() {
             vec![convert::path(files)?]
@@ -66,7 +68,7 @@ pub fn ingest<'py>(
     let format: Option<Format> = named(format)?;
     let compression: Option<Compression> = named(compression)?;
     let on_error: OnError = named(Some(on_error))?.unwrap_or_default();
-    let check = |r: &limits::IntRange, v: i64| -> PyResult<usize> {
+    let check = |r: &limits::IntRange, v: i128| -> PyResult<usize> {
         let u = u64::try_from(v).map_err(|_| errors::to_py(r.refuse(v)))?;
         Ok(r.check(u).map_err(errors::to_py)? as usize)
     };
@@ -103,6 +105,7 @@ pub fn index_tokens<'py>(
     progress: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let dir = store_dir(store)?;
+    crate::store::check_not_held_for_writing(&dir)?;
     let linearization = Linearization::from_arg(linearization).map_err(errors::to_py)?;
     let name = name.unwrap_or_else(|| tokenizer.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()));
     let tok = detached(py, || NameTokenizer::from_file(&tokenizer, linearization))?.map_err(errors::to_py)?;

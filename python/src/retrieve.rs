@@ -1,8 +1,8 @@
 //! `trellis.Linker` and `trellis.Retriever`.
 
-use crate::convert::{self, Options};
+use crate::convert;
 use crate::errors;
-use crate::run::{chunked, detached, monitored, Handle};
+use crate::run::{chunked, detached, monitored, never_closed, Handle};
 use crate::store::{store_arg, PyStore};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
@@ -10,24 +10,8 @@ use serde_json::Value;
 use std::sync::Arc;
 use trellis::limits;
 use trellis::link::{LinkConfig, Linker};
-use trellis::retrieve::dense::DenseOptions;
-use trellis::retrieve::gsr::GsrOptions;
 use trellis::retrieve::jsonl::{answer_batch, parse_request, AnswerOptions, Request};
-use trellis::retrieve::pcst::PcstScores;
-use trellis::retrieve::rerank::RerankOptions;
-use trellis::retrieve::surge::SurgeOptions;
-use trellis::retrieve::{Retriever, RetrieverConfig, RetrieverKind};
-
-/// Linking options (`trellis link`'s flags without dashes).
-pub fn link_config(o: &Options<'_>) -> PyResult<LinkConfig> {
-    let mut c = LinkConfig::default();
-    c.window = o.usize("window", &limits::WINDOW)?.unwrap_or(c.window);
-    c.max_ngram = o.usize("max_ngram", &limits::MAX_NGRAM)?.unwrap_or(c.max_ngram);
-    c.max_entities_per_mention = o.usize("max_entities", &limits::MAX_ENTITIES)?.unwrap_or(c.max_entities_per_mention);
-    c.min_single_word_chars = o.usize("min_word_chars", &limits::MIN_WORD_CHARS)?.unwrap_or(c.min_single_word_chars);
-    c.decay = o.float("decay", &limits::LINK_DECAY)?.map_or(c.decay, |d| d as f32);
-    Ok(c)
-}
+use trellis::retrieve::{Retriever, RetrieverConfig};
 
 /// Finds the entities a dialog mentions, against one store.
 ///
@@ -43,7 +27,7 @@ pub struct PyLinker {
 
 impl PyLinker {
     fn get(&self, py: Python<'_>) -> PyResult<Arc<Linker>> {
-        self.handle.get(|| Linker::new(self.store.bind(py).get().get()?, self.cfg.clone()).map_err(errors::to_py))
+        self.handle.get(|| Linker::new(self.store.bind(py).get().get()?, self.cfg.clone()).map_err(errors::to_py), never_closed)
     }
 }
 
@@ -53,9 +37,7 @@ impl PyLinker {
     #[pyo3(signature = (store, **options))]
     fn new(py: Python<'_>, store: &Bound<'_, PyAny>, options: Option<&Bound<'_, PyDict>>) -> PyResult<PyLinker> {
         let store = store_arg(py, store)?;
-        let o = Options::new(py, options, "Linker")?;
-        let cfg = link_config(&o)?;
-        o.finish()?;
+        let cfg = trellis::settings::link(&convert::settings(options)?).map_err(errors::to_py)?;
         let linker = Linker::new(store.bind(py).get().get()?, cfg.clone()).map_err(errors::to_py)?;
         let options = options.map_or_else(|| Ok(PyDict::new(py)), |d| d.copy())?.unbind();
         Ok(PyLinker { store, options, cfg, handle: Handle::new(linker) })
@@ -92,150 +74,14 @@ impl PyLinker {
     }
 }
 
-/// A retriever configuration from its name and keyword options (`trellis retrieve`'s flags
-/// without dashes: `pcst_variant`, `pruning`, `pcst_scores`, `bm25_turns`, `seed`, `scope`,
-/// the linking options; for gsr `prior`, `prior_norm`, `alpha`, `start_recency`,
-/// `model_norm`, `beams`, `return_sequences`, `length_penalty`, `max_new_tokens`, `steps`,
-/// `batch`; for the encoders `dense_model`, `surge_model`, `rerank`, `rerank_top`,
-/// `rerank_pool` (a list of retriever names), `rerank_fusion`, `encoder_batch`; for every model `device`,
-/// `model_threads`, `sessions`).
-pub fn retriever_config(kind: &str, model: Option<std::path::PathBuf>, o: &Options<'_>) -> PyResult<RetrieverConfig> {
-    let device = o.named("device")?;
-    let threads = o.usize("model_threads", &limits::MODEL_THREADS)?;
-    let sessions = o.usize("sessions", &limits::SESSIONS)?;
-    let runtime = |r: &mut trellis::model::RuntimeOptions| {
-        r.device = device.unwrap_or(r.device);
-        r.threads = threads.unwrap_or(r.threads);
-        r.sessions = sessions.unwrap_or(r.sessions);
-    };
-    let dense_model = o.path("dense_model")?;
-    let surge_model = o.path("surge_model")?;
-    let encoder_batch = o.usize("encoder_batch", &limits::BATCH)?;
-    let rerank = o.path("rerank")?;
-    let rerank_top = o.usize("rerank_top", &limits::RERANK_TOP)?;
-    let pool = o.strings("rerank_pool")?.unwrap_or_default();
-    let rerank_fusion = o.float("rerank_fusion", &limits::RERANK_FUSION)?;
-    if rerank.is_none() && (rerank_top.is_some() || !pool.is_empty() || rerank_fusion.is_some()) {
-        return Err(errors::setting("rerank_top=, rerank_pool= and rerank_fusion= need rerank=DIR (a cross-encoder: see schema/model.md)"));
+/// A retriever's configuration from its name, `model` (the gsr retriever's) and keyword
+/// options: the library's settings (`trellis retrieve`'s flags without dashes), checked there.
+pub fn retriever_config(kind: &str, model: Option<&std::path::Path>, options: Option<&Bound<'_, PyDict>>) -> PyResult<RetrieverConfig> {
+    let mut s = convert::settings(options)?;
+    if let Some(m) = model {
+        s.set("model", m.display().to_string());
     }
-    let dense = dense_model.map(|m| {
-        let mut d = DenseOptions::new(m);
-        runtime(&mut d.runtime);
-        d.batch = encoder_batch.unwrap_or(d.batch);
-        d
-    });
-    // The generative retriever's options are read when a gsr is in play (else they are
-    // unknown options, refused below by `finish`).
-    let gsr_wanted = kind == "gsr" || pool.iter().any(|p| p == "gsr");
-    let gsr = if gsr_wanted {
-        let model = model.clone().ok_or_else(|| errors::setting("the gsr retriever needs model=DIR (an exported retriever: see schema/model.md)"))?;
-        let mut g = GsrOptions::new(model);
-        runtime(&mut g.runtime);
-        let v = &mut g.overrides;
-        v.prior = o.named("prior")?;
-        v.prior_norm = o.named("prior_norm")?;
-        v.alpha = o.float("alpha", &limits::ALPHA)?;
-        v.start_recency = o.float("start_recency", &limits::START_RECENCY)?;
-        v.model_norm = o.named("model_norm")?;
-        v.beams = o.usize("beams", &limits::BEAMS)?;
-        v.return_sequences = o.usize("return_sequences", &limits::RETURN_SEQUENCES)?;
-        v.length_penalty = o.float("length_penalty", &limits::LENGTH_PENALTY)?;
-        v.max_new_tokens = o.usize("max_new_tokens", &limits::MAX_NEW_TOKENS)?;
-        g.steps = o.usize("steps", &limits::STEPS)?.unwrap_or(g.steps);
-        g.batch = o.usize("batch", &limits::BATCH)?.unwrap_or(g.batch);
-        Some(g)
-    } else {
-        if model.is_some() {
-            return Err(errors::setting(format!("model= is for the gsr retriever, not {kind}")));
-        }
-        None
-    };
-    let kind_of = |name: &str| -> PyResult<RetrieverKind> {
-        Ok(match name {
-            "all" => RetrieverKind::All,
-            "random" => RetrieverKind::Random,
-            "bm25" => RetrieverKind::Bm25,
-            "katz" => RetrieverKind::Katz,
-            "pcst" => RetrieverKind::Pcst,
-            "gsr" => RetrieverKind::Gsr(gsr.clone().expect("read above when a gsr is in play")),
-            "dense" => RetrieverKind::Dense(
-                dense.clone().ok_or_else(|| errors::setting("the dense retriever needs dense_model=DIR (an exported bi-encoder: see schema/model.md)"))?,
-            ),
-            "surge" => {
-                let m = surge_model
-                    .clone()
-                    .ok_or_else(|| errors::setting("the surge retriever needs surge_model=DIR (an exported subgraph model: see schema/model.md)"))?;
-                let mut s = SurgeOptions::new(m);
-                runtime(&mut s.runtime);
-                RetrieverKind::Surge(s)
-            }
-            other => return Err(errors::setting(format!("unknown retriever {other:?}: one of {}", RetrieverKind::NAMES.join(", ")))),
-        })
-    };
-    let mut cfg = RetrieverConfig::new(kind_of(kind)?);
-    if let Some(v) = o.named("pcst_variant")? {
-        cfg.pcst = trellis::retrieve::pcst::PcstConfig::new(v);
-    }
-    cfg.pcst.pruning = o.named("pruning")?.unwrap_or(cfg.pcst.pruning);
-    match o.string("pcst_scores")?.as_deref() {
-        None | Some("bm25") => {}
-        Some("dense") => {
-            cfg.pcst.scores = PcstScores::Dense(
-                dense.clone().ok_or_else(|| errors::setting("pcst_scores=\"dense\" needs dense_model=DIR (an exported bi-encoder: see schema/model.md)"))?,
-            )
-        }
-        Some(other) => return Err(errors::setting(format!("pcst_scores must be \"bm25\" or \"dense\", not {other:?}"))),
-    }
-    if let Some(m) = rerank {
-        let mut r = RerankOptions::new(m);
-        runtime(&mut r.runtime);
-        r.batch = encoder_batch.unwrap_or(r.batch);
-        r.top = rerank_top.unwrap_or(r.top);
-        r.fusion = rerank_fusion.unwrap_or(r.fusion);
-        r.pool = pool.iter().map(|p| kind_of(p)).collect::<PyResult<_>>()?;
-        cfg.rerank = Some(r);
-    }
-    cfg.bm25_turns = o.usize("bm25_turns", &limits::BM25_TURNS)?.unwrap_or(cfg.bm25_turns);
-    cfg.seed = o.int("seed", &limits::SEED)?.unwrap_or(cfg.seed);
-    cfg.scope = o.named("scope")?.unwrap_or(cfg.scope);
-    cfg.link = link_config(o)?;
-    // An option no part of this retriever reads is a mistake, not a silent no-op.
-    let mut kinds = vec![&cfg.kind];
-    kinds.extend(cfg.rerank.iter().flat_map(|r| r.pool.iter()));
-    let dense_used = kinds.iter().any(|k| matches!(k, RetrieverKind::Dense(_))) || matches!(cfg.pcst.scores, PcstScores::Dense(_));
-    if dense.is_some() && !dense_used {
-        return Err(errors::setting("dense_model= is for the dense retriever (or pcst_scores=\"dense\"), which this retriever does not use"));
-    }
-    let surge_used = kinds.iter().any(|k| matches!(k, RetrieverKind::Surge(_)));
-    if surge_model.is_some() && !surge_used {
-        return Err(errors::setting("surge_model= is for the surge retriever, which this retriever does not use"));
-    }
-    let any_model = gsr.is_some() || dense_used || surge_used || cfg.rerank.is_some();
-    if !any_model && (device.is_some() || threads.is_some() || sessions.is_some() || encoder_batch.is_some()) {
-        return Err(errors::setting(format!("device=, model_threads=, sessions= and encoder_batch= are for retrievers with a model, not {kind}")));
-    }
-    Ok(cfg)
-}
-
-/// Every model of a retriever configuration (gsr, dense, the reranker, PCST's dense
-/// prizes) on `runtime` (a pipeline shares one runtime between its models).
-pub fn set_runtime(cfg: &mut RetrieverConfig, runtime: &trellis::model::RuntimeOptions) {
-    let mut kinds = vec![&mut cfg.kind];
-    if let Some(r) = &mut cfg.rerank {
-        r.runtime = runtime.clone();
-        kinds.extend(r.pool.iter_mut());
-    }
-    for k in kinds {
-        match k {
-            RetrieverKind::Gsr(g) => g.runtime = runtime.clone(),
-            RetrieverKind::Dense(d) => d.runtime = runtime.clone(),
-            RetrieverKind::Surge(s) => s.runtime = runtime.clone(),
-            _ => {}
-        }
-    }
-    if let PcstScores::Dense(d) = &mut cfg.pcst.scores {
-        d.runtime = runtime.clone();
-    }
+    trellis::settings::retriever(kind, &s).map_err(errors::to_py)
 }
 
 /// Ranks knowledge paths (1 or 2 facts) for a dialog, against one store.
@@ -269,7 +115,7 @@ pub struct PyRetriever {
 impl PyRetriever {
     fn get(&self, py: Python<'_>) -> PyResult<Arc<Retriever>> {
         let store = self.store.bind(py).get().get()?;
-        self.handle.get(|| detached(py, || Retriever::new(store, self.cfg.clone()))?.map_err(errors::to_py))
+        self.handle.get(|| detached(py, || Retriever::new(store, self.cfg.clone()))?.map_err(errors::to_py), never_closed)
     }
 }
 
@@ -294,13 +140,10 @@ fn answer_dict<'py>(py: Python<'py>, mut v: Value, keep_id: bool) -> PyResult<Bo
     convert::to_py(py, &v)
 }
 
-fn top_of(top: Option<i64>, default: usize) -> PyResult<usize> {
+fn top_of(top: Option<&Bound<'_, PyAny>>, default: usize) -> PyResult<usize> {
     match top {
         None => Ok(default),
-        Some(t) => {
-            let v = u64::try_from(t).map_err(|_| errors::to_py(limits::TOP.refuse(t)))?;
-            Ok(limits::TOP.check(v).map_err(errors::to_py)? as usize)
-        }
+        Some(t) => convert::usize_arg(t, &limits::TOP),
     }
 }
 
@@ -313,14 +156,12 @@ impl PyRetriever {
         store: &Bound<'_, PyAny>,
         kind: &str,
         model: Option<std::path::PathBuf>,
-        top: i64,
+        top: i128,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyRetriever> {
         let store = store_arg(py, store)?;
-        let o = Options::new(py, options, "Retriever")?;
-        let cfg = retriever_config(kind, model.clone(), &o)?;
-        o.finish()?;
-        let top = top_of(Some(top), 10)?;
+        let cfg = retriever_config(kind, model.as_deref(), options)?;
+        let top = convert::wide_int(top, &limits::TOP)?;
         let arc = store.bind(py).get().get()?;
         let cfg2 = cfg.clone();
         let retriever = detached(py, move || Retriever::new(arc, cfg2))?.map_err(errors::to_py)?;
@@ -343,9 +184,15 @@ impl PyRetriever {
     /// ``entities``: entity keys to start from instead of linking the history. At most
     /// ``top`` paths (default: the retriever's ``top``), best first.
     #[pyo3(signature = (history, top = None, entities = None))]
-    fn retrieve<'py>(&self, py: Python<'py>, history: &Bound<'py, PyAny>, top: Option<i64>, entities: Option<Vec<String>>) -> PyResult<Bound<'py, PyAny>> {
+    fn retrieve<'py>(
+        &self,
+        py: Python<'py>,
+        history: &Bound<'py, PyAny>,
+        top: Option<&Bound<'py, PyAny>>,
+        entities: Option<Vec<String>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let request = Request { id: Value::Null, history: convert::history(history)?, entities };
-        let opts = AnswerOptions::new(top_of(top, self.top)?);
+        let opts = AnswerOptions::new(top_of(top.filter(|t| !t.is_none()), self.top)?);
         let retriever = self.get(py)?;
         let mut out = detached(py, || answer_batch(retriever.store(), &retriever, &[&request], &opts))?.map_err(errors::to_py)?;
         let answer = out.pop().unwrap_or(Ok(Value::Null)).map_err(|e| errors::bad_input(e.to_string()))?;
@@ -358,7 +205,8 @@ impl PyRetriever {
     /// "entities"}`` as ``trellis retrieve`` reads (its answer keeps the ``"id"``). Requests
     /// are answered in parallel with the GIL released; the generative retriever decodes
     /// ``batch`` of them together. A bad request raises ``BadInputError`` naming its index,
-    /// or with ``on_error="skip"`` gets ``None`` in its place. ``progress`` is called on the
+    /// or with ``on_error="skip"`` gets ``None`` in its place and a ``SkippedRequestWarning``
+    /// saying which request and why (as the command line reports a skipped line). ``progress`` is called on the
     /// calling thread (at most ten times a second) with ``{"work": "retrieve", "done",
     /// "total", "unit": "turns", ...}``; Ctrl-C stops the batch and raises
     /// ``KeyboardInterrupt``.
@@ -367,15 +215,19 @@ impl PyRetriever {
         &self,
         py: Python<'py>,
         histories: &Bound<'py, PyAny>,
-        top: Option<i64>,
+        top: Option<&Bound<'py, PyAny>>,
         on_error: &str,
         progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let skip = convert::skips_bad_requests(on_error)?;
-        let opts = AnswerOptions::new(top_of(top, self.top)?);
+        let opts = AnswerOptions::new(top_of(top.filter(|t| !t.is_none()), self.top)?);
         let mut requests: Vec<Result<(Request, bool), PyErr>> = Vec::new();
         for (i, item) in histories.try_iter()?.enumerate() {
-            requests.push(request(&item?, i));
+            let r = request(&item?, i);
+            if let (true, Err(e)) = (skip, &r) {
+                errors::warn_skipped(py, i, &e.value(py).to_string())?;
+            }
+            requests.push(r);
         }
         // Bad items first: raise, or keep their place.
         if !skip {
@@ -396,7 +248,7 @@ impl PyRetriever {
                 Ok((_, keep_id)) => match answers.next().unwrap_or(Ok(Value::Null)) {
                     Ok(v) => list.append(answer_dict(py, v, *keep_id)?)?,
                     Err(e) if skip => {
-                        let _ = e;
+                        errors::warn_skipped(py, i, &e.to_string())?;
                         list.append(py.None())?
                     }
                     Err(e) => return Err(errors::bad_input(format!("request {i}: {e}"))),
@@ -481,22 +333,15 @@ pub fn evaluate_retrieval<'py>(
     dialogs: std::path::PathBuf,
     dataset: &str,
     actions: &str,
-    k: Option<Vec<i64>>,
-    max_turns: Option<i64>,
+    k: Option<Vec<Bound<'py, PyAny>>>,
+    max_turns: Option<&Bound<'py, PyAny>>,
     progress: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let k = k
-        .unwrap_or_else(|| vec![1, 3, 5, 10])
-        .into_iter()
-        .map(|v| {
-            let u = u64::try_from(v).map_err(|_| errors::to_py(limits::EVAL_K.refuse(v)))?;
-            Ok(limits::EVAL_K.check(u).map_err(errors::to_py)? as usize)
-        })
-        .collect::<PyResult<Vec<usize>>>()?;
-    let max_turns = match max_turns {
-        None => None,
-        Some(v) => Some(limits::MAX_TURNS.check(u64::try_from(v).map_err(|_| errors::to_py(limits::MAX_TURNS.refuse(v)))?).map_err(errors::to_py)? as usize),
+    let k = match k {
+        None => vec![1, 3, 5, 10],
+        Some(ks) => ks.iter().map(|v| convert::usize_arg(v, &limits::EVAL_K)).collect::<PyResult<Vec<usize>>>()?,
     };
+    let max_turns = max_turns.filter(|m| !m.is_none()).map(|m| convert::usize_arg(m, &limits::MAX_TURNS)).transpose()?;
     let speaker = match actions {
         "all" => None,
         "assistant" | "user" => Some(actions.to_owned()),

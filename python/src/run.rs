@@ -44,7 +44,7 @@ pub fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyResu
 /// sessions) is not usable there, and is leaked rather than dropped, since its destructor
 /// would wait for threads the child does not have.
 pub struct Handle<T> {
-    /// Always `Some` but in `drop`.
+    /// `None` once closed (and in `drop`).
     slot: Mutex<Option<(u32, Arc<T>)>>,
 }
 
@@ -53,21 +53,23 @@ impl<T> Handle<T> {
         Handle { slot: Mutex::new(Some((std::process::id(), Arc::new(value)))) }
     }
 
-    /// The object of this process, reopened with `reopen` when the handle was inherited.
-    pub fn get(&self, reopen: impl FnOnce() -> PyResult<T>) -> PyResult<Arc<T>> {
+    /// The object of this process, reopened with `reopen` when the handle was inherited;
+    /// `closed()` once [`close`](Self::close) was called.
+    pub fn get(&self, reopen: impl FnOnce() -> PyResult<T>, closed: impl FnOnce() -> PyErr) -> PyResult<Arc<T>> {
         let pid = std::process::id();
         {
             let slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((owner, value)) = slot.as_ref() {
-                if *owner == pid {
-                    return Ok(value.clone());
-                }
+            match slot.as_ref() {
+                Some((owner, value)) if *owner == pid => return Ok(value.clone()),
+                Some(_) => {}
+                None => return Err(closed()),
             }
         }
         let fresh = Arc::new(reopen()?);
         let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
         match slot.as_ref() {
             Some((owner, value)) if *owner == pid => Ok(value.clone()),
+            None => Err(closed()),
             _ => {
                 if let Some((_, stale)) = slot.replace((pid, fresh.clone())) {
                     std::mem::forget(stale);
@@ -75,6 +77,24 @@ impl<T> Handle<T> {
                 Ok(fresh)
             }
         }
+    }
+}
+
+impl<T> Handle<T> {
+    /// Lets go of this handle's object (dropped once nothing built on it holds it); later
+    /// `get`s fail. Another process's object is leaked, as in `drop`.
+    pub fn close(&self) {
+        let taken = self.slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some((owner, value)) = taken {
+            if owner != std::process::id() {
+                std::mem::forget(value);
+            }
+        }
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.slot.lock().unwrap_or_else(|e| e.into_inner()).is_none()
     }
 }
 
@@ -88,6 +108,11 @@ impl<T> Drop for Handle<T> {
             }
         }
     }
+}
+
+/// The `closed` error of handles that have no `close` (only a store closes).
+pub fn never_closed() -> PyErr {
+    errors::setting("this handle was closed")
 }
 
 /// Set by the worker when it is done; the caller waits on it in short slices.
@@ -114,13 +139,32 @@ impl Done {
 /// How often the calling thread wakes to check for Ctrl-C and deliver progress.
 const SLICE: Duration = Duration::from_millis(100);
 
+/// What the worker of [`interruptible`] returned: whether it did its work (for work that
+/// commits, whether it committed).
+pub trait Outcome {
+    fn succeeded(&self) -> bool;
+}
+
+impl<T, E> Outcome for Result<T, E> {
+    fn succeeded(&self) -> bool {
+        self.is_ok()
+    }
+}
+
 /// Runs `f` on a worker thread with the GIL released. Every `SLICE` the calling thread
 /// takes the GIL, calls `tick` (progress delivery; an error from it cancels) and checks for
 /// signals: on KeyboardInterrupt (or any error) it calls `cancel`, waits for the worker
 /// to stop, and raises. `tick` runs once more after the worker finished.
-pub fn interruptible<T: Send>(
+///
+/// Work that commits (a load) may pass its commit point before the cancel reaches it
+/// (`trellis::Monitor::cancel` is then refused) and go on; `committed` says whether it did.
+/// When it did and then succeeded, the exception raised says so: a note (PEP 678,
+/// `__notes__`) and `committed = True` on it, so the caller is never told "cancelled" about a
+/// load that took effect.
+pub fn interruptible<T: Send + Outcome>(
     py: Python<'_>,
     cancel: &(dyn Fn() + Sync),
+    committed: &(dyn Fn() -> bool + Sync),
     tick: &mut dyn FnMut(Python<'_>) -> PyResult<()>,
     f: impl FnOnce() -> T + Send,
 ) -> PyResult<T> {
@@ -136,7 +180,10 @@ pub fn interruptible<T: Send>(
             let finished = py.detach(|| done.wait(SLICE));
             if let Err(e) = tick(py).and_then(|()| if finished { Ok(()) } else { py.check_signals() }) {
                 cancel();
-                let _ = py.detach(|| worker.join());
+                let out = py.detach(|| worker.join());
+                if committed() && out.as_ref().is_ok_and(Outcome::succeeded) {
+                    note_committed(py, &e);
+                }
                 return Err(e);
             }
             if finished {
@@ -145,6 +192,17 @@ pub fn interruptible<T: Send>(
         }
         py.detach(|| worker.join()).map_err(|_| errors::setting("the worker thread panicked (a bug in Trellis: please report it)"))
     })
+}
+
+/// Marks an exception raised while the work it interrupted went on to completion.
+fn note_committed(py: Python<'_>, e: &PyErr) {
+    let value = e.value(py);
+    let note = "trellis: the work had already passed its commit point and completed: its result is stored";
+    // add_note is Python 3.11+; older ones get the attribute alone.
+    if value.hasattr("add_note").unwrap_or(false) {
+        let _ = value.call_method1("add_note", (note,));
+    }
+    let _ = value.setattr("committed", true);
 }
 
 /// A library progress report as the dict `progress` callbacks get.
@@ -166,7 +224,7 @@ fn batch_progress(work: &str, unit: &str, done: u64, total: u64) -> serde_json::
 /// GIL, once a `SLICE`: a step's reports in between are dropped, its last one never, so a
 /// step that ends within a slice is still seen finished), and Ctrl-C (or an exception from
 /// `progress`) cancels it.
-pub fn monitored<T: Send>(py: Python<'_>, progress: Option<&Bound<'_, PyAny>>, f: impl FnOnce(&trellis::Monitor) -> T + Send) -> PyResult<T> {
+pub fn monitored<T: Send + Outcome>(py: Python<'_>, progress: Option<&Bound<'_, PyAny>>, f: impl FnOnce(&trellis::Monitor) -> T + Send) -> PyResult<T> {
     if let Some(cb) = progress {
         if !cb.is_callable() {
             return Err(pyo3::exceptions::PyTypeError::new_err("progress must be callable"));
@@ -195,7 +253,11 @@ pub fn monitored<T: Send>(py: Python<'_>, progress: Option<&Bound<'_, PyAny>>, f
         Ok(())
     };
     let canceller = monitor.clone();
-    interruptible(py, &|| canceller.cancel(), &mut tick, || f(&monitor))
+    let cancel = || {
+        // Refused past the commit point: `committed` then says so.
+        let _ = canceller.cancel();
+    };
+    interruptible(py, &cancel, &|| canceller.committed(), &mut tick, || f(&monitor))
 }
 
 /// Runs `f` over `items` a chunk at a time, chunks in parallel, results in input order, as
@@ -227,7 +289,7 @@ pub fn chunked<T: Sync, R: Send, E: Send>(
         reported = Some(now);
         cb.call1((crate::convert::to_py(py, &batch_progress(work, unit, now, total))?,)).map(|_| ())
     };
-    interruptible(py, &|| cancel.store(true, Ordering::Relaxed), &mut tick, || {
+    interruptible(py, &|| cancel.store(true, Ordering::Relaxed), &|| false, &mut tick, || {
         let out: Result<Vec<Vec<R>>, E> = items
             .par_chunks(chunk.max(1))
             .map(|c| {

@@ -35,15 +35,70 @@ fn open(path: &std::path::Path, read_only: bool) -> Result<trellis::Store, trell
     }
 }
 
+/// The store directories this process holds open for writing (`Store.open`), with the
+/// process that registered them: a load or token index of the same directory from this
+/// process is refused at once, naming the handle to close, instead of waiting for a lock
+/// this process itself holds.
+static WRITERS: std::sync::Mutex<Vec<(u32, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+
+/// A directory's identity for [`WRITERS`]: its canonical path where it exists.
+fn writer_key(path: &std::path::Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+fn writers() -> std::sync::MutexGuard<'static, Vec<(u32, PathBuf)>> {
+    WRITERS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `Err` when this process holds `dir` open for writing through a `Store` handle.
+pub fn check_not_held_for_writing(dir: &std::path::Path) -> PyResult<()> {
+    let key = writer_key(dir);
+    if writers().iter().any(|(pid, p)| *pid == std::process::id() && *p == key) {
+        return Err(errors::store_error(
+            dir,
+            format!(
+                "{}: this process holds the store open for writing (trellis.Store.open): close that handle first (store.close(), or open it in a `with` block)",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl PyStore {
     pub fn open_with(py: Python<'_>, path: PathBuf, read_only: bool) -> PyResult<PyStore> {
+        if !read_only {
+            check_not_held_for_writing(&path)?;
+        }
         let store = detached(py, || open(&path, read_only))?.map_err(errors::to_py)?;
+        if !read_only {
+            writers().push((std::process::id(), writer_key(&path)));
+        }
         Ok(PyStore { handle: Handle::new(store), path, read_only })
     }
 
     /// The library's store of this process.
     pub fn get(&self) -> PyResult<Arc<trellis::Store>> {
-        self.handle.get(|| open(&self.path, self.read_only).map_err(errors::to_py))
+        self.handle.get(
+            || open(&self.path, self.read_only).map_err(errors::to_py),
+            || pyo3::exceptions::PyValueError::new_err(format!("the store {} is closed", self.path.display())),
+        )
+    }
+
+    /// Lets go of the store (and, for a writer, of its entry in [`WRITERS`]).
+    fn release(&self) {
+        if self.handle.is_closed() {
+            return;
+        }
+        self.handle.close();
+        if !self.read_only {
+            let key = writer_key(&self.path);
+            let pid = std::process::id();
+            let mut w = writers();
+            if let Some(i) = w.iter().position(|(p, k)| *p == pid && *k == key) {
+                w.remove(i);
+            }
+        }
     }
 
     pub fn path(&self) -> &std::path::Path {
@@ -83,9 +138,10 @@ enum Target {
 }
 
 fn target(obj: &Bound<'_, PyAny>) -> PyResult<Target> {
-    if obj.is_instance_of::<PyInt>() {
-        let id: i64 = obj.extract()?;
-        return u32::try_from(id).map(Target::Id).map_err(|_| errors::bad_input(format!("no entity #{id}: ids are 0..2^32")));
+    if obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<pyo3::types::PyBool>() {
+        // As text: an int of any size is refused with the same sentence, not an OverflowError.
+        let id = obj.str()?.to_cow()?.into_owned();
+        return id.parse::<u32>().map(Target::Id).map_err(|_| errors::bad_input(format!("no entity #{id}: ids are 0..2^32")));
     }
     Ok(Target::Text(obj.extract::<String>().map_err(|_| pyo3::exceptions::PyTypeError::new_err("an entity is a name or key (str) or an id (int)"))?))
 }
@@ -177,14 +233,10 @@ impl PyStore {
     /// ``relation`` (a key or name) keeps the first hop to it; ``hops`` is 1 or 2; at most
     /// ``limit`` facts per start entity.
     #[pyo3(signature = (entity, relation = None, hops = 1, limit = 100))]
-    fn neighbors<'py>(&self, py: Python<'py>, entity: &Bound<'py, PyAny>, relation: Option<String>, hops: i64, limit: i64) -> PyResult<Bound<'py, PyList>> {
+    fn neighbors<'py>(&self, py: Python<'py>, entity: &Bound<'py, PyAny>, relation: Option<String>, hops: i128, limit: i128) -> PyResult<Bound<'py, PyList>> {
         let what = target(entity)?;
-        let range = |r: &limits::IntRange, v: i64| -> PyResult<u64> {
-            let v = u64::try_from(v).map_err(|_| errors::to_py(r.refuse(v)))?;
-            r.check(v).map_err(errors::to_py)
-        };
-        let hops = range(&limits::HOPS, hops)? as u8;
-        let limit = range(&limits::LIMIT, limit)? as usize;
+        let hops = convert::wide_int(hops, &limits::HOPS)? as u8;
+        let limit = convert::wide_int(limit, &limits::LIMIT)?;
         let store = self.get()?;
         let rows = detached(py, || -> PyResult<Vec<serde_json::Value>> {
             let read = |e: trellis::ReadError| errors::to_py(e);
@@ -225,8 +277,36 @@ impl PyStore {
         convert::serialized(py, &report)
     }
 
+    /// Closes the handle: a writer's lock is released (once no retriever or pipeline built
+    /// on this handle holds the store), later reads raise ``ValueError``. Closing twice is
+    /// harmless. ``with trellis.Store.open(path) as store:`` closes at the block's end.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.release());
+    }
+
+    /// Whether ``close`` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.handle.is_closed()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> bool {
+        self.close(py);
+        false
+    }
+
     fn __repr__(&self) -> String {
-        format!("Store({:?}, read_only={})", self.path.display().to_string(), if self.read_only { "True" } else { "False" })
+        format!(
+            "Store({:?}, read_only={}){}",
+            self.path.display().to_string(),
+            if self.read_only { "True" } else { "False" },
+            if self.handle.is_closed() { " (closed)" } else { "" }
+        )
     }
 
     /// Pickles as what reopens it: the path and the mode.

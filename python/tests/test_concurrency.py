@@ -135,3 +135,72 @@ def test_batch_progress_and_ctrl_c(store, dev_requests):
         retriever.retrieve_batch(histories * 5, progress=interrupt)
     # The handle is unharmed: the same answers after the interruption.
     assert retriever.retrieve_batch(histories) == answers
+
+
+def facts_of(path):
+    with trellis.Store.open_read_only(path) as s:
+        return s.stats()["facts"]
+
+
+def test_a_cancel_near_the_commit_is_told_truthfully(tmp_path):
+    """A cancel as the load commits either stops it (the store unchanged) or comes too late
+    (the load is stored, and the exception says so): never "cancelled" and stored silently.
+    (Before the commit point existed, 5 runs in 5 stored the load and said nothing.)"""
+    big = tmp_path / "big.tsv"
+    big_tsv(big, 60_000)
+    for attempt in range(5):
+        kg = tmp_path / f"kg{attempt}"
+        trellis.ingest(kg, [SAMPLE])
+        before = facts_of(kg)
+
+        def progress(p):
+            # The commit step's report: the worker goes on while it is delivered.
+            if p["stage"] == "commit":
+                raise RuntimeError("stop it")
+
+        with pytest.raises(RuntimeError, match="stop it") as e:
+            trellis.ingest(kg, [big], progress=progress)
+        committed = getattr(e.value, "committed", False)
+        after = facts_of(kg)
+        if committed:
+            assert after > before
+            assert any("commit point" in n for n in getattr(e.value, "__notes__", []))
+        else:
+            assert after == before
+        assert trellis.Store(kg).validate()["problems"] == []
+
+
+def test_a_writer_handle_closes_and_frees_the_store_for_a_load(tmp_path):
+    kg = tmp_path / "kg"
+    trellis.ingest(kg, [SAMPLE])
+    writer = trellis.Store.open(kg)
+    # Refused at once (no wait for a lock this process holds), naming what to do.
+    started = time.monotonic()
+    with pytest.raises(trellis.StoreError, match=r"this process holds the store open for writing .*close that handle first"):
+        trellis.ingest(kg, [SAMPLE])
+    assert time.monotonic() - started < 2
+    writer.close()
+    assert writer.closed and "(closed)" in repr(writer)
+    with pytest.raises(ValueError, match="is closed"):
+        writer.stats()
+    writer.close()  # twice is harmless
+    trellis.ingest(kg, [SAMPLE])
+    with trellis.Store.open(kg) as again:
+        assert again.stats()["loads"]
+    assert again.closed
+    trellis.index_tokens(kg, GSR / "tokenizer.json")
+
+
+def test_a_failed_open_of_a_missing_path_leaves_nothing_behind(tmp_path):
+    missing = tmp_path / "nope"
+    with pytest.raises(trellis.StoreError, match="no such store directory"):
+        trellis.Store.open(missing)
+    with pytest.raises(trellis.StoreError, match="no such store directory"):
+        trellis.index_tokens(missing, GSR / "tokenizer.json")
+    assert not missing.exists()
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    with pytest.raises(trellis.StoreError, match="is a file, not a store directory"):
+        trellis.Store.open(a_file)
+    with pytest.raises(trellis.StoreError, match="is a file, not a store directory"):
+        trellis.ingest(a_file, [SAMPLE])

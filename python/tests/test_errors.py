@@ -47,7 +47,7 @@ def test_missing_store_and_missing_input_are_os_errors(tmp_path):
         trellis.Store.open_read_only(tmp_path / "nowhere")
     assert isinstance(caught.value, trellis.StoreError)
     assert caught.value.path == str(tmp_path / "nowhere") and caught.value.filename == caught.value.path
-    assert "not a Trellis store" in str(caught.value)
+    assert "no such store directory" in str(caught.value)
     with pytest.raises(trellis.StoreError) as caught:
         trellis.ingest(tmp_path / "kg", [tmp_path / "missing.tsv"])
     assert caught.value.path == str(tmp_path / "missing.tsv")
@@ -82,3 +82,14 @@ def test_settings_out_of_range(store):
         trellis.Retriever(store, "pcst", seed=-1)
     with pytest.raises(trellis.SettingError):
         store.neighbors("Golf", hops=3)
+
+
+def test_an_exception_keeps_its_cause_chain(tmp_path):
+    missing = tmp_path / "missing.tsv"
+    with pytest.raises(trellis.StoreError) as e:
+        trellis.ingest(tmp_path / "kg", [missing])
+    # The message tells the whole story; the chain keeps the operating system's own words.
+    assert "missing.tsv" in str(e.value)
+    cause = e.value.__cause__
+    assert isinstance(cause, trellis.TrellisError), repr(cause)
+    assert "No such file or directory" in str(cause) and "missing.tsv" not in str(cause)

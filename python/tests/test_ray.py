@@ -42,7 +42,7 @@ def test_ray_answers_as_the_command_line(store_dir, trellis_bin, requests_500, t
         capture_output=True,
     )
     by_id = lambda answers: sorted(answers, key=lambda a: a["id"])  # noqa: E731
-    cli = by_id({k: v for k, v in a.items() if k != "line"} for a in read_jsonl(cli_out))
+    cli = by_id(read_jsonl(cli_out))
     ours = by_id(read_jsonl(ray_out))
     assert len(ours) == 500 and ours == cli
 
@@ -63,3 +63,36 @@ def test_ray_bad_rows(store_dir, tmp_path):
             trellis.ray.retrieve(ray.data.from_items(rows), str(store_dir), "bm25", on_error="stop").take_all()
     finally:
         ray.shutdown()
+
+
+def ray_job(store_dir, tmp_path, lines, *extra):
+    """`python -m trellis.ray retrieve` on a JSON-lines input: (exit code, stderr, answers)."""
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_bytes(b"".join(lines))
+    p = subprocess.run(
+        [sys.executable, "-m", "trellis.ray", "retrieve", "--store", str(store_dir), "--retriever", "bm25", "--top", "1", "--input", str(src), "--output", str(out), *extra],
+        capture_output=True,
+        text=True,
+    )
+    return p.returncode, p.stderr, (read_jsonl(out) if out.exists() else None), src
+
+
+def test_ray_job_answers_the_good_lines_and_reports_the_bad_ones_by_line(store_dir, tmp_path, trellis_bin):
+    good = [json.dumps({"id": i, "history": ["Jordan Spieth"]}).encode() + b"\n" for i in range(48)]
+    lines = good[:10] + [b"{not json\n"] + good[10:30] + [b'{"id": "e", "history": ["x"], "entities": ["No Such Entity"]}\n'] + good[30:]
+    code, err, answers, src = ray_job(store_dir, tmp_path, lines, "--on-error", "skip")
+    assert code == 0, err
+    assert len(answers) == 48 and sorted(a["id"] for a in answers) == list(range(48))
+    assert f"{src}:11: invalid JSON" in err and f"{src}:32: entities[0]: no entity with key" in err, err
+    # The same lines and answers as the command line's.
+    cli_out = tmp_path / "cli.jsonl"
+    run_cli(trellis_bin, "retrieve", "--store", store_dir, "--retriever", "bm25", "--top", "1", "--input", src, "--output", cli_out, "--on-error", "skip")
+    assert sorted(answers, key=lambda a: a["line"]) == read_jsonl(cli_out)
+    # Stop: the job fails naming the first bad line, as bad input (exit 65).
+    code, err, _, src = ray_job(store_dir, tmp_path, lines)
+    assert code == 65 and f"error: {src}:11: invalid JSON" in err, err
+
+
+def test_ray_job_refuses_bad_settings_before_ray_starts(store_dir, tmp_path):
+    code, err, _, _ = ray_job(store_dir, tmp_path, [b'{"history": ["x"]}\n'], "--option", "beams=2")
+    assert code == 2 and err.strip() == "error: `beams` does not apply to the bm25 retriever: it is a setting of the gsr retriever", err

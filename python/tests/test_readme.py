@@ -29,7 +29,7 @@ def test_the_readmes_python_session_runs(tmp_path, monkeypatch):
     with contextlib.redirect_stdout(printed):
         # Line by line, so that a failure names the README's line.
         for line in lines:
-            exec(compile(line, "README.md python block: " + line, "single" if line.strip() else "exec"), scope)
+            exec(compile(line, "README.md python block: " + line, "single" if line.strip() and not line.lstrip().startswith("#") else "exec"), scope)
     assert (tmp_path / "kg" / "CURRENT").exists()
     assert "load" in printed.getvalue(), "ingest's progress reached print"
     store = scope["store"]

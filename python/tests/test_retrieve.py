@@ -25,7 +25,8 @@ def test_link_text_and_dialog(store):
     # Options are checked against their ranges.
     with pytest.raises(trellis.SettingError):
         trellis.Linker(store, window=0)
-    with pytest.raises(TypeError):
+    # An unknown name is a SettingError naming it, as every other setting problem.
+    with pytest.raises(trellis.SettingError, match="unknown setting `no_such_option` for a linker"):
         trellis.Linker(store, no_such_option=1)
 
 
@@ -83,11 +84,11 @@ def test_encoder_retrievers_are_the_command_line(store, store_dir, trellis_bin, 
 
 
 def test_encoder_options_are_checked(store):
-    with pytest.raises(trellis.SettingError, match="dense_model= is for the dense retriever"):
+    with pytest.raises(trellis.SettingError, match="`dense_model` does not apply to the bm25 retriever"):
         trellis.Retriever(store, "bm25", dense_model=ENCODERS / "bert-mean")
-    with pytest.raises(trellis.SettingError, match="need rerank=DIR"):
+    with pytest.raises(trellis.SettingError, match="`rerank_pool` needs `rerank`"):
         trellis.Retriever(store, "bm25", rerank_pool=["pcst"])
-    with pytest.raises(trellis.SettingError, match="need rerank=DIR"):
+    with pytest.raises(trellis.SettingError, match="`rerank_fusion` needs `rerank`"):
         trellis.Retriever(store, "bm25", rerank_fusion=1.0)
     with pytest.raises(trellis.SettingError, match="rerank_fusion"):
         trellis.Retriever(store, "bm25", rerank=ENCODERS / "cross", rerank_fusion=-1.0)
@@ -95,9 +96,9 @@ def test_encoder_options_are_checked(store):
         trellis.Retriever(store, "bm25", rerank=ENCODERS / "cross", rerank_pool=["bm26"])
     with pytest.raises(trellis.SettingError, match="for retrievers with a model"):
         trellis.Retriever(store, "bm25", device="cpu")
-    with pytest.raises(trellis.SettingError, match="needs surge_model"):
+    with pytest.raises(trellis.SettingError, match="needs `surge_model`"):
         trellis.Retriever(store, "surge")
-    with pytest.raises(trellis.SettingError, match="surge_model= is for the surge retriever"):
+    with pytest.raises(trellis.SettingError, match="`surge_model` does not apply to the dense retriever"):
         trellis.Retriever(store, "dense", dense_model=ENCODERS / "bert-mean", surge_model=ENCODERS / "subgraph")
     # A bi-encoder given as the reranker: the model's own error, naming its trellis.json.
     with pytest.raises(trellis.ModelError, match="cross-encoder"):
@@ -115,9 +116,9 @@ def test_retrieve_options_and_entities(store):
         trellis.Retriever(store, "bm25", top=0)
     with pytest.raises(trellis.SettingError, match="unknown retriever"):
         trellis.Retriever(store, "sparse")
-    with pytest.raises(trellis.SettingError, match="needs dense_model"):
+    with pytest.raises(trellis.SettingError, match="needs `dense_model`"):
         trellis.Retriever(store, "dense")
-    with pytest.raises(trellis.SettingError, match="needs model"):
+    with pytest.raises(trellis.SettingError, match="needs `model`"):
         trellis.Retriever(store, "gsr")
     with pytest.raises(trellis.SettingError, match="prior"):
         trellis.Retriever(store, "gsr", model=GSR, prior="strong")
@@ -128,7 +129,9 @@ def test_retrieve_batch_bad_requests(store):
     batch = [["Jordan Spieth"], {"id": "x", "history": [{"speaker": 3, "text": "bad"}]}, {"id": "y", "history": ["Golf"]}]
     with pytest.raises(trellis.BadInputError, match=r"request 1: history\[0\] has a \"speaker\""):
         r.retrieve_batch(batch)
-    out = r.retrieve_batch(batch, on_error="skip")
+    # Skipped, and said which and why, as the command line reports a skipped line.
+    with pytest.warns(trellis.errors.SkippedRequestWarning, match=r"^request 1: history\[0\] has a \"speaker\".* \(skipped\)$"):
+        out = r.retrieve_batch(batch, on_error="skip")
     assert out[1] is None and out[2]["id"] == "y" and "id" not in out[0]
     # The error policy names of ingest and the command line's --on-error, nothing else.
     with pytest.raises(trellis.SettingError, match=r"on_error: .*\"raise\""):
@@ -153,7 +156,8 @@ def test_a_batch_as_an_arrow_table(store, dev_requests):
     pyarrow = pytest.importorskip("pyarrow")
     retriever = trellis.Retriever(store, "pcst", top=3)
     requests = dev_requests[:20] + [{"id": "bad", "history": [{"speaker": 3, "text": "bad"}]}]
-    answers = retriever.retrieve_batch(requests, on_error="skip")
+    with pytest.warns(trellis.errors.SkippedRequestWarning, match=r"^request 20: "):
+        answers = retriever.retrieve_batch(requests, on_error="skip")
     assert answers[-1] is None, "the bad request is skipped"
     table = trellis.arrow.table(answers)
     assert isinstance(table, pyarrow.Table)

@@ -23,7 +23,7 @@ class Store:
     def __init__(self, path: StrPath, read_only: bool = True) -> None: ...
     @staticmethod
     def open(path: StrPath) -> "Store":
-        """Opens for reading and writing (holds the writer lock while alive)."""
+        """Opens for reading and writing (holds the writer lock until closed)."""
     @staticmethod
     def open_read_only(path: StrPath) -> "Store":
         """Opens for reading only (any number of readers, also during a load)."""
@@ -44,6 +44,12 @@ class Store:
         """Facts around the entity: ``{"start", "head", "relation", "tail", "reverse", "hop"}``."""
     def validate(self) -> Dict[str, Any]:
         """Checks every index against every other (``"problems"`` empty when sound)."""
+    def close(self) -> None:
+        """Lets go of the store (a writer's lock too); later reads raise ``ValueError``."""
+    @property
+    def closed(self) -> bool: ...
+    def __enter__(self) -> "Store": ...
+    def __exit__(self, *_exc: Any) -> bool: ...
 
 class Linker:
     """Entity linking against one store; ``options``: window, max_ngram, max_entities,
@@ -57,8 +63,8 @@ class Linker:
         "text", "kind", "entities": [{"id", "name", "degree"}]}``."""
 
 class Retriever:
-    """A retriever (``"all"``, ``"random"``, ``"bm25"``, ``"katz"``, ``"pcst"``, ``"gsr"``)
-    over one store; ``options`` are ``trellis retrieve``'s flags without dashes."""
+    """A retriever (``"all"``, ``"random"``, ``"bm25"``, ``"katz"``, ``"pcst"``, ``"gsr"``,
+    ``"dense"``, ``"surge"``) over one store; ``options`` are ``trellis retrieve``'s flags without dashes."""
 
     def __init__(self, store: Union[Store, StrPath], kind: str, model: Optional[StrPath] = None, top: int = 10, **options: Any) -> None: ...
     @property

@@ -9,11 +9,15 @@
 - :class:`ModelError`: a model directory, ONNX Runtime or a tokenizer failed.
 - :class:`CancelledError`: work cancelled (a Ctrl-C during a long call is re-raised as
   ``KeyboardInterrupt`` itself).
+
+:class:`SkippedRequestWarning` (a ``UserWarning``) says which request of a batch run with
+``on_error="skip"`` was skipped and why. An exception's causes (the library's error chain)
+are its ``__cause__`` chain, each a :class:`TrellisError` with its own message.
 """
 
 from typing import Optional
 
-__all__ = ["TrellisError", "BadInputError", "SettingError", "StoreError", "ModelError", "CancelledError"]
+__all__ = ["TrellisError", "BadInputError", "SettingError", "StoreError", "ModelError", "CancelledError", "SkippedRequestWarning"]
 
 
 class TrellisError(Exception):
@@ -51,3 +55,7 @@ class ModelError(TrellisError):
 
 class CancelledError(TrellisError):
     """Work that was cancelled before it finished."""
+
+
+class SkippedRequestWarning(UserWarning):
+    """A request of a batch skipped with ``on_error="skip"``: which one (its index) and why."""

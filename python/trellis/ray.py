@@ -13,17 +13,25 @@ loads its models once, then answers batches. Only paths and options travel to th
 Each output row is ``{"id", "answer", "error"}``: ``answer`` the JSON text of the answer the
 command line writes (kept as text so that rows stay compact and of one schema whatever the
 paths), ``error`` None, or with ``on_error="skip"`` what is wrong with a bad request (its
-``answer`` then None). No row is lost or duplicated: one output row per input row.
+``answer`` then None). No row is lost or duplicated: one output row per input row. With
+``on_error="stop"`` the first bad request fails the job with a ``BadInputError`` naming the
+request by its ``id`` (or its input line).
 
 From the shell: ``python -m trellis.ray retrieve|respond --store DIR --input IN --output OUT
---actors N`` (``python -m trellis.ray --help``).
+--actors N`` (``python -m trellis.ray --help``). As ``trellis retrieve`` does: a JSON-lines
+input is read line by line, so a line that is not JSON is reported with its number (skipped
+or stopping the job, as ``--on-error`` says) and the others are answered; each answer line
+carries its input ``line``; bad settings are refused before Ray starts (exit 2), bad input
+stops the job with exit 65, anything else with exit 1.
 """
 
 import argparse
 import json
 import os
+import re
 import sys
-from typing import Any, Dict, List, Optional
+import warnings
+from typing import Any, Dict, List, Optional, Tuple
 
 __all__ = ["retrieve", "respond", "Answerer"]
 
@@ -70,34 +78,89 @@ class Answerer:
         else:
             raise ValueError(f"task must be 'retrieve' or 'respond', not {task!r}")
 
-    def _answer(self, requests: List[Dict[str, Any]], on_error: str) -> List[Optional[Dict[str, Any]]]:
-        if self.task == "retrieve":
-            return self.handle.retrieve_batch(requests, on_error=on_error)
-        return self.handle.respond_batch(requests, on_error=on_error)
+    def _answer(self, requests: List[Dict[str, Any]], on_error: str) -> Tuple[List[Optional[Dict[str, Any]]], Dict[int, str]]:
+        """The answers, and with ``on_error="skip"`` why each skipped request was skipped."""
+        import trellis
+
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always", trellis.errors.SkippedRequestWarning)
+            if self.task == "retrieve":
+                answers = self.handle.retrieve_batch(requests, on_error=on_error)
+            else:
+                answers = self.handle.respond_batch(requests, on_error=on_error)
+        reasons = {}
+        for w in seen:
+            m = re.match(r"request (\d+): (.*) \(skipped\)$", str(w.message), re.S)
+            if m:
+                reasons[int(m.group(1))] = m.group(2)
+        return answers, reasons
+
+    @staticmethod
+    def _where(row: Dict[str, Any]) -> str:
+        """How a request is named in a message: its input line, else its id."""
+        if row.get("line") is not None:
+            return f"{row.get('file', 'input')}:{row['line']}"
+        return f"request {json.dumps(row.get('id'))}"
 
     def __call__(self, batch: Dict[str, Any]) -> Dict[str, List[Any]]:
         import trellis
 
         columns = {k: list(v) for k, v in batch.items()}
         n = len(next(iter(columns.values()), []))
-        requests = []
+        rows: List[Dict[str, Any]] = []
         for i in range(n):
-            row = {k: _plain(v[i]) for k, v in columns.items() if v[i] is not None}
-            requests.append({k: row[k] for k in ("id", "history", "entities", "knowledge", "seed") if k in row})
-        answers = self._answer(requests, self.on_error)
-        out: Dict[str, List[Any]] = {"id": [], "answer": [], "error": []}
-        for request, answer in zip(requests, answers):
-            out["id"].append(json.dumps(request.get("id")))
-            error = None
-            if answer is None:
-                # Skipped: ask again alone for what is wrong with it.
+            rows.append({k: _plain(v[i]) for k, v in columns.items() if v[i] is not None})
+        # Rows read as raw lines (`python -m trellis.ray` on JSON lines): parsed here, so a
+        # bad line is one bad request, not a failed read of the whole input.
+        requests: List[Optional[Dict[str, Any]]] = []
+        problems: Dict[int, str] = {}
+        for i, row in enumerate(rows):
+            if "text" in row or "problem" in row:
+                # An empty problem is none (Ray turns a missing value into NaN: no None here).
+                if isinstance(row.get("problem"), str) and row["problem"]:
+                    problems[i] = row["problem"]
+                    requests.append(None)
+                    continue
                 try:
-                    self._answer([request], "stop")
-                    error = "no answer"
-                except trellis.BadInputError as e:
-                    error = str(e).replace("request 0: ", "", 1)
+                    parsed = json.loads(row["text"])
+                except ValueError as e:
+                    problems[i] = f"invalid JSON: {e}"
+                    requests.append(None)
+                    continue
+                if not isinstance(parsed, dict):
+                    problems[i] = 'expected a JSON object with a "history" list'
+                    requests.append(None)
+                    continue
+                row.update({k: v for k, v in parsed.items() if k in ("id", "history", "entities", "knowledge", "seed")})
+            requests.append({k: row[k] for k in ("id", "history", "entities", "knowledge", "seed") if k in row})
+        if problems and self.on_error == "stop":
+            i = min(problems)
+            raise trellis.BadInputError(f"{self._where(rows[i])}: {problems[i]}", path=rows[i].get("file"), line=rows[i].get("line"))
+        good = [i for i, r in enumerate(requests) if r is not None]
+        try:
+            answered, reasons = self._answer([requests[i] for i in good], self.on_error)
+        except trellis.BadInputError as e:
+            # "request K: ..." counts inside this batch: name the row instead.
+            m = re.match(r"request (\d+): (.*)$", str(e), re.S)
+            if not m:
+                raise
+            row = rows[good[int(m.group(1))]]
+            raise trellis.BadInputError(f"{self._where(row)}: {m.group(2)}", path=row.get("file"), line=row.get("line")) from e
+        answers: List[Optional[Dict[str, Any]]] = [None] * n
+        for k, i in enumerate(good):
+            answers[i] = answered[k]
+            if answered[k] is None:
+                problems[i] = reasons.get(k, "no answer")
+        out: Dict[str, List[Any]] = {"id": [], "answer": [], "error": [], "line": []}
+        for i, row in enumerate(rows):
+            answer = answers[i]
+            if answer is not None and row.get("line") is not None:
+                # As `trellis retrieve` writes its answer lines: the input line first.
+                answer = {"line": row["line"], **answer}
+            out["id"].append(json.dumps(row.get("id")))
             out["answer"].append(None if answer is None else json.dumps(answer, ensure_ascii=False))
-            out["error"].append(error)
+            out["error"].append(problems.get(i))
+            out["line"].append(row.get("line"))
         return out
 
 
@@ -143,11 +206,40 @@ def respond(ds: Any, store: Any, retriever: str = "gsr", *, model: Any = None, g
 
 
 def _read(path: str) -> Any:
+    """Parquet as it is; JSON lines as numbered raw lines (read here, parsed by the actors,
+    so that a bad line is reported with its number and the others still answered)."""
     import ray.data
 
     if path.endswith(".parquet") or os.path.isdir(path):
         return ray.data.read_parquet(path)
-    return ray.data.read_json(path, lines=True)
+    rows = []
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            if raw.startswith(b"\xef\xbb\xbf") and number == 1:
+                raw = raw[3:]
+            if not raw.strip():
+                continue
+            try:
+                rows.append({"file": path, "line": number, "text": raw.decode("utf-8"), "problem": ""})
+            except UnicodeDecodeError as e:
+                rows.append({"file": path, "line": number, "text": "", "problem": f"invalid UTF-8 at byte {e.start} of the line"})
+    return ray.data.from_items(rows)
+
+
+def _check_settings(args: Any, common: Dict[str, Any]) -> None:
+    """Builds the retriever or pipeline once here, before Ray starts: bad settings (or a
+    store or model that cannot be opened) fail at once, as the command line fails."""
+    import trellis
+
+    options = {k: v for k, v in common.items() if k not in ("actors", "threads", "on_error", "batch_size", "model", "top")}
+    store = trellis.Store.open_read_only(args.store)
+    top = common.get("top")
+    extra = {} if top is None else {"top": top}
+    if args.task == "retrieve":
+        trellis.Retriever(store, args.retriever or "pcst", model=args.model, **extra, **options)
+    else:
+        trellis.Pipeline(store, args.retriever or "gsr", model=args.model, generator=args.generator, **extra, **options)
+    store.close()
 
 
 def _option(text: str) -> Any:
@@ -177,20 +269,68 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE", help="a retriever or pipeline option (repeatable)")
     p.add_argument("--address", default=None, help="the Ray cluster's address (default: a local one)")
     args = p.parse_args(argv)
+    import trellis
 
+    common = dict(model=args.model, actors=args.actors, threads=args.threads, on_error=args.on_error, **dict(args.option))
+    if args.top is not None:
+        common["top"] = args.top
+    if args.batch_size is not None:
+        common["batch_size"] = args.batch_size
+    try:
+        _check_settings(args, common)
+        return _run(args, common)
+    except trellis.SettingError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except trellis.BadInputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 65
+    except trellis.TrellisError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:  # a failure inside an actor reaches the driver wrapped by Ray
+        cause = _cause(e)
+        if isinstance(cause, trellis.BadInputError):
+            print(f"error: {cause}", file=sys.stderr)
+            return 65
+        if isinstance(cause, trellis.TrellisError):
+            print(f"error: {cause}", file=sys.stderr)
+            return 1
+        raise
+
+
+def _cause(e: BaseException) -> BaseException:
+    """The exception an actor raised, from Ray's wrappers of it (its `cause`, the Python
+    chain, or, where Ray kept only the text, the `trellis.errors.X: message` line of it)."""
+    import trellis
+
+    todo, seen = [e], set()
+    while todo:
+        x = todo.pop(0)
+        if x is None or id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, trellis.TrellisError):
+            return x
+        todo.extend([getattr(x, "cause", None), x.__cause__, x.__context__])
+    m = re.search(r"trellis\.errors\.(\w+): (.*)", str(e))
+    if m and hasattr(trellis.errors, m.group(1)):
+        return getattr(trellis.errors, m.group(1))(m.group(2))
+    return e
+
+
+def _run(args: Any, common: Dict[str, Any]) -> int:
     import ray
 
+    if not os.path.exists(args.input):
+        print(f"error: {args.input}: no such file", file=sys.stderr)
+        return 1
     ray.init(address=args.address, ignore_reinit_error=True, log_to_driver=False)
     ds = _read(args.input)
     if args.actors * (args.threads or 1) >= ray.cluster_resources().get("CPU", 0):
         # The actors would hold every CPU and leave none to the read tasks feeding them:
         # read the input first.
         ds = ds.materialize()
-    common = dict(model=args.model, actors=args.actors, threads=args.threads, on_error=args.on_error, **dict(args.option))
-    if args.top is not None:
-        common["top"] = args.top
-    if args.batch_size is not None:
-        common["batch_size"] = args.batch_size
     if args.task == "retrieve":
         out = retrieve(ds, args.store, args.retriever or "pcst", **common)
     else:
@@ -206,7 +346,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         with open(tmp, "w", encoding="utf-8") as f:
             for row in out.iter_rows():
                 if row["error"] is not None:
-                    print(f"request {row['id']}: {row['error']} (skipped)", file=sys.stderr)
+                    where = f"{args.input}:{row['line']}" if row.get("line") is not None else f"request {row['id']}"
+                    print(f"{where}: {row['error']} (skipped)", file=sys.stderr)
                     skipped += 1
                     continue
                 f.write(row["answer"] + "\n")

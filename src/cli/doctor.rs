@@ -43,26 +43,32 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode> {
     (opts.model, opts.device, opts.threads, opts.layout) = (args.model, args.device, args.threads, args.layout);
     let report = doctor(&opts)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         let rt = &report.runtime;
-        println!("onnx runtime: {} ({}, found by {})", rt.version, rt.library.display(), rt.found_by);
-        println!("execution providers: {}", rt.providers.join(", "));
-        println!("device: {}", report.device);
+        outln!("onnx runtime: {} ({}, found by {})", rt.version, rt.library.display(), rt.found_by);
+        outln!("execution providers: {}", rt.providers.join(", "));
+        outln!("device: {}", report.device);
         if let Some(m) = &report.model {
-            println!("model: {}", m.path.display());
-            println!("  layout: {}", m.layout);
-            println!(
+            outln!("model: {}", m.path.display());
+            outln!("  layout: {}", m.layout);
+            outln!(
                 "  config: vocabulary {} (tokenizer {}), d_model {}, {}+{} layers, {} heads of {}",
-                m.vocab_size, m.tokenizer_tokens, m.d_model, m.encoder_layers, m.decoder_layers, m.heads, m.d_kv
+                m.vocab_size,
+                m.tokenizer_tokens,
+                m.d_model,
+                m.encoder_layers,
+                m.decoder_layers,
+                m.heads,
+                m.d_kv
             );
-            println!("  trellis.json: {} (linearization {})", if m.trellis_json { "read" } else { "absent, defaults used" }, m.linearization);
+            outln!("  trellis.json: {} (linearization {})", if m.trellis_json { "read" } else { "absent, defaults used" }, m.linearization);
             for g in &m.graphs {
-                println!("  {}: {} inputs, {} outputs, checked", g.file.display(), g.inputs.len(), g.outputs.len());
+                outln!("  {}: {} inputs, {} outputs, checked", g.file.display(), g.inputs.len(), g.outputs.len());
             }
         }
         if let Some(e) = &report.encoder {
-            println!("model: {}", e.path.display());
+            outln!("model: {}", e.path.display());
             let mut parts = vec![format!("encoder: {}", e.task)];
             if let Some(p) = e.pooling {
                 parts.push(format!("pooling {p}"));
@@ -74,15 +80,15 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode> {
             if let Some(d) = e.dimension {
                 parts.push(format!("vectors of {d}"));
             }
-            println!("  {}", parts.join(", "));
+            outln!("  {}", parts.join(", "));
             for g in &e.graphs {
-                println!("  {}: {} inputs, {} outputs, checked, ran a trial input", g.file.display(), g.inputs.len(), g.outputs.len());
+                outln!("  {}: {} inputs, {} outputs, checked, ran a trial input", g.file.display(), g.inputs.len(), g.outputs.len());
             }
         }
         for p in &report.problems {
-            println!("problem: {p}");
+            outln!("problem: {p}");
         }
-        println!("{}", if report.ok { "ok" } else { "not ok" });
+        outln!("{}", if report.ok { "ok" } else { "not ok" });
     }
     Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_DATA_ERROR) })
 }

@@ -98,7 +98,7 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
             if let Some(n) = max_turns {
                 keep_first_samples(&mut dialogs, n);
             }
-            let r = retriever.open(store.clone())?;
+            let (r, _) = retriever.open(store.clone())?;
             let bar = super::progress::Bar::new();
             let monitor = bar.monitor();
             let report: Result<retrieval::RetrievalReport> = match &turns {
@@ -130,23 +130,24 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
             bar.finish();
             let report = report?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                outln!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 let at = |v: &std::collections::BTreeMap<usize, f64>| v.iter().map(|(k, x)| format!("@{k} {x:.4}")).collect::<Vec<_>>().join("  ");
-                println!(
+                outln!(
                     "retriever {:?} on {} turns ({} with a gold triple not in the store: {} naming an entity or relation it lacks, {} with an empty name)",
-                    retriever.retriever, report.turns, report.gold_not_in_store, report.gold_unknown_name, report.gold_empty_name
+                    retriever.retriever,
+                    report.turns,
+                    report.gold_not_in_store,
+                    report.gold_unknown_name,
+                    report.gold_empty_name
                 );
-                println!("candidate recall {:.4} (turns whose gold path the retriever could return: the ceiling of path@k)", report.candidate_recall);
-                println!("path       {}", at(&report.path_at));
-                println!("triple rec {}", at(&report.triple_recall_at));
-                println!("hits       {}", at(&report.hits_at));
-                println!(
-                    "top path: starts at a gold start entity {:.4}, and takes its first relation {:.4}",
-                    report.top_start_entity, report.top_first_relation
-                );
-                println!("MRR {:.4}  P {:.4}  R {:.4}  F1 {:.4}  mean size {:.1}", report.mrr, report.precision, report.recall, report.f1, report.mean_size);
-                println!("latency p50 {:.2} ms, p99 {:.2} ms, {:.0} turns/s", report.latency_ms_p50, report.latency_ms_p99, report.turns_per_s);
+                outln!("candidate recall {:.4} (turns whose gold path the retriever could return: the ceiling of path@k)", report.candidate_recall);
+                outln!("path       {}", at(&report.path_at));
+                outln!("triple rec {}", at(&report.triple_recall_at));
+                outln!("hits       {}", at(&report.hits_at));
+                outln!("top path: starts at a gold start entity {:.4}, and takes its first relation {:.4}", report.top_start_entity, report.top_first_relation);
+                outln!("MRR {:.4}  P {:.4}  R {:.4}  F1 {:.4}  mean size {:.1}", report.mrr, report.precision, report.recall, report.f1, report.mean_size);
+                outln!("latency p50 {:.2} ms, p99 {:.2} ms, {:.0} turns/s", report.latency_ms_p50, report.latency_ms_p99, report.turns_per_s);
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -156,7 +157,7 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
             let store = open(&store)?;
             let mut dialogs = opendialkg::read(&input)?;
             actions.apply(&mut dialogs);
-            let linker = Linker::new(store.clone(), options.config())?;
+            let linker = Linker::new(store.clone(), options.config()?)?;
             let substring = if no_substring { None } else { Some(linking::SubstringMatcher::new(&store)?) };
             let started = std::time::Instant::now();
             let r = linking::evaluate(&store, &linker, &dialogs, substring.as_ref())?;
@@ -171,18 +172,18 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
                 })?;
             }
             if json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                outln!("{}", serde_json::to_string_pretty(&r)?);
                 return Ok(ExitCode::SUCCESS);
             }
-            println!("turns with a gold path: {} (start entity named in the history: {})", r.turns, r.turns_named);
-            println!("| linker | recall (named) | recall (all) | entities/turn |");
-            println!("|---|---|---|---|");
-            let row = |name: &str, s: &linking::Scores| println!("| {name} | {:.4} | {:.4} | {:.2} |", s.recall_named, s.recall_all, s.mean_entities_per_turn);
-            row(&format!("trellis (window {})", options.window), &r.trellis);
+            outln!("turns with a gold path: {} (start entity named in the history: {})", r.turns, r.turns_named);
+            outln!("| linker | recall (named) | recall (all) | entities/turn |");
+            outln!("|---|---|---|---|");
+            let row = |name: &str, s: &linking::Scores| outln!("| {name} | {:.4} | {:.4} | {:.2} |", s.recall_named, s.recall_all, s.mean_entities_per_turn);
+            row(&format!("trellis (window {})", options.config()?.window), &r.trellis);
             if substring.is_some() {
                 row("case-insensitive substring", &r.substring);
             }
-            println!("linked {} messages: p50 {:.0} µs, p99 {:.0} µs per message", r.messages, r.latency_us_p50, r.latency_us_p99);
+            outln!("linked {} messages: p50 {:.0} µs, p99 {:.0} µs per message", r.messages, r.latency_us_p50, r.latency_us_p99);
             eprintln!("evaluated in {:.1} s", started.elapsed().as_secs_f64());
             Ok(ExitCode::SUCCESS)
         }

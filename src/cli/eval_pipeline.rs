@@ -46,11 +46,10 @@ pub fn eval_pipeline(args: EvalPipelineArgs) -> Result<ExitCode> {
     if let Some(n) = args.max_turns {
         super::dialogs::keep_first_samples(&mut dialogs, n);
     }
-    let pipeline = open_pipeline(store, &args.retriever, &args.generator)?;
+    let (pipeline, spec) = open_pipeline(store, &args.retriever, &args.generator)?;
     let bar = super::progress::Bar::new();
     let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;
-    let (report, predictions) =
-        pool.install(|| trellis::eval::pipeline::evaluate(&pipeline, &dialogs, args.knowledge, args.retriever.gsr.batch, &bar.monitor()))?;
+    let (report, predictions) = pool.install(|| trellis::eval::pipeline::evaluate(&pipeline, &dialogs, args.knowledge, spec.batch, &bar.monitor()))?;
     bar.finish();
     if let Some(path) = &args.predictions {
         super::batch::write_replacing(path, |out| {
@@ -62,20 +61,20 @@ pub fn eval_pipeline(args: EvalPipelineArgs) -> Result<ExitCode> {
         })?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
     }
     let s = &report.responses;
     let b = &s.bleu_sacrebleu;
-    println!("knowledge {:?}: {} replies ({} actions without a reply of their speaker left out)", report.knowledge, report.samples, report.without_reply);
+    outln!("knowledge {:?}: {} replies ({} actions without a reply of their speaker left out)", report.knowledge, report.samples, report.without_reply);
     let d = &s.bleu_dialoggsr;
     let g = &s.grounding;
     let f = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.4}"));
-    println!(
+    outln!(
         "| BLEU-1 | BLEU-2 | BLEU-3 | BLEU-4 | DialogGSR BLEU-1 | DialogGSR BLEU-4 | ROUGE-L | F1 | KF1 | names knowledge | entity recall | distinct replies |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
-    println!(
+    outln!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    outln!(
         "| {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {} | {} | {} | {} ({:.4}) |",
         b.bleu1,
         b.bleu2,
@@ -91,15 +90,20 @@ pub fn eval_pipeline(args: EvalPipelineArgs) -> Result<ExitCode> {
         s.distinct_replies,
         s.distinct_replies_share
     );
-    println!("(BLEU-n as sacrebleu computes it, DialogGSR BLEU-n as the DialogGSR authors' code does, both on a 0..1 scale; --json has nltk's BLEU, ROUGE-1/2, stemmed ROUGE, distinct-n)");
-    println!("{}", super::eval_responses::grounding_line(g));
+    outln!("(BLEU-n as sacrebleu computes it, DialogGSR BLEU-n as the DialogGSR authors' code does, both on a 0..1 scale; --json has nltk's BLEU, ROUGE-1/2, stemmed ROUGE, distinct-n)");
+    outln!("{}", super::eval_responses::grounding_line(g));
     if let Some(r) = &report.retrieval {
-        println!(
+        outln!(
             "retrieval: path@1 {:.4}, path@{} {:.4}, triple recall@{} {:.4}, top path starts at the gold entity {:.4}",
-            r.path_at_1, args.generator.top, r.path_at_top, args.generator.top, r.triple_recall_at_top, r.top_start_entity
+            r.path_at_1,
+            args.generator.top,
+            r.path_at_top,
+            args.generator.top,
+            r.triple_recall_at_top,
+            r.top_start_entity
         );
     }
     let t = &report.timings;
-    println!("per reply: link {:.2} ms, retrieve {:.2} ms, generate {:.2} ms; {:.2} replies/s", t.link_ms, t.retrieve_ms, t.generate_ms, report.replies_per_s);
+    outln!("per reply: link {:.2} ms, retrieve {:.2} ms, generate {:.2} ms; {:.2} replies/s", t.link_ms, t.retrieve_ms, t.generate_ms, report.replies_per_s);
     Ok(ExitCode::SUCCESS)
 }

@@ -28,27 +28,30 @@ pub fn run(args: ResponsesArgs) -> Result<ExitCode> {
     let pairs = responses::read_pairs(&args.pred, &args.gold).map_err(cli_error)?;
     let s = responses::score(&pairs).map_err(cli_error)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        outln!("{}", serde_json::to_string_pretty(&s)?);
         return Ok(ExitCode::SUCCESS);
     }
     let bleu = |b: &Bleu| format!("1 {:.4}  2 {:.4}  3 {:.4}  4 {:.4}", b.bleu1, b.bleu2, b.bleu3, b.bleu4);
     let rouge = |r: &Rouge| format!("1 {:.4}  2 {:.4}  L {:.4}", r.rouge1, r.rouge2, r.rouge_l);
-    println!("{} pairs (scores are fractions: sacrebleu's 0..100 BLEU is 100 times these)", s.pairs);
-    println!("BLEU sacrebleu (13a, exp smoothing)   {}", bleu(&s.bleu_sacrebleu));
-    println!("BLEU nltk corpus_bleu (lowercased)    {}", bleu(&s.bleu_nltk));
-    println!("BLEU DialogGSR's (nltk, method1)      {}", bleu(&s.bleu_dialoggsr));
-    println!("ROUGE F                               {}", rouge(&s.rouge));
-    println!("ROUGE F, Porter stems                 {}", rouge(&s.rouge_stemmed));
+    outln!("{} pairs (scores are fractions: sacrebleu's 0..100 BLEU is 100 times these)", s.pairs);
+    outln!("BLEU sacrebleu (13a, exp smoothing)   {}", bleu(&s.bleu_sacrebleu));
+    outln!("BLEU nltk corpus_bleu (lowercased)    {}", bleu(&s.bleu_nltk));
+    outln!("BLEU DialogGSR's (nltk, method1)      {}", bleu(&s.bleu_dialoggsr));
+    outln!("ROUGE F                               {}", rouge(&s.rouge));
+    outln!("ROUGE F, Porter stems                 {}", rouge(&s.rouge_stemmed));
     let kf1 = match s.kf1 {
         Some(k) => format!("{k:.4} ({} pairs with knowledge)", s.kf1_pairs),
         None => "- (no pair has knowledge)".to_string(),
     };
-    println!("F1 {:.4}  KF1 {kf1}", s.f1);
-    println!(
+    outln!("F1 {:.4}  KF1 {kf1}", s.f1);
+    outln!(
         "distinct-1 {:.4}  distinct-2 {:.4}  distinct replies {} ({:.4} of the pairs)",
-        s.distinct_1, s.distinct_2, s.distinct_replies, s.distinct_replies_share
+        s.distinct_1,
+        s.distinct_2,
+        s.distinct_replies,
+        s.distinct_replies_share
     );
-    println!("{}", grounding_line(&s.grounding));
+    outln!("{}", grounding_line(&s.grounding));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -35,7 +35,7 @@ fn hint_for(e: &(dyn std::error::Error + 'static)) -> Option<String> {
 
 fn open_hint(e: &OpenError) -> Option<String> {
     match e {
-        OpenError::NotAStore { path } => Some(format!("create one with `trellis ingest --store {} FILE`", shell_word(path))),
+        OpenError::NotAStore { path } | OpenError::Missing { path } => Some(format!("create one with `trellis ingest --store {} FILE`", shell_word(path))),
         OpenError::NeedsMigration { path, .. } => Some(format!("run `trellis migrate --store {}`", shell_word(path))),
         _ => None,
     }

@@ -78,30 +78,30 @@ pub fn run(args: IngestArgs) -> Result<ExitCode> {
         other => other?,
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
     }
     let secs = report.elapsed.as_secs_f64();
-    println!(
+    outln!(
         "read {} fact lines from {} file(s) in {:.2} s ({:.0} lines/s)",
         report.facts_read,
         report.inputs.len(),
         secs,
         report.facts_read as f64 / secs.max(1e-9)
     );
-    println!("new: {} facts, {} entities, {} relations, {} aliases", report.new_facts, report.new_entities, report.new_relations, report.new_aliases);
-    println!("store: {} facts, {} entities, {} relations", report.facts, report.entities, report.relations);
+    outln!("new: {} facts, {} entities, {} relations, {} aliases", report.new_facts, report.new_entities, report.new_relations, report.new_aliases);
+    outln!("store: {} facts, {} entities, {} relations", report.facts, report.entities, report.relations);
     if report.rejected_total() > 0 {
-        println!("rejected {} lines:", report.rejected_total());
+        outln!("rejected {} lines:", report.rejected_total());
         for (kind, n) in &report.rejected {
-            println!("  {kind}: {n}");
+            outln!("  {kind}: {n}");
         }
         if let Some(f) = &report.rejects_file {
-            println!("rejected lines written to {}", f.display());
+            outln!("rejected lines written to {}", f.display());
         }
     }
     if report.unused_labels > 0 {
-        println!("{} labels or aliases name no entity of any fact (not stored)", report.unused_labels);
+        outln!("{} labels or aliases name no entity of any fact (not stored)", report.unused_labels);
     }
     Ok(ExitCode::SUCCESS)
 }

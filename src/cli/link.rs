@@ -5,31 +5,19 @@ use clap::Args;
 use serde::de::{Deserializer, SeqAccess, Visitor};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use trellis::limits;
 use trellis::link::{LinkConfig, Linker, Message};
 use trellis::Store;
 
+/// The linker's settings: the flags of `trellis::settings::LINK`, checked by the library.
 #[derive(Args, Clone)]
 pub struct LinkOptions {
-    /// Messages of history whose mentions form a turn's entity set.
-    #[arg(long, default_value_t = LinkConfig::default().window, value_parser = super::usize_in(&limits::WINDOW), allow_hyphen_values = true)]
-    pub window: usize,
-    /// Longest mention tried, in words.
-    #[arg(long, default_value_t = LinkConfig::default().max_ngram, value_parser = super::usize_in(&limits::MAX_NGRAM), allow_hyphen_values = true)]
-    max_ngram: usize,
-    /// At most this many entities per mention.
-    #[arg(long, default_value_t = LinkConfig::default().max_entities_per_mention, value_parser = super::usize_in(&limits::MAX_ENTITIES), allow_hyphen_values = true)]
-    max_entities: usize,
-    /// A one-word mention needs at least this many characters.
-    #[arg(long, default_value_t = LinkConfig::default().min_single_word_chars, value_parser = super::usize_in(&limits::MIN_WORD_CHARS), allow_hyphen_values = true)]
-    min_word_chars: usize,
+    #[command(flatten)]
+    pub flags: super::settings::LinkFlags,
 }
 
 impl LinkOptions {
-    pub fn config(&self) -> LinkConfig {
-        let mut c = LinkConfig::default();
-        (c.window, c.max_ngram, c.max_entities_per_mention, c.min_single_word_chars) = (self.window, self.max_ngram, self.max_entities, self.min_word_chars);
-        c
+    pub fn config(&self) -> Result<LinkConfig> {
+        Ok(trellis::settings::link(&self.flags.0)?)
     }
 }
 
@@ -146,28 +134,28 @@ pub fn link(args: LinkArgs) -> Result<ExitCode> {
         (Some(path), _) => read_dialog(path)?,
         (None, text) => vec![Message { speaker: String::new(), text: text.clone().unwrap_or_default() }],
     };
-    let linker = Linker::new(store.clone(), args.options.config())?;
+    let linker = Linker::new(store.clone(), args.options.config()?)?;
     let mentions = linker.link_dialog(&messages)?;
     let turn = linker.turn_entities(&mentions, messages.len());
     if args.json {
         for m in &mentions {
-            println!("{}", serde_json::to_string(m)?);
+            outln!("{}", serde_json::to_string(m)?);
         }
         // A read that fails is the store's error, not a missing name.
         let set: Vec<serde_json::Value> = turn
             .iter()
             .map(|&(e, w)| Ok(serde_json::json!({"id": e.0, "name": store.entity(e)?.map(|r| r.name), "weight": w})))
             .collect::<Result<_, trellis::ReadError>>()?;
-        println!("{}", serde_json::json!({ "turn_entities": set }));
+        outln!("{}", serde_json::json!({ "turn_entities": set }));
         return Ok(ExitCode::SUCCESS);
     }
     for m in &mentions {
         let names: Vec<String> = m.entities.iter().map(|e| format!("{} (#{}, degree {})", e.name, e.id, e.degree)).collect();
-        println!("message {} [{}..{}] {:?} -> {}", m.message, m.start, m.end, m.text, names.join(" | "));
+        outln!("message {} [{}..{}] {:?} -> {}", m.message, m.start, m.end, m.text, names.join(" | "));
     }
     let set: Vec<String> =
         turn.iter().map(|&(e, w)| Ok(format!("{} ({w:.2})", store.entity(e)?.map_or(String::new(), |r| r.name)))).collect::<Result<_, trellis::ReadError>>()?;
-    println!("entities for the next turn: {}", set.join(", "));
+    outln!("entities for the next turn: {}", set.join(", "));
     Ok(ExitCode::SUCCESS)
 }
 

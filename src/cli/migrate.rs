@@ -7,14 +7,14 @@ use std::process::ExitCode;
 pub fn run(store_dir: &Path, as_json: bool) -> Result<ExitCode> {
     let report = trellis::store::migrate(store_dir).with_context(|| format!("migrating {}", store_dir.display()))?;
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else if report.steps.is_empty() {
-        println!("store is at format version {}: nothing to migrate", report.to_version);
+        outln!("store is at format version {}: nothing to migrate", report.to_version);
     } else {
         for s in &report.steps {
-            println!("{s}");
+            outln!("{s}");
         }
-        println!("migrated from format version {} to {}", report.from_version, report.to_version);
+        outln!("migrated from format version {} to {}", report.from_version, report.to_version);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,5 +1,14 @@
 //! Argument parsing and dispatch.
 
+/// Writes a line to standard output (every command's results go through it, not
+/// `println!`): a reader that went away (`trellis stats --json | head -c 10`) ends the
+/// command quietly, as a Unix tool ends on SIGPIPE, rather than with a panic.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::cli::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod batch;
 mod dialogs;
 mod doctor;
@@ -14,6 +23,7 @@ mod progress;
 mod query;
 mod respond;
 mod retrieve;
+mod settings;
 mod targets;
 mod tokens;
 
@@ -42,11 +52,6 @@ pub fn usize_in(range: &'static trellis::limits::IntRange) -> impl Fn(&str) -> R
     move |text| range.parse(text).and_then(|v| usize::try_from(v).map_err(|_| range.refuse(v)))
 }
 
-/// See [`usize_in`].
-pub fn u64_in(range: &'static trellis::limits::IntRange) -> impl Fn(&str) -> Result<u64, trellis::limits::OutOfRange> + Clone + Send + Sync + 'static {
-    move |text| range.parse(text)
-}
-
 /// A clap value parser for a library setting chosen by name (`NAMES`, `FromStr`): the
 /// names are the possible values `--help` lists and an unknown one is refused with them.
 pub fn named<T>(names: &'static [&'static str]) -> impl clap::builder::TypedValueParser<Value = T>
@@ -57,9 +62,24 @@ where
     clap::builder::PossibleValuesParser::new(names).try_map(|s| s.parse::<T>())
 }
 
-/// See [`usize_in`].
-pub fn f64_in(range: &'static trellis::limits::FloatRange) -> impl Fn(&str) -> Result<f64, trellis::limits::OutOfRange> + Clone + Send + Sync + 'static {
-    move |text| range.parse(text)
+/// Exit status when standard output is closed under a command: what a shell reports for a
+/// process ended by SIGPIPE (128 + 13).
+pub const EXIT_CLOSED_PIPE: i32 = 141;
+
+/// What [`outln!`] calls. A closed pipe ends the process with
+/// [`EXIT_CLOSED_PIPE`] and no message (its reader has what it wanted); any other write error
+/// ends it with a message and exit 1. Outputs written to files (`--output`) are complete or
+/// resumable before anything is printed, so ending here loses nothing.
+pub fn write_stdout(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(EXIT_CLOSED_PIPE);
+        }
+        eprintln!("error: writing to standard output: {e}");
+        std::process::exit(i32::from(EXIT_FAILURE));
+    }
 }
 
 /// The error and its causes on one line, each sentence once: a cause whose text its parent
@@ -189,6 +209,7 @@ pub fn main() -> ExitCode {
             // library found it, is the command line's fault.
             if err.chain().any(|e| {
                 e.downcast_ref::<Usage>().is_some()
+                    || e.downcast_ref::<trellis::settings::SettingError>().is_some()
                     || e.downcast_ref::<trellis::limits::OutOfRange>().is_some()
                     || e.downcast_ref::<trellis::limits::TooMuchMemory>().is_some()
             }) {

@@ -28,22 +28,22 @@ pub fn stats(store: &Path, as_json: bool) -> Result<ExitCode> {
     if as_json {
         let mut v = serde_json::to_value(&s)?;
         v["token_indexes"] = serde_json::to_value(&tokenizers)?;
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!("entities        {}", s.entities);
-        println!("relations       {}", s.relations);
-        println!("facts           {}", s.facts);
-        println!("names           {}", s.names);
-        println!("aliases         {}", s.aliases);
-        println!("format version  {}", s.format_version);
-        println!("created by      {}", s.created_by);
-        println!("loads           {}", s.loads);
-        println!("size on disk    {} bytes ({:.1} bytes/fact)", s.size_on_disk_bytes, s.size_on_disk_bytes as f64 / s.facts.max(1) as f64);
+        outln!("entities        {}", s.entities);
+        outln!("relations       {}", s.relations);
+        outln!("facts           {}", s.facts);
+        outln!("names           {}", s.names);
+        outln!("aliases         {}", s.aliases);
+        outln!("format version  {}", s.format_version);
+        outln!("created by      {}", s.created_by);
+        outln!("loads           {}", s.loads);
+        outln!("size on disk    {} bytes ({:.1} bytes/fact)", s.size_on_disk_bytes, s.size_on_disk_bytes as f64 / s.facts.max(1) as f64);
         for (cf, bytes) in &s.column_family_bytes {
-            println!("  {cf:<14}{bytes} bytes");
+            outln!("  {cf:<14}{bytes} bytes");
         }
         for t in &tokenizers {
-            println!("token index     {} ({}, vocabulary {})", t.fingerprint, t.name, t.vocab_size);
+            outln!("token index     {} ({}, vocabulary {})", t.fingerprint, t.name, t.vocab_size);
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -108,21 +108,21 @@ pub fn entity(store_dir: &Path, text: &str, as_json: bool) -> Result<ExitCode> {
     let store = open(store_dir)?;
     let found = resolve_entities(&store, text)?;
     if found.len() > 1 && !as_json {
-        println!("{} entities match {text:?}:", found.len());
+        outln!("{} entities match {text:?}:", found.len());
     }
     for (id, matched) in found {
         let info = store.entity_info(id)?.with_context(|| format!("entity #{} has no record", id.0))?;
         if as_json {
-            println!("{}", serde_json::to_string(&info)?);
+            outln!("{}", serde_json::to_string(&info)?);
         } else {
-            println!("#{} {}", info.id, info.name);
-            println!("  key        {}", info.key);
-            println!("  kind       {}", serde_json::to_value(info.kind)?.as_str().unwrap_or("?"));
+            outln!("#{} {}", info.id, info.name);
+            outln!("  key        {}", info.key);
+            outln!("  kind       {}", serde_json::to_value(info.kind)?.as_str().unwrap_or("?"));
             if !info.aliases.is_empty() {
-                println!("  aliases    {}", info.aliases.join(" | "));
+                outln!("  aliases    {}", info.aliases.join(" | "));
             }
-            println!("  degree     {} out, {} in", info.out_degree, info.in_degree);
-            println!("  matched    by {}", match_label(matched));
+            outln!("  degree     {} out, {} in", info.out_degree, info.in_degree);
+            outln!("  matched    by {}", match_label(matched));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -155,22 +155,22 @@ pub fn neighbors(args: NeighborsArgs) -> Result<ExitCode> {
         let mut steps: Vec<Step> = Vec::new();
         neighborhood(&store, start, relation, args.hops, args.limit, |s| steps.push(s))?;
         if !args.json {
-            println!("{} (#{})", entity_name(&store, start)?, start.0);
+            outln!("{} (#{})", entity_name(&store, start)?, start.0);
         }
         for step in steps {
             let (h, r, t) = step.fact();
             let (head, rel, tail) = (entity_name(&store, h)?, relation_name(&store, r)?, entity_name(&store, t)?);
             let reverse = step.edge.direction == Direction::In;
             if args.json {
-                println!("{}", json!({"head": head, "relation": rel, "tail": tail, "reverse": reverse, "hop": step.hop}));
+                outln!("{}", json!({"head": head, "relation": rel, "tail": tail, "reverse": reverse, "hop": step.hop}));
             } else {
                 let indent = if step.hop == 1 { "  " } else { "      " };
                 let from = entity_name(&store, step.from)?;
                 let other = entity_name(&store, step.edge.other)?;
                 if reverse {
-                    println!("{indent}{from} <-{rel}- {other}");
+                    outln!("{indent}{from} <-{rel}- {other}");
                 } else {
-                    println!("{indent}{from} -{rel}-> {other}");
+                    outln!("{indent}{from} -{rel}-> {other}");
                 }
             }
         }
@@ -182,19 +182,23 @@ pub fn validate(store_dir: &Path, as_json: bool) -> Result<ExitCode> {
     let store = open(store_dir)?;
     let report = store.validate()?;
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else if report.is_ok() {
-        println!(
+        outln!(
             "ok: {} entities, {} relations, {} facts (both directions agree), {} names, {} aliases",
-            report.entities, report.relations, report.facts_out, report.names, report.aliases
+            report.entities,
+            report.relations,
+            report.facts_out,
+            report.names,
+            report.aliases
         );
     } else {
-        println!("INVALID: {} problem(s)", report.problems.len() as u64 + report.more_problems);
+        outln!("INVALID: {} problem(s)", report.problems.len() as u64 + report.more_problems);
         for p in &report.problems {
-            println!("  {p}");
+            outln!("  {p}");
         }
         if report.more_problems > 0 {
-            println!("  ... and {} more", report.more_problems);
+            outln!("  ... and {} more", report.more_problems);
         }
     }
     Ok(if report.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_FAILURE) })

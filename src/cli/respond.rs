@@ -7,17 +7,18 @@ use rayon::prelude::*;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use trellis::generate::{BeamSettings, GenerateSettings, Generator, InputEncoding, Sampling, Strategy, StrategyKind};
+use trellis::generate::Generator;
 use trellis::ingest::OnError;
 use trellis::limits;
 use trellis::link::Message;
-use trellis::model::session::RuntimeOptions;
 use trellis::pipeline::jsonl::{parse_line_bytes, render, LineError, PipelineLine};
 use trellis::pipeline::{KnowledgeSource, Pipeline, PipelineError, PipelineRequest, PipelineSettings};
 use trellis::retrieve::jsonl::resolve_entities;
+use trellis::settings::PipelineSpec;
 use trellis::Store;
 
-/// The generator and how it decodes (defaults: its trellis.json `generation` section).
+/// The generator and how it decodes: `--gen-*` flags (the library's `GENERATOR` settings;
+/// defaults: the model's trellis.json `generation` section).
 #[derive(Args, Clone)]
 pub struct GeneratorOptions {
     /// The exported generator's directory (encoder/decoder ONNX files, tokenizer.json,
@@ -27,105 +28,24 @@ pub struct GeneratorOptions {
     /// Retrieved paths the generator reads (the retriever's best N).
     #[arg(long, default_value_t = 3, value_parser = super::usize_in(&limits::KNOWLEDGE_TOP), allow_hyphen_values = true)]
     pub top: usize,
-    /// The input encoding: dialoggsr, surge, invariant, efficient or template:TEXT.
-    #[arg(long)]
-    pub gen_encoding: Option<InputEncoding>,
-    #[arg(long, value_parser = super::named::<StrategyKind>(StrategyKind::NAMES))]
-    pub gen_strategy: Option<StrategyKind>,
-    /// Beam search: beams (and sequences returned with --gen-return-sequences).
-    #[arg(long, value_parser = super::usize_in(&limits::BEAMS), allow_hyphen_values = true)]
-    pub gen_beams: Option<usize>,
-    #[arg(long, value_parser = super::usize_in(&limits::RETURN_SEQUENCES), allow_hyphen_values = true)]
-    pub gen_return_sequences: Option<usize>,
-    #[arg(long, value_parser = super::f64_in(&limits::LENGTH_PENALTY), allow_hyphen_values = true)]
-    pub gen_length_penalty: Option<f64>,
-    #[arg(long, value_parser = super::usize_in(&limits::MAX_NEW_TOKENS), allow_hyphen_values = true)]
-    pub gen_max_new_tokens: Option<usize>,
-    /// Sampling: temperature, top-k (0: off), top-p (1: off), and the seed of requests that
-    /// bring none.
-    #[arg(long, value_parser = super::f64_in(&limits::TEMPERATURE), allow_hyphen_values = true)]
-    pub gen_temperature: Option<f64>,
-    #[arg(long, value_parser = super::usize_in(&limits::TOP_K), allow_hyphen_values = true)]
-    pub gen_top_k: Option<usize>,
-    #[arg(long, value_parser = super::f64_in(&limits::TOP_P), allow_hyphen_values = true)]
-    pub gen_top_p: Option<f64>,
-    #[arg(long, value_parser = super::u64_in(&limits::SEED), allow_hyphen_values = true)]
-    pub gen_seed: Option<u64>,
-    /// A text that ends a reply (repeatable).
-    #[arg(long)]
-    pub gen_stop: Vec<String>,
-    /// transformers' logits processors, every strategy: no n-gram of this size twice (0:
-    /// off), at least this many tokens before EOS (0: off), and the penalty of tokens
-    /// already written (1: off).
-    #[arg(long, value_parser = super::usize_in(&limits::NO_REPEAT_NGRAM_SIZE), allow_hyphen_values = true)]
-    pub gen_no_repeat_ngram_size: Option<usize>,
-    #[arg(long, value_parser = super::usize_in(&limits::MIN_NEW_TOKENS), allow_hyphen_values = true)]
-    pub gen_min_new_tokens: Option<usize>,
-    #[arg(long, value_parser = super::f64_in(&limits::REPETITION_PENALTY), allow_hyphen_values = true)]
-    pub gen_repetition_penalty: Option<f64>,
-    /// Sessions per model: how many threads can run each model at once (0, the default:
-    /// one per core, as the library's default, so that the parallel batches of `run` do not
-    /// queue on one session).
-    #[arg(long, default_value_t = 0, value_parser = super::usize_in(&limits::SESSIONS), allow_hyphen_values = true)]
-    pub sessions: usize,
+    #[command(flatten)]
+    pub flags: super::settings::GeneratorFlags,
 }
 
-impl GeneratorOptions {
-    fn settings(&self, defaults: &GenerateSettings) -> GenerateSettings {
-        let mut s = defaults.clone();
-        if let Some(e) = &self.gen_encoding {
-            s.encoding = e.clone();
-        }
-        let beam_default = BeamSettings::default;
-        let sample_default = Sampling::default;
-        match self.gen_strategy {
-            Some(StrategyKind::Greedy) => s.strategy = Strategy::Greedy,
-            Some(StrategyKind::Beam) if !matches!(s.strategy, Strategy::Beam(_)) => s.strategy = Strategy::Beam(beam_default()),
-            Some(StrategyKind::Sample) if !matches!(s.strategy, Strategy::Sample(_)) => s.strategy = Strategy::Sample(sample_default()),
-            _ => {}
-        }
-        match &mut s.strategy {
-            Strategy::Greedy => {}
-            Strategy::Beam(b) => {
-                b.beams = self.gen_beams.unwrap_or(b.beams);
-                b.return_sequences = self.gen_return_sequences.unwrap_or(b.return_sequences.min(b.beams));
-                b.length_penalty = self.gen_length_penalty.unwrap_or(b.length_penalty);
-            }
-            Strategy::Sample(p) => {
-                p.temperature = self.gen_temperature.unwrap_or(p.temperature);
-                p.top_k = self.gen_top_k.unwrap_or(p.top_k);
-                p.top_p = self.gen_top_p.unwrap_or(p.top_p);
-                p.seed = self.gen_seed.unwrap_or(p.seed);
-            }
-            _ => {}
-        }
-        s.max_new_tokens = self.gen_max_new_tokens.unwrap_or(s.max_new_tokens);
-        s.stop.extend(self.gen_stop.iter().cloned());
-        s.no_repeat_ngram_size = self.gen_no_repeat_ngram_size.unwrap_or(s.no_repeat_ngram_size);
-        s.min_new_tokens = self.gen_min_new_tokens.unwrap_or(s.min_new_tokens);
-        s.repetition_penalty = self.gen_repetition_penalty.unwrap_or(s.repetition_penalty);
-        s
-    }
-}
-
-/// Opens the store's retriever and the generator into one pipeline.
-pub(super) fn open_pipeline(store: Arc<Store>, retriever: &RetrieverOptions, generator: &GeneratorOptions) -> Result<Pipeline> {
-    let r = retriever.open_with_sessions(store, generator.sessions)?;
-    let mut runtime = RuntimeOptions::default();
-    runtime.device = retriever.gsr.device;
-    runtime.threads = retriever.gsr.model_threads;
-    runtime.sessions = generator.sessions;
-    let g = Generator::open(&generator.generator, &runtime).with_context(|| format!("opening the generator {}", generator.generator.display()))?;
-    // One batch size for both stages (--batch): the requests of a call go through together.
-    let mut generate = generator.settings(g.settings());
-    generate.batch = retriever.gsr.batch.max(1);
+/// A pipeline of the store's retriever and the generator, and the settings it was made
+/// with (one runtime for both models, one batch).
+pub(super) fn open_pipeline(store: Arc<Store>, retriever: &RetrieverOptions, generator: &GeneratorOptions) -> Result<(Pipeline, PipelineSpec)> {
+    let spec = retriever.pipeline(&generator.flags)?;
+    let r = super::retrieve::open_config(store, spec.retriever.clone())?;
+    let g = Generator::open(&generator.generator, &spec.runtime).with_context(|| format!("opening the generator {}", generator.generator.display()))?;
+    let generate = spec.generator.apply(g.settings())?;
     let beams = match &generate.strategy {
         trellis::generate::Strategy::Beam(b) => b.beams,
         _ => 1,
     };
     super::retrieve::note_batch("generator", generate.batch, g.batch_for(&generate)?, beams);
     let settings = PipelineSettings::new(generator.top, generate);
-    Ok(Pipeline::new(r, g, Some(settings))?)
+    Ok((Pipeline::new(r, g, Some(settings))?, spec))
 }
 
 pub(super) fn open_store(path: &std::path::Path) -> Result<Arc<Store>> {
@@ -188,7 +108,7 @@ pub fn respond(args: RespondArgs) -> Result<ExitCode> {
         },
     };
     let store = open_store(&args.store)?;
-    let pipeline = open_pipeline(store.clone(), &args.retriever, &args.generator)?;
+    let (pipeline, _) = open_pipeline(store.clone(), &args.retriever, &args.generator)?;
     let source = args.dialog.as_ref().map_or("the command line".to_string(), |p| p.display().to_string());
     let request = request_of(&store, &line).with_context(|| format!("reading store {}", args.store.display()))?.map_err(|e| super::BadInputLine {
         file: source,
@@ -197,9 +117,9 @@ pub fn respond(args: RespondArgs) -> Result<ExitCode> {
     })?;
     let reply = pipeline.respond(&request)?;
     if args.json {
-        println!("{}", render(&line.request.id, &reply));
+        outln!("{}", render(&line.request.id, &reply));
     } else {
-        println!("{}", reply.text());
+        outln!("{}", reply.text());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -259,13 +179,13 @@ const LINES_PER_ROUND: usize = 256;
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     let store = open_store(&args.store)?;
     let started = std::time::Instant::now();
-    let pipeline = open_pipeline(store.clone(), &args.retriever, &args.generator)?;
+    let (pipeline, spec) = open_pipeline(store.clone(), &args.retriever, &args.generator)?;
     let answering = std::time::Instant::now();
     // The input first: a missing input leaves an existing output file untouched.
     let mut input = super::batch::NumberedLines::open(&args.input)?;
     let mut settings = serde_json::Map::new();
     settings.insert("store".into(), super::batch::store_identity(&store));
-    settings.insert("retriever".into(), args.retriever.fingerprint().into());
+    settings.insert("retriever".into(), super::retrieve::fingerprint(&spec.retriever).into());
     settings.insert("generator".into(), super::batch::model_identity(&args.generator.generator));
     settings.insert("generation".into(), format!("{:?}", pipeline.settings()).into());
     let job = super::batch::Job { command: "run", settings };
@@ -274,7 +194,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let (bar, file) = (input.bar.clone(), input.file.clone());
     // Stage times of the replies of this run (the mean is over them).
     let mut stage_ms = [0f64; 3];
-    let batch = args.retriever.gsr.batch.max(1);
+    let batch = spec.batch.max(1);
     while !out.finished {
         let round_start = input.position();
         let round = input.round(LINES_PER_ROUND)?;
@@ -366,7 +286,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             "seconds": started.elapsed().as_secs_f64(), "seconds_answering": answering.elapsed().as_secs_f64(),
             "mean_ms": {"link": per(stage_ms[0]), "retrieve": per(stage_ms[1]), "generate": per(stage_ms[2])},
         });
-        println!("{summary}");
+        outln!("{summary}");
     } else {
         eprintln!(
             "answered {done} requests{}{} in {:.1} s; per reply: link {:.1} ms, retrieve {:.1} ms, generate {:.1} ms",

@@ -91,7 +91,7 @@ pub fn run(args: TargetsArgs) -> Result<ExitCode> {
         CandidateScope::Capped => CandidateMode::Capped(CandidateConfig::default()),
         CandidateScope::Uncapped => CandidateMode::Uncapped { hub_degree: KatzConfig::default().hub_degree },
     };
-    let maker = TargetMaker::open(store.clone(), &dir, args.link.config(), mode)?;
+    let maker = TargetMaker::open(store.clone(), &dir, args.link.config()?, mode)?;
     let (mut admitted, mut steps, mut choices) = (0u64, 0u64, 0u64);
     let mut skipped: std::collections::BTreeMap<&'static str, u64> = Default::default();
     let written = write_targets(
@@ -117,7 +117,7 @@ pub fn run(args: TargetsArgs) -> Result<ExitCode> {
         "output": args.output.display().to_string(),
     });
     if args.json {
-        println!("{summary}");
+        outln!("{summary}");
     } else {
         eprintln!(
             "wrote {written} turns to {}: {with_target} with a target, {admitted} of them candidates of the {:?} scope; skipped {:?}",
@@ -145,7 +145,7 @@ fn subgraph_targets(args: &TargetsArgs) -> Result<ExitCode> {
     let mut dialogs = opendialkg::read(&args.input)?;
     args.actions.apply(&mut dialogs);
     let store = std::sync::Arc::new(Store::open_read_only(store_path).with_context(|| format!("opening store {}", store_path.display()))?);
-    let maker = SurgeTargetMaker::open(store, dir, args.link.config())?;
+    let maker = SurgeTargetMaker::open(store, dir, args.link.config()?)?;
     let (mut facts, mut paths) = (0u64, 0u64);
     let mut skipped: std::collections::BTreeMap<&'static str, u64> = Default::default();
     let written = write_targets(
@@ -171,7 +171,7 @@ fn subgraph_targets(args: &TargetsArgs) -> Result<ExitCode> {
         "output": args.output.display().to_string(),
     });
     if args.json {
-        println!("{summary}");
+        outln!("{summary}");
     } else {
         eprintln!(
             "wrote {written} turns to {}: {with_target} with the gold path among the candidates ({:.0} facts, {:.0} paths a turn); skipped {:?}",
@@ -208,7 +208,7 @@ fn generator_targets(args: &TargetsArgs, dir: &ModelDir, config: &GenerationConf
         "output": args.output.display().to_string(),
     });
     if args.json {
-        println!("{summary}");
+        outln!("{summary}");
     } else {
         eprintln!("wrote {written} turns to {}: {with_target} with a reply; skipped {:?}", args.output.display(), skipped);
     }

@@ -36,12 +36,18 @@ pub fn run(args: IndexTokensArgs) -> Result<ExitCode> {
         .with_context(|| format!("indexing {} with {}", args.store.display(), args.tokenizer.display()))?;
     bar.finish();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&info)?);
+        outln!("{}", serde_json::to_string_pretty(&info)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "indexed {} entity and {} relation names with tokenizer {} ({}, vocabulary {}), linearization {} ({})",
-        info.entities, info.relations, info.fingerprint, info.name, info.vocab_size, info.linearization.name, info.linearization_fingerprint
+        info.entities,
+        info.relations,
+        info.fingerprint,
+        info.name,
+        info.vocab_size,
+        info.linearization.name,
+        info.linearization_fingerprint
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -4,7 +4,7 @@
 
 use super::opendialkg::{Dialog, Sample, Triple};
 use super::{DatasetError, DatasetProblem};
-use crate::link::Message;
+use crate::dialog::Message;
 use std::io::BufRead;
 
 #[derive(serde::Deserialize)]

@@ -5,7 +5,7 @@
 //! every chat message before the action; the gold is the path.
 
 use super::{DatasetError, DatasetProblem};
-use crate::link::Message;
+use crate::dialog::Message;
 
 /// A triple as the data set gives it: (head, relation, tail).
 pub type Triple = (String, String, String);

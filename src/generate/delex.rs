@@ -31,7 +31,7 @@
 //!    name's first letter (`agree_article`).
 
 use super::encoding::{KnowledgePath, Triple};
-use crate::link::Message;
+use crate::dialog::Message;
 use serde::{Deserialize, Serialize};
 
 /// `trellis.json` `generation.delexicalize`.

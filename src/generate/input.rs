@@ -5,9 +5,9 @@
 use super::delex;
 use super::encoding::{self, InputEncoding, KnowledgePath};
 use super::{EncoderInput, GenerateError, GenerationInput};
+use crate::dialog::Message;
 use crate::ingest::tokenizer::TokenizerError;
 use crate::linearize::Linearization;
-use crate::link::Message;
 use crate::model::dir::{truncate_left, InputConfig, ModelDir};
 use tokenizers::Tokenizer;
 

@@ -2,7 +2,7 @@
 //! encoder input it wrote).
 
 use super::encoding::KnowledgePath;
-use crate::link::Message;
+use crate::dialog::Message;
 use serde::Serialize;
 
 /// One request: the dialog so far and the knowledge to ground the response in.

@@ -5,6 +5,7 @@
 use super::error::IngestError;
 use super::sort::{Order, TripleSorter};
 use super::sst::{SstOptions, SstSink};
+use crate::backend::RocksResult;
 use crate::ids::{Direction, EntityId, RelationId};
 use crate::progress::{Monitor, Progress, Unit, Work};
 use crate::store::codec;
@@ -74,7 +75,7 @@ fn write_adjacency(
         let Some((e, r)) = group else { return Ok(()) };
         let key = codec::adj_key(dir, EntityId(e), RelationId(r));
         let stored = match old {
-            Some(db) => match db.get_pinned_cf(db.cf_handle(CF_ADJACENCY).expect("cf"), key)? {
+            Some(db) => match db.get_pinned_cf(db.cf_handle(CF_ADJACENCY).expect("cf"), key).rocks()? {
                 Some(v) => Some(idlist::decode_ids(&v).ok_or_else(|| ReadError::corrupt(CF_ADJACENCY, &key, "malformed id list"))?),
                 None => None,
             },
@@ -105,7 +106,7 @@ fn write_adjacency(
         }
         let key = codec::degree_key(dir, EntityId(e));
         let before = match old {
-            Some(db) => match db.get_pinned_cf(db.cf_handle(CF_DEGREES).expect("cf"), key)? {
+            Some(db) => match db.get_pinned_cf(db.cf_handle(CF_DEGREES).expect("cf"), key).rocks()? {
                 Some(v) => u64::from(codec::be_u32(&v).ok_or_else(|| ReadError::corrupt(CF_DEGREES, &key, "degree is not 4 bytes"))?),
                 None => 0,
             },

@@ -8,6 +8,7 @@ use super::error::IngestError;
 use super::sort::TripleSorter;
 use super::sst::SstOptions;
 use super::{adjacency, BulkLoader, InputSpec, LoadReport};
+use crate::backend::RocksResult;
 use crate::progress::{Progress, Unit, Work};
 use crate::store::error::OpenError;
 use crate::store::generation::NextGeneration;
@@ -87,7 +88,7 @@ fn run_locked(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport
             // Check the version without touching the generation: a store of another format
             // must stay exactly as it is.
             let version = {
-                let db = DB::open_cf_descriptors_read_only(&opts, gen, schema::existing_descriptors(gen, &cache)?, false)?;
+                let db = DB::open_cf_descriptors_read_only(&opts, gen, schema::existing_descriptors(gen, &cache).rocks()?, false).rocks()?;
                 read_version(&db)?
             };
             if version > FORMAT_VERSION {
@@ -96,7 +97,7 @@ fn run_locked(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport
             if version < FORMAT_VERSION {
                 return Err(OpenError::NeedsMigration { path: dir.clone(), found: version, current: FORMAT_VERSION }.into());
             }
-            Some(DB::open_cf_descriptors(&opts, gen, schema::descriptors(&cache))?)
+            Some(DB::open_cf_descriptors(&opts, gen, schema::descriptors(&cache)).rocks()?)
         }
         None => None,
     };
@@ -179,7 +180,7 @@ fn run_locked(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport
         let mut io = IngestExternalFileOptions::default();
         io.set_move_files(true);
         let handle = db.cf_handle(cf).expect("column family exists");
-        db.ingest_external_file_cf_opts(handle, &io, paths.clone())?;
+        db.ingest_external_file_cf_opts(handle, &io, paths.clone()).rocks()?;
     }
     tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "ingested SST files");
     // Any new or possibly renamed term makes token indexes built before this load stale.
@@ -209,6 +210,9 @@ fn run_locked(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport
     });
     write_meta(db, &meta)?;
     let mut report = state.report;
+    // Past this point a cancel is refused (`Monitor::cancel` returns false) and the load
+    // commits; before it, a cancel leaves the store unchanged.
+    state.loader.monitor.commit_point().map_err(|_| IngestError::Cancelled)?;
     drop(old);
     next.commit()?;
     drop(tmp);

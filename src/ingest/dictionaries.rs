@@ -7,6 +7,7 @@ use super::error::IngestError;
 use super::intern::{lookup_exists, lookup_id, lookup_value};
 use super::naming::{default_name, wikidata_property_entity};
 use super::sst::{write_sorted, SstOptions, SstSink};
+use crate::backend::RocksResult;
 use crate::ids::{EntityId, RelationId};
 use crate::normalize::normalize_name;
 use crate::store::codec::{self, NameTarget, TermKind, TermRecord};
@@ -191,7 +192,7 @@ impl Loading<'_> {
         let mut delta = 0i64;
         for (e, label) in updates {
             let key = codec::id_key(e.0);
-            let Some(v) = db.get_pinned_cf(ents, key)? else { continue };
+            let Some(v) = db.get_pinned_cf(ents, key).rocks()? else { continue };
             let rec = codec::decode_term(&v).ok_or_else(|| ReadError::corrupt(CF_ENTITIES, &key, "undecodable record"))?;
             if rec.name != default_name(&rec.key, rec.kind, None) || rec.kind == TermKind::Literal {
                 continue;
@@ -210,7 +211,7 @@ impl Loading<'_> {
             }
             delta += after.len() as i64 - before.len() as i64;
         }
-        db.write(batch)?;
+        db.write(batch).rocks()?;
         Ok(delta)
     }
 }

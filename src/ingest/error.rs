@@ -224,8 +224,8 @@ impl IngestError {
     }
 }
 
-impl From<rocksdb::Error> for IngestError {
-    fn from(e: rocksdb::Error) -> IngestError {
-        IngestError::Rocks(e.into())
+impl From<crate::BackendError> for IngestError {
+    fn from(e: crate::BackendError) -> IngestError {
+        IngestError::Rocks(e)
     }
 }

@@ -1,6 +1,7 @@
 //! The SST sink: sorted key-value streams into SST files that the commit ingests.
 
 use super::error::IngestError;
+use crate::backend::RocksResult;
 use crate::store::schema::{self, *};
 use rocksdb::{Cache, SstFileWriter};
 use std::path::{Path, PathBuf};
@@ -69,18 +70,18 @@ impl<'o> SstSink<'o> {
             let n = self.set.files.fetch_add(1, Ordering::Relaxed);
             let path = self.set.dir.join(format!("{}-{n:05}.sst", self.cf));
             let w = SstFileWriter::create(self.opts);
-            w.open(&path)?;
+            w.open(&path).rocks()?;
             self.writer = Some(w);
             self.files.push(path);
         }
-        self.writer.as_mut().expect("opened above").put(key, value)?;
+        self.writer.as_mut().expect("opened above").put(key, value).rocks()?;
         self.in_file += 1;
         Ok(())
     }
 
     fn finish_file(&mut self) -> Result<(), IngestError> {
         if let Some(mut w) = self.writer.take() {
-            w.finish()?;
+            w.finish().rocks()?;
         }
         self.in_file = 0;
         Ok(())

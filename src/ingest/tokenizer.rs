@@ -155,7 +155,7 @@ impl NameTokenizer {
     }
 
     /// The underlying `tokenizers` tokenizer.
-    pub fn tokenizer(&self) -> &Tokenizer {
+    pub(crate) fn tokenizer(&self) -> &Tokenizer {
         &self.tokenizer
     }
 

@@ -5,6 +5,7 @@
 //! from (dictionary sizes and epoch, linearization), so a reader can refuse a stale one.
 
 use super::IngestError;
+use crate::backend::RocksResult;
 use crate::ingest::NameTokenizer;
 use crate::linearize::Side;
 use crate::progress::{Monitor, Progress, Unit, Work};
@@ -35,12 +36,12 @@ impl crate::store::Store {
 }
 
 pub(crate) fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, monitor: &Monitor) -> Result<TokenizerInfo, IngestError> {
-    let _lock = layout::lock_writer(dir)?;
+    let _lock = layout::lock_existing_writer(dir)?;
     let (number, gen) = layout::current_generation(dir)?.ok_or_else(|| OpenError::NotAStore { path: dir.into() })?;
     layout::remove_stale(dir, Some(&gen))?;
     let cache = Cache::new_lru_cache(32 << 20);
     let version = {
-        let db = DB::open_cf_descriptors_read_only(&open_options(), &gen, schema::existing_descriptors(&gen, &cache)?, false)?;
+        let db = DB::open_cf_descriptors_read_only(&open_options(), &gen, schema::existing_descriptors(&gen, &cache).rocks()?, false).rocks()?;
         read_version(&db)?
     };
     if version != FORMAT_VERSION {
@@ -53,7 +54,7 @@ pub(crate) fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, mo
     }
     let mut opts = open_options();
     opts.set_disable_auto_compactions(true);
-    let current = DB::open_cf_descriptors(&opts, &gen, schema::descriptors(&cache))?;
+    let current = DB::open_cf_descriptors(&opts, &gen, schema::descriptors(&cache)).rocks()?;
     let next = NextGeneration::begin(dir, Some(&current), number + 1, &cache)?;
     drop(current);
     let db = &next.db;
@@ -62,8 +63,8 @@ pub(crate) fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, mo
     let cf = |n: &str| db.cf_handle(n).expect("column family exists");
     // Replace an earlier index of the same tokenizer.
     let (from, to) = fingerprint_range(fp);
-    db.delete_range_cf(cf(CF_TERM_TOKENS), &from[..], &to[..])?;
-    db.delete_range_cf(cf(CF_TOKEN_TRIE), &from[..], &to[..])?;
+    db.delete_range_cf(cf(CF_TERM_TOKENS), &from[..], &to[..]).rocks()?;
+    db.delete_range_cf(cf(CF_TOKEN_TRIE), &from[..], &to[..]).rocks()?;
     let mut buf = Vec::new();
     let sides = [(Side::Entity, meta.entities, CF_ENTITIES, "entity names"), (Side::Relation, meta.relations, CF_RELATIONS, "relation names")];
     for (step, (side, total, names_cf, stage)) in sides.into_iter().enumerate() {
@@ -77,7 +78,7 @@ pub(crate) fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, mo
             let mut names = Vec::with_capacity((end - start) as usize);
             for id in start..end {
                 let key = id_key(id);
-                let v = db.get_pinned_cf(cf(names_cf), key)?.ok_or_else(|| ReadError::corrupt(names_cf, &key, "dense id without a record"))?;
+                let v = db.get_pinned_cf(cf(names_cf), key).rocks()?.ok_or_else(|| ReadError::corrupt(names_cf, &key, "dense id without a record"))?;
                 names.push(decode_term(&v).ok_or_else(|| ReadError::corrupt(names_cf, &key, "undecodable record"))?.name);
             }
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -97,7 +98,7 @@ pub(crate) fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, mo
                 batch.put_cf(cf(CF_TERM_TOKENS), term_key(fp, side, id), &buf);
                 batch.put_cf(cf(CF_TOKEN_TRIE), trie_key(fp, side, tokens, id), []);
             }
-            db.write(batch)?;
+            db.write(batch).rocks()?;
             monitor.report(&Progress::new(Work::IndexTokens, (step + 1, 2), stage, u64::from(end), Some(u64::from(total)), Unit::Names));
             start = end;
         }
@@ -114,7 +115,9 @@ pub(crate) fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, mo
         indexed_by: crate::store::build_name(),
         indexed_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
     };
-    db.put_cf(cf(CF_TOKENIZERS), tokenizer_key(fp), serde_json::to_vec(&info).expect("info serializes"))?;
+    db.put_cf(cf(CF_TOKENIZERS), tokenizer_key(fp), serde_json::to_vec(&info).expect("info serializes")).rocks()?;
+    // As a load's: a cancel before it leaves the store unchanged, one after it is refused.
+    monitor.commit_point().map_err(|_| IngestError::Cancelled)?;
     next.commit()?;
     Ok(info)
 }

@@ -21,6 +21,7 @@ use crate::store::{NameCursor, NameTarget, Store};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+pub use crate::dialog::{check_dialog_size, DialogTooLong, Message, MessageProblem};
 pub use stopwords::{is_stop_word, STOP_WORDS};
 
 /// Linking parameters; the defaults are the ones measured in docs/results-2026-11-25.md
@@ -102,61 +103,6 @@ pub struct Mention {
     pub kind: MatchKind,
     /// Candidate entities, best first.
     pub entities: Vec<LinkedEntity>,
-}
-
-/// A message of a dialog.
-#[derive(Clone, Debug, serde::Deserialize, serde::Serialize)]
-pub struct Message {
-    /// Who wrote it (`speaker` or `sender` in JSON; empty when none).
-    #[serde(alias = "sender", default)]
-    pub speaker: String,
-    /// What it says (`text` or `message` in JSON).
-    #[serde(alias = "message")]
-    pub text: String,
-}
-
-/// What is wrong with a message given as JSON (see [`Message::from_json`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum MessageProblem {
-    /// No text string (or the value is neither a string nor an object).
-    #[error("needs a \"text\" (or \"message\") string")]
-    NoText,
-    /// Both `text` and `message`.
-    #[error("has both \"text\" and \"message\"")]
-    TwoTexts,
-    /// A speaker that is neither a string nor null.
-    #[error("has a \"speaker\" (or \"sender\") that is not a string")]
-    SpeakerNotAString,
-    /// Both `speaker` and `sender`.
-    #[error("has both \"speaker\" and \"sender\"")]
-    TwoSpeakers,
-}
-
-impl Message {
-    /// A message as the JSON-lines inputs give it: a string (no speaker), or an object with
-    /// `text` (or `message`) and optionally `speaker` (or `sender`; null is none). Field by
-    /// field, so a bad speaker is not reported as a missing text.
-    pub fn from_json(v: &serde_json::Value) -> Result<Message, MessageProblem> {
-        use serde_json::Value;
-        let obj = match v {
-            Value::String(s) => return Ok(Message { speaker: String::new(), text: s.clone() }),
-            Value::Object(o) => o,
-            _ => return Err(MessageProblem::NoText),
-        };
-        let text = match (obj.get("text"), obj.get("message")) {
-            (Some(_), Some(_)) => return Err(MessageProblem::TwoTexts),
-            (Some(Value::String(s)), None) | (None, Some(Value::String(s))) => s.clone(),
-            _ => return Err(MessageProblem::NoText),
-        };
-        let speaker = match (obj.get("speaker"), obj.get("sender")) {
-            (Some(_), Some(_)) => return Err(MessageProblem::TwoSpeakers),
-            (Some(Value::String(s)), None) | (None, Some(Value::String(s))) => s.clone(),
-            (None | Some(Value::Null), None) | (None, Some(Value::Null)) => String::new(),
-            _ => return Err(MessageProblem::SpeakerNotAString),
-        };
-        Ok(Message { speaker, text })
-    }
 }
 
 /// Links dialog text against one store. Owns its handle (`Arc<Store>`), so it is
@@ -274,6 +220,9 @@ impl Linker {
         let ws = words::words(text);
         let mut names = self.store.name_cursor();
         let mut out = Vec::new();
+        // Character offsets counted on from the last mention (mentions come in text order),
+        // not from the start of the text each time: linear in the text's length.
+        let (mut counted_to, mut chars_before) = (0usize, 0usize);
         let mut i = 0;
         while i < ws.len() {
             let mut found = self.longest_at(&mut names, text, &ws, i)?;
@@ -306,14 +255,16 @@ impl Linker {
                             }
                         }
                     }
-                    let char_start = text[..start].chars().count();
+                    let char_start = chars_before + text[counted_to..start].chars().count();
+                    let char_end = char_start + text[start..end].chars().count();
+                    (counted_to, chars_before) = (end, char_end);
                     out.push(Mention {
                         message: index,
                         speaker: message.speaker.clone(),
                         start,
                         end,
                         char_start,
-                        char_end: char_start + text[start..end].chars().count(),
+                        char_end,
                         text: text[start..end].to_owned(),
                         kind,
                         entities,

@@ -5,11 +5,11 @@
 //! Also the retriever's encoder input (schema/gsr-decoding.md §2): which messages, how they are joined, how
 //! earlier paths are appended, how the ids are cut to `max_tokens`.
 
+use crate::dialog::Message;
 use crate::files::{self, FileProblem};
 use crate::ingest::tokenizer::{NameTokenizer, TokenizerError};
 use crate::limits::OutOfRange;
 use crate::linearize::{Linearization, LinearizeError, Position};
-use crate::link::Message;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use tokenizers::Tokenizer;
@@ -665,8 +665,15 @@ impl ModelDir {
         &self.names
     }
     /// The tokenizer used for encoder inputs (no truncation or padding of its own).
-    pub fn tokenizer(&self) -> &Tokenizer {
+    pub(crate) fn tokenizer(&self) -> &Tokenizer {
         &self.tokenizer
+    }
+
+    /// A text's token ids as the tokenizer writes them with its special tokens (no cut).
+    pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
+        let enc =
+            self.tokenizer.encode(text, true).map_err(|source| TokenizerError::Encode { text: text.to_owned(), source: crate::backend::tokenizers(source) })?;
+        Ok(enc.get_ids().to_vec())
     }
 
     /// The encoder input text (schema/gsr-decoding.md §2): the last `turns` messages, oldest first, each its

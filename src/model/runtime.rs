@@ -52,7 +52,7 @@ pub enum RuntimeError {
         /// The file.
         path: PathBuf,
         /// The loader's error.
-        source: libloading::Error,
+        source: crate::BackendError,
     },
     /// The shared library is not ONNX Runtime.
     #[error("{}: a shared library, but not ONNX Runtime (it has no OrtGetApiBase); {WHAT_TO_DO}", path.display())]
@@ -96,7 +96,7 @@ pub enum RuntimeError {
 pub enum InitFailure {
     /// Loading the library's API failed.
     #[error(transparent)]
-    Load(ort::LoadDynamicError),
+    Load(crate::BackendError),
     /// Creating the ONNX Runtime environment failed.
     #[error(transparent)]
     Ort(crate::BackendError),
@@ -172,7 +172,7 @@ pub fn candidates() -> Vec<PathBuf> {
 
 /// Opens `path` as a shared library and reads the ONNX Runtime version it reports, without
 /// touching `ort`'s process-wide state. Returns the open library and the version.
-pub fn probe(path: &Path, from: &'static str) -> Result<(libloading::Library, String), RuntimeError> {
+pub(crate) fn probe(path: &Path, from: &'static str) -> Result<(libloading::Library, String), RuntimeError> {
     match std::fs::metadata(path) {
         Err(_) => return Err(RuntimeError::Missing { path: path.into(), from }),
         Ok(m) if !m.is_file() => return Err(RuntimeError::NotAFile { path: path.into(), from }),
@@ -180,7 +180,7 @@ pub fn probe(path: &Path, from: &'static str) -> Result<(libloading::Library, St
     }
     // SAFETY: loading a shared library runs its initializers; the file is the one the user
     // pointed at as ONNX Runtime (there is no way to check a library without loading it).
-    let lib = unsafe { libloading::Library::new(path) }.map_err(|source| RuntimeError::Unloadable { path: path.into(), source })?;
+    let lib = unsafe { libloading::Library::new(path) }.map_err(|e| RuntimeError::Unloadable { path: path.into(), source: crate::backend::loader(e) })?;
     let version = {
         // SAFETY: the symbol's type is the C API's `const OrtApiBase* OrtGetApiBase(void)`.
         let get: libloading::Symbol<unsafe extern "C" fn() -> *const ort::sys::OrtApiBase> =
@@ -234,7 +234,7 @@ impl Runtime {
         // ort's lazy API setup `expect`s where the C API cannot be had; the probe above
         // rules the known cases out, and a panic left is turned into an error here.
         let built = std::panic::catch_unwind(move || -> Result<ort::environment::Environment, InitFailure> {
-            let builder = ort::init_from(&path_owned).map_err(InitFailure::Load)?;
+            let builder = ort::init_from(&path_owned).map_err(|e| InitFailure::Load(crate::backend::loader(e)))?;
             builder.with_name("trellis").with_telemetry(false).build().map_err(|e| InitFailure::Ort(e.into()))
         });
         let env = match built {

@@ -8,10 +8,10 @@
 //! (the generative retriever decodes its requests as rows of one decoder call) and generated
 //! together.
 
+use crate::dialog::Message;
 use crate::generate::{GenerateError, GenerateSettings, Generated, GenerationInput, Generator, KnowledgePath, Triple};
 use crate::graph::candidates::distinct_terms;
 use crate::ids::{Direction, EntityId};
-use crate::link::Message;
 use crate::progress::{Monitor, Progress, Unit, Work};
 use crate::retrieve::{RetrievalInput, RetrieveError, Retriever, ScoredPath};
 use crate::store::error::ReadError;

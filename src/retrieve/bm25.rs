@@ -2,7 +2,7 @@
 //! epsilon = 0.25 times the mean idf) over a small corpus: the verbalized candidates of one
 //! dialog. Tokens: lowercase runs of letters and digits.
 
-use crate::link::Message;
+use crate::dialog::Message;
 use std::hash::BuildHasher;
 
 /// BM25's term-frequency saturation k1.

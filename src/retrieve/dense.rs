@@ -4,7 +4,7 @@
 //! in a bounded cache shared by every call; since an input's vector does not depend on the
 //! batch it ran in (`model::encoder`), a cached vector is the one a fresh run gives.
 
-use crate::link::Message;
+use crate::dialog::Message;
 use crate::model::encoder::{pooling, BiEncoder, EncoderError};
 use crate::model::session::RuntimeOptions;
 use std::collections::HashMap;

@@ -12,9 +12,9 @@
 //! has `"input_ids"`: the encoder input of the first retrieval step.
 
 use super::{RetrieveError, Retriever};
+use crate::dialog::Message;
 use crate::graph::candidates::distinct_terms;
 use crate::ids::{Direction, EntityId};
-use crate::link::Message;
 use crate::store::error::ReadError;
 use crate::store::Store;
 use serde_json::{json, Value};
@@ -55,8 +55,11 @@ pub enum RequestError {
         /// The message's 0-based position.
         index: usize,
         /// What is wrong with it.
-        problem: crate::link::MessageProblem,
+        problem: crate::dialog::MessageProblem,
     },
+    /// The dialog is longer than a request may hold.
+    #[error(transparent)]
+    TooLong(#[from] crate::dialog::DialogTooLong),
     /// `"entities"` is present but not a list.
     #[error("\"entities\" must be a list of entity keys")]
     EntitiesNotAList,
@@ -111,6 +114,7 @@ pub fn parse_request(line: &str) -> Result<Request, RequestError> {
         .enumerate()
         .map(|(index, m)| Message::from_json(m).map_err(|problem| RequestError::BadMessage { index, problem }))
         .collect::<Result<Vec<_>, _>>()?;
+    crate::dialog::check_dialog_size(&history)?;
     let entities = match obj.get("entities") {
         None | Some(Value::Null) => None,
         Some(Value::Array(items)) => Some(

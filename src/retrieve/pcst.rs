@@ -25,10 +25,10 @@
 //! all are in the tree, scored by the mean relevance of its facts, best first.
 
 use super::bm25;
+use crate::dialog::Message;
 use crate::graph::candidates::{Candidates, Fact};
 use crate::graph::pcst::{solve, PcstError, Pruning};
 use crate::ids::EntityId;
-use crate::link::Message;
 use hashbrown::HashMap;
 
 /// How prizes and costs are set (module documentation).

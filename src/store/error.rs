@@ -123,6 +123,18 @@ pub enum OpenError {
         /// The directory given.
         path: PathBuf,
     },
+    /// Nothing at the path: a store is made by a load, not by opening it.
+    #[error("{path}: no such store directory")]
+    Missing {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// The path is a file (or something else that is not a directory).
+    #[error("{path}: is a file, not a store directory")]
+    NotADirectory {
+        /// The path given.
+        path: PathBuf,
+    },
     /// The store's format version is newer than this build reads.
     #[error("{path}: the store is format version {found}, written by a newer Trellis; this build reads versions up to {supported}. Upgrade Trellis")]
     TooNew {
@@ -261,15 +273,15 @@ pub enum MigrateError {
     },
 }
 
-impl From<rocksdb::Error> for WriteError {
-    fn from(e: rocksdb::Error) -> WriteError {
-        WriteError::Rocks(e.into())
+impl From<crate::BackendError> for WriteError {
+    fn from(e: crate::BackendError) -> WriteError {
+        WriteError::Rocks(e)
     }
 }
 
-impl From<rocksdb::Error> for MigrateError {
-    fn from(e: rocksdb::Error) -> MigrateError {
-        MigrateError::Write(WriteError::Rocks(e.into()))
+impl From<crate::BackendError> for MigrateError {
+    fn from(e: crate::BackendError) -> MigrateError {
+        MigrateError::Write(WriteError::Rocks(e))
     }
 }
 

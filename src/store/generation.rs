@@ -4,6 +4,7 @@
 use super::layout;
 use super::open_options;
 use super::schema::{descriptors, COLUMN_FAMILIES};
+use crate::backend::RocksResult;
 use crate::store::error::WriteError;
 use rocksdb::{checkpoint::Checkpoint, Cache, DB};
 use std::path::{Path, PathBuf};
@@ -23,20 +24,20 @@ impl NextGeneration {
     pub fn begin(dir: &Path, current: Option<&DB>, number: u64, cache: &Cache) -> Result<NextGeneration, WriteError> {
         let staging = layout::staging_dir(dir, number);
         if let Some(db) = current {
-            Checkpoint::new(db)?.create_checkpoint(&staging)?;
+            Checkpoint::new(db).rocks()?.create_checkpoint(&staging).rocks()?;
         }
         // Opening with every column family of this build's schema creates the ones an
         // older generation lacks.
-        let db = DB::open_cf_descriptors(&open_options(), &staging, descriptors(cache))?;
+        let db = DB::open_cf_descriptors(&open_options(), &staging, descriptors(cache)).rocks()?;
         Ok(NextGeneration { db, dir: dir.to_path_buf(), number, staging })
     }
 
     /// Makes the generation durable and current; returns its directory.
     pub fn commit(self) -> Result<PathBuf, WriteError> {
         for spec in COLUMN_FAMILIES {
-            self.db.flush_cf(self.db.cf_handle(spec.name).expect("column family exists"))?;
+            self.db.flush_cf(self.db.cf_handle(spec.name).expect("column family exists")).rocks()?;
         }
-        self.db.flush_wal(true)?;
+        self.db.flush_wal(true).rocks()?;
         let NextGeneration { db, dir, number, staging } = self;
         drop(db);
         let gen = dir.join(layout::generation_name(number));

@@ -206,6 +206,7 @@ const REGISTER_ATTEMPTS: usize = 64;
 /// registration (it lists readers after replacing `CURRENT`), and none before it removed N
 /// (a writer never removes the current generation); otherwise retry with the new one.
 pub fn register_reader(dir: &Path) -> Result<(u64, PathBuf, ReaderPin), OpenError> {
+    expect_store_dir(dir)?;
     let not_a_store = || OpenError::NotAStore { path: dir.into() };
     for _ in 0..REGISTER_ATTEMPTS {
         let (number, gen) = current_generation(dir)?.ok_or_else(not_a_store)?;
@@ -275,6 +276,25 @@ pub fn lock_writer(dir: &Path) -> Result<WriterLock, OpenError> {
     lock_writer_within(dir, WRITER_LOCK_GRACE)
 }
 
+/// The writer lock of a store that exists already (opening for writing, indexing tokens,
+/// migrating): a missing path, a file, or a directory without a store is refused before
+/// anything is created in it, so a mistyped path leaves no `LOCK` file or directory behind.
+pub fn lock_existing_writer(dir: &Path) -> Result<WriterLock, OpenError> {
+    expect_store_dir(dir)?;
+    lock_writer(dir)
+}
+
+/// `dir` is a directory holding a store (`CURRENT`), or the error that says what it is.
+pub fn expect_store_dir(dir: &Path) -> Result<(), OpenError> {
+    match fs::metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(OpenError::Missing { path: dir.to_path_buf() }),
+        Err(e) => Err(OpenError::io(dir, e)),
+        Ok(m) if !m.is_dir() => Err(OpenError::NotADirectory { path: dir.to_path_buf() }),
+        Ok(_) if !dir.join(CURRENT_FILE).exists() => Err(OpenError::NotAStore { path: dir.to_path_buf() }),
+        Ok(_) => Ok(()),
+    }
+}
+
 /// How long a writer waits for a held lock before it reports `Locked`.
 ///
 /// Why wait at all: the flock belongs to the open file, and a process that forks while a
@@ -287,6 +307,9 @@ pub fn lock_writer(dir: &Path) -> Result<WriterLock, OpenError> {
 pub const WRITER_LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn lock_writer_within(dir: &Path, grace: std::time::Duration) -> Result<WriterLock, OpenError> {
+    if fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        return Err(OpenError::NotADirectory { path: dir.to_path_buf() });
+    }
     fs::create_dir_all(dir).map_err(|e| OpenError::io(dir, e))?;
     let path = dir.join(LOCK_FILE);
     let open = || OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(|e| OpenError::io(&path, e));

@@ -9,6 +9,7 @@ use super::generation::NextGeneration;
 use super::layout::{self, WriterLock};
 use super::schema::{existing_descriptors, FORMAT_VERSION, OLDEST_SUPPORTED_VERSION};
 use super::{open_options, read_meta, read_version, write_meta};
+use crate::backend::RocksResult;
 use crate::store::error::{MigrateError, OpenError, ReadError};
 use rocksdb::{Cache, DB};
 use std::path::Path;
@@ -52,18 +53,18 @@ fn v1_to_v2(db: &DB) -> Result<(), MigrateError> {
             };
             for (key, flag) in codec::name_entries(&rec.name, &aliases) {
                 let name_key = codec::name_key(&key, target);
-                if db.get_pinned_cf(names, &name_key)?.is_none() {
+                if db.get_pinned_cf(names, &name_key).rocks()?.is_none() {
                     batch.put_cf(names, name_key, [flag]);
                     added += 1;
                 }
             }
             if batch.len() >= 10_000 {
-                db.write(std::mem::take(&mut batch))?;
+                db.write(std::mem::take(&mut batch)).rocks()?;
             }
             it.next();
         }
-        it.status()?;
-        db.write(batch)?;
+        it.status().rocks()?;
+        db.write(batch).rocks()?;
     }
     let mut meta = super::read_meta(db)?;
     meta.names += added;
@@ -85,7 +86,7 @@ fn v2_to_v3(db: &DB) -> Result<(), MigrateError> {
         fps.push(u64::from_be_bytes(fp));
         it.next();
     }
-    it.status()?;
+    it.status().rocks()?;
     drop(it);
     let mut batch = rocksdb::WriteBatch::default();
     for fp in fps {
@@ -95,7 +96,7 @@ fn v2_to_v3(db: &DB) -> Result<(), MigrateError> {
         }
         batch.delete_cf(cf(CF_TOKENIZERS), fp.to_be_bytes());
     }
-    db.write(batch)?;
+    db.write(batch).rocks()?;
     let mut meta = read_meta(db)?;
     meta.dictionary_epoch = 0;
     write_meta(db, &meta)?;
@@ -115,7 +116,7 @@ pub struct MigrationReport {
 
 /// Migrates the store in `dir` to the current format (a no-op report when already current).
 pub fn migrate(dir: &Path) -> Result<MigrationReport, MigrateError> {
-    let lock = layout::lock_writer(dir)?;
+    let lock = layout::lock_existing_writer(dir)?;
     migrate_locked(dir, &lock)
 }
 
@@ -125,7 +126,7 @@ pub(crate) fn migrate_locked(dir: &Path, _lock: &WriterLock) -> Result<Migration
     layout::remove_stale(dir, Some(&gen))?;
     let cache = Cache::new_lru_cache(8 << 20);
     let from = {
-        let db = DB::open_cf_descriptors_read_only(&open_options(), &gen, existing_descriptors(&gen, &cache)?, false)?;
+        let db = DB::open_cf_descriptors_read_only(&open_options(), &gen, existing_descriptors(&gen, &cache).rocks()?, false).rocks()?;
         read_version(&db)?
     };
     if from > FORMAT_VERSION {
@@ -139,7 +140,7 @@ pub(crate) fn migrate_locked(dir: &Path, _lock: &WriterLock) -> Result<Migration
         return Ok(report);
     }
     let steps: Vec<&Migration> = MIGRATIONS.iter().filter(|m| m.from >= from).collect();
-    let current = DB::open_cf_descriptors(&open_options(), &gen, existing_descriptors(&gen, &cache)?)?;
+    let current = DB::open_cf_descriptors(&open_options(), &gen, existing_descriptors(&gen, &cache).rocks()?).rocks()?;
     let next = NextGeneration::begin(dir, Some(&current), number + 1, &cache)?;
     drop(current);
     let mut version = from;

@@ -19,8 +19,10 @@ pub use error::{Corruption, Key, LayoutProblem, MigrateError, OpenError, ReadErr
 pub use layout::{ReaderPin, Registration};
 pub use meta::Meta;
 pub use migrate::{migrate, MigrationReport};
+pub use schema::FORMAT_VERSION;
 pub use validate::ValidationReport;
 
+use crate::backend::RocksResult;
 use crate::ids::{Direction, EntityId, RelationId};
 use crate::normalize::normalize_name;
 use rocksdb::{Cache, ColumnFamily, Options, ReadOptions, DB};
@@ -245,7 +247,7 @@ impl Store {
     /// the writer lock for the duration of the migration).
     pub fn open(dir: impl AsRef<Path>) -> Result<Store, OpenError> {
         let dir = dir.as_ref();
-        let lock = layout::lock_writer(dir)?;
+        let lock = layout::lock_existing_writer(dir)?;
         let version = Self::peek_version(dir)?;
         if version < FORMAT_VERSION {
             migrate::migrate_locked(dir, &lock)?;
@@ -752,6 +754,6 @@ pub(crate) fn write_meta(db: &DB, meta: &Meta) -> Result<(), WriteError> {
     batch.put_cf(cf, meta::KEY_META, serde_json::to_vec(meta).expect("meta serializes"));
     let mut wo = rocksdb::WriteOptions::default();
     wo.set_sync(true);
-    db.write_opt(batch, &wo)?;
+    db.write_opt(batch, &wo).rocks()?;
     Ok(())
 }

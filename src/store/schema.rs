@@ -102,7 +102,7 @@ pub fn descriptors(cache: &Cache) -> Vec<ColumnFamilyDescriptor> {
 /// Descriptors for the column families that exist in the database at `path`, with this
 /// build's options where it knows them: an older generation lacks the families added since,
 /// and a read-only open must not ask for them.
-pub fn existing_descriptors(path: &std::path::Path, cache: &Cache) -> Result<Vec<ColumnFamilyDescriptor>, rocksdb::Error> {
+pub(crate) fn existing_descriptors(path: &std::path::Path, cache: &Cache) -> Result<Vec<ColumnFamilyDescriptor>, rocksdb::Error> {
     let names = rocksdb::DB::list_cf(&Options::default(), path)?;
     Ok(names
         .into_iter()

@@ -93,7 +93,12 @@ fn fuzz(cmd: &Command, options: &[(&'static str, Range)]) -> Vec<String> {
                     // above the model's beams, a path longer than max_new_tokens) refuses it.
                     Some(0) => range.contains(value),
                     Some(2) if range.contains(value) => err.contains(" must be ") && !err.contains(&range.text()),
-                    Some(2) => err.contains(&format!("'{flag} <")) && err.contains(&range.text()),
+                    // Refused by clap's value parser, or by the library's settings (which
+                    // name the setting as the library does: `--max-ngram` is `max_ngram`).
+                    Some(2) => {
+                        let library = format!("error: {} must be", flag.trim_start_matches("--").replace('-', "_"));
+                        (err.contains(&format!("'{flag} <")) || err.contains(&library)) && err.contains(&range.text())
+                    }
                     _ => false,
                 };
                 if !ok {
@@ -220,17 +225,11 @@ fn out_of_range_values_name_the_flag_and_the_range() {
         let out = c.output().unwrap();
         (out.status.code(), String::from_utf8_lossy(&out.stderr).trim_end().to_string())
     };
-    assert_eq!(
-        retrieve(&["--retriever", "bm25", "--max-entities", "0"]),
-        (
-            Some(2),
-            "error: invalid value '0' for '--max-entities <MAX_ENTITIES>': max_entities must be within 1..=64, not 0\n\nFor more information, try '--help'."
-                .into()
-        )
-    );
+    // The library checks the settings: its sentence, named as the library names the setting.
+    assert_eq!(retrieve(&["--retriever", "bm25", "--max-entities", "0"]), (Some(2), "error: max_entities must be within 1..=64, not 0".into()));
     let (code, err) = retrieve(&["--retriever", "bm25", "--window", "-1"]);
     assert_eq!(code, Some(2));
-    assert!(err.starts_with("error: invalid value '-1' for '--window <WINDOW>': window must be within 1..=1024, not -1"), "{err}");
+    assert_eq!(err, "error: window must be within 1..=1024, not -1");
     let (code, err) = retrieve(&["--retriever", "gsr", "--beams", "18446744073709551615"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("beams must be within 1..=64, not 18446744073709551615"), "{err}");

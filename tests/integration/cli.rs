@@ -360,3 +360,63 @@ fn eval_retrieval_writes_each_turn() {
     let names: Vec<String> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert!(!names.iter().any(|n| n.ends_with(".tmp")), "{names:?}");
 }
+
+/// A reader that goes away (`trellis stats --json | head -c 10`) ends every command that
+/// prints quietly, with the status a shell gives a process ended by SIGPIPE (141), never
+/// a panic (exit 101, "failed printing to stdout").
+#[test]
+fn a_closed_pipe_ends_every_printing_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = small_store(dir.path());
+    let s = p(&s);
+    let dialogs = dialogs_csv(dir.path(), "d.csv", r#"[{"type": "chat", "sender": "user", "message": "Alpha"}]"#);
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["stats", "--store", s, "--json"],
+        vec!["stats", "--store", s],
+        vec!["entity", "--store", s, "Alpha"],
+        vec!["neighbors", "--store", s, "Alpha"],
+        vec!["validate", "--store", s],
+        vec!["link", "--store", s, "Alpha and Bravo"],
+        vec!["doctor"],
+        vec!["eval", "linking", "--store", s, "--input", p(&dialogs), "--no-substring"],
+        vec!["--help"],
+    ];
+    for args in commands {
+        let mut child =
+            std::process::Command::new(bin_path()).args(&args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        // The reader leaves before the command has written anything.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(matches!(out.status.code(), Some(141) | Some(0)), "{args:?}: {:?} {stderr}", out.status);
+        assert!(!stderr.contains("Broken pipe"), "{args:?}: {stderr}");
+    }
+}
+
+/// Opening, indexing or migrating a path that holds no store creates nothing there (no
+/// `LOCK` file, no directory), and a path that is a file is named as one.
+#[test]
+fn a_missing_or_file_store_path_is_named_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let tokenizer = fixture("tokenizer.json");
+    for args in [
+        vec!["index-tokens", "--store", p(&missing), "--tokenizer", p(&tokenizer)],
+        vec!["migrate", "--store", p(&missing)],
+        vec!["stats", "--store", p(&missing)],
+    ] {
+        run(&args).code(1).stderr(predicate::str::contains("missing: no such store directory"));
+        assert!(!missing.exists(), "{args:?} left {}", missing.display());
+    }
+    let file = write(dir.path(), "a-file", b"x");
+    let kg = write(dir.path(), "g.tsv", b"A\tr\tB\n");
+    for args in [
+        vec!["stats", "--store", p(&file)],
+        vec!["index-tokens", "--store", p(&file), "--tokenizer", p(&tokenizer)],
+        vec!["ingest", "--store", p(&file), p(&kg)],
+    ] {
+        run(&args).code(1).stderr(predicate::str::contains("a-file: is a file, not a store directory"));
+        assert_eq!(std::fs::read(&file).unwrap(), b"x");
+    }
+}

@@ -69,8 +69,8 @@ fn check_bi_encoder(dir: &Path, name: &str, batch: usize) {
     assert_eq!(m.dir().normalize(), want["normalize"].as_bool().unwrap(), "{name}: normalize");
     assert_eq!(m.dir().max_length() as u64, want["max_length"].as_u64().unwrap(), "{name}: max_length");
     for (i, t) in texts.iter().enumerate() {
-        let enc = m.dir().tokenizer().encode(t.as_str(), true).unwrap();
-        assert_eq!(enc.get_ids(), ids(&want["input_ids"][i]).as_slice(), "{name}: token ids of {t:?}");
+        let enc = m.dir().token_ids(t).unwrap();
+        assert_eq!(enc, ids(&want["input_ids"][i]), "{name}: token ids of {t:?}");
     }
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let got = m.embed(&refs).unwrap();
@@ -96,9 +96,9 @@ fn cross_encoder_matches_transformers() {
     assert_eq!(m.dir().task(), EncoderTask::Rerank);
     assert_eq!(m.dir().max_length(), 32);
     for (i, (q, p)) in pairs.iter().enumerate() {
-        let enc = m.dir().tokenizer().encode((q.as_str(), p.as_str()), true).unwrap();
-        assert_eq!(enc.get_ids(), ids(&c["input_ids"][i]).as_slice(), "token ids of pair {i}");
-        assert_eq!(enc.get_type_ids(), ids(&c["token_type_ids"][i]).as_slice(), "type ids of pair {i}");
+        let (token_ids, type_ids) = m.dir().pair_ids(q, p).unwrap();
+        assert_eq!(token_ids, ids(&c["input_ids"][i]), "token ids of pair {i}");
+        assert_eq!(type_ids, ids(&c["token_type_ids"][i]), "type ids of pair {i}");
     }
     let refs: Vec<(&str, &str)> = pairs.iter().map(|(q, p)| (q.as_str(), p.as_str())).collect();
     assert_close(&m.score(&refs).unwrap(), &floats(&c["logits"]), "cross-encoder logits");
@@ -381,10 +381,10 @@ fn pcst_with_dense_prizes_and_flag_errors() {
         }
     }
     for (args, says) in [
-        (vec!["--retriever", "dense"], "--dense-model"),
-        (vec!["--retriever", "pcst", "--pcst-scores", "dense"], "--dense-model"),
-        (vec!["--retriever", "bm25", "--rerank-pool", "pcst"], "--rerank"),
-        (vec!["--retriever", "bm25", "--rerank-fusion", "1"], "--rerank"),
+        (vec!["--retriever", "dense"], "needs `dense_model`"),
+        (vec!["--retriever", "pcst", "--pcst-scores", "dense"], "needs `dense_model`"),
+        (vec!["--retriever", "bm25", "--rerank-pool", "pcst"], "`rerank_pool` needs `rerank`"),
+        (vec!["--retriever", "bm25", "--rerank-fusion", "1"], "`rerank_fusion` needs `rerank`"),
         (vec!["--retriever", "bm25", "--rerank", "x", "--rerank-fusion", "-1"], "rerank_fusion"),
         (vec!["--retriever", "bm25", "--rerank", "x", "--rerank-fusion", "NaN"], "rerank_fusion"),
     ] {

@@ -304,7 +304,7 @@ fn gsr_refuses_what_cannot_work_with_clear_messages() {
     let a = trellis().arg("retrieve").arg("--store").arg(&store).arg("--retriever").arg("gsr").arg("--input").arg(&input).arg("--output").arg(&output).assert();
     let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
     assert_eq!(a.get_output().status.code(), Some(2), "{err}");
-    assert!(err.contains("--retriever gsr needs --model DIR"), "{err}");
+    assert!(err.contains("the gsr retriever needs `model`"), "{err}");
     // --scope uncapped with a retriever that enumerates its candidates.
     let a = trellis()
         .arg("retrieve")

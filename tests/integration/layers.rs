@@ -34,6 +34,105 @@ fn code_of(text: &str) -> String {
     text.lines().map(|l| l.find("//").map_or(l, |i| &l[..i])).collect::<Vec<_>>().join("\n")
 }
 
+/// The items of a `{...}` group (its text after the `{`), split at the commas of its own
+/// level: nested groups stay whole (`b::{c, d}` is one item).
+fn group_items(group: &str) -> Vec<String> {
+    let (mut depth, mut item, mut out) = (0usize, String::new(), Vec::new());
+    for c in group.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(std::mem::take(&mut item));
+                continue;
+            }
+            _ => {}
+        }
+        item.push(c);
+    }
+    out.push(item);
+    out.into_iter().map(|i| i.trim().to_owned()).filter(|i| !i.is_empty()).collect()
+}
+
+fn first_segment(path: &str) -> String {
+    path.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()
+}
+
+/// The first path segment after each `crate::`, grouped paths expanded (nested groups read
+/// whole), and the `super::` paths of the file at `module_path` (its modules from the
+/// crate root: `["retrieve", "gsr"]` for src/retrieve/gsr.rs) that climb to the crate root
+/// (`super::super::eval` there names `eval`).
+fn crate_references_of(code: &str, module_path: &[String]) -> Vec<String> {
+    let mut out = crate_references(code);
+    let bytes = code.as_bytes();
+    let inline = inline_module_depths(code);
+    let mut at = 0;
+    while let Some(i) = code[at..].find("super::") {
+        let start = at + i;
+        at = start + "super::".len();
+        // Only the first `super::` of a chain, not one preceded by a path segment.
+        if start > 0 && (bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_' || code[..start].ends_with("::")) {
+            continue;
+        }
+        let mut rest = &code[start..];
+        let mut ups = 0;
+        while let Some(r) = rest.strip_prefix("super::") {
+            ups += 1;
+            rest = r;
+        }
+        at = code.len() - rest.len();
+        // A file's module path and the inline modules around the path (`mod tests { ... }`);
+        // `super` climbs one module per `super`.
+        if ups < module_path.len() + inline[start] {
+            continue; // stays inside its top-level module
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            out.extend(group_items(group).iter().map(|i| first_segment(i)));
+        } else {
+            out.push(first_segment(rest));
+        }
+    }
+    out.retain(|n| !n.is_empty());
+    out
+}
+
+/// For every byte of `code`, how many inline modules (`mod name { ... }`) enclose it.
+fn inline_module_depths(code: &str) -> Vec<usize> {
+    let mut out = vec![0; code.len() + 1];
+    let (mut braces, mut open_mods, mut pending) = (0usize, Vec::<usize>::new(), false);
+    let bytes = code.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if code.is_char_boundary(i) && code[i..].starts_with("mod ") && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_')) {
+            let rest = &code[i + 4..];
+            let name_len = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').count();
+            if rest[name_len..].trim_start().starts_with('{') {
+                pending = true;
+            }
+        }
+        match bytes[i] {
+            b'{' => {
+                braces += 1;
+                if pending {
+                    open_mods.push(braces);
+                    pending = false;
+                }
+            }
+            b'}' => {
+                if open_mods.last() == Some(&braces) {
+                    open_mods.pop();
+                }
+                braces = braces.saturating_sub(1);
+            }
+            _ => {}
+        }
+        out[i] = open_mods.len();
+        i += 1;
+    }
+    out
+}
+
 /// The first path segment after each `crate::`, grouped paths expanded.
 fn crate_references(code: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -45,20 +144,12 @@ fn crate_references(code: &str) -> Vec<String> {
             continue; // `my_crate::`, not the crate root
         }
         if let Some(group) = rest.strip_prefix('{') {
-            let end = group.find('}').unwrap_or(group.len());
-            for part in group[..end].split(',') {
-                let name: String = part.trim().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-                if !name.is_empty() {
-                    out.push(name);
-                }
-            }
+            out.extend(group_items(group).iter().map(|i| first_segment(i)));
         } else {
-            let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-            if !name.is_empty() {
-                out.push(name);
-            }
+            out.push(first_segment(rest));
         }
     }
+    out.retain(|n| !n.is_empty());
     out
 }
 
@@ -83,6 +174,8 @@ fn root_reexports(lib: &str) -> BTreeMap<String, String> {
 struct Source {
     file: String,
     module: String,
+    /// Its modules from the crate root (`["retrieve", "gsr"]`; a `mod.rs` is its folder's).
+    path: Vec<String>,
     text: String,
 }
 
@@ -109,7 +202,11 @@ fn library_sources() -> Vec<Source> {
             if first == "cli" || first == "main" || first == "lib" {
                 return None;
             }
-            Some(Source { file: format!("src/{rel}"), module: first, text: std::fs::read_to_string(&p).unwrap() })
+            let mut path: Vec<String> = rel.trim_end_matches(".rs").split('/').map(str::to_owned).collect();
+            if path.last().is_some_and(|l| l == "mod") {
+                path.pop();
+            }
+            Some(Source { file: format!("src/{rel}"), module: first, path, text: std::fs::read_to_string(&p).unwrap() })
         })
         .collect()
 }
@@ -122,12 +219,16 @@ fn layer_violations(sources: &[Source], layers: &BTreeMap<String, usize>, reexpo
             out.insert(format!("{}: module `{}` has no layer in ARCHITECTURE.md", s.file, s.module));
             continue;
         };
-        for name in crate_references(&code_of(&s.text)) {
+        for name in crate_references_of(&code_of(&s.text), &s.path) {
             let target = reexports.get(&name).cloned().unwrap_or(name);
             if target == s.module {
                 continue;
             }
-            let Some(&to) = layers.get(&target) else { continue };
+            let Some(&to) = layers.get(&target) else {
+                // Neither a module nor a re-export: a path the check cannot place.
+                out.insert(format!("{}: {} -> `{target}`, not a module of the layers or a re-export of the crate root", s.file, s.module));
+                continue;
+            };
             if to <= from {
                 let why = if to == from { "same layer" } else { "upward" };
                 out.insert(format!("{}: {} -> {} ({why})", s.file, s.module, target));
@@ -242,6 +343,45 @@ fn an_upward_import_fails_the_check() {
     let mut sources = library_sources();
     sources.iter_mut().find(|s| s.file == "src/ids.rs").unwrap().text.push_str("\n// see crate::eval for the users\n");
     assert!(layer_violations(&sources, &layers, &reexports()).is_empty());
+}
+
+#[test]
+fn the_holes_of_a_text_check_are_closed() {
+    let layers = declared_layers();
+    let with = |file: &str, line: &str| {
+        let mut sources = library_sources();
+        sources.iter_mut().find(|s| s.file == file).unwrap().text.push_str(line);
+        layer_violations(&sources, &layers, &reexports())
+    };
+    // An upward import through `super::super::`.
+    assert_eq!(with("src/retrieve/gsr.rs", "\nuse super::super::eval::pipeline;\n"), ["src/retrieve/gsr.rs: retrieve -> eval (upward)"]);
+    // `super::` inside its own top-level module is no import of another.
+    assert!(with("src/retrieve/gsr.rs", "\nuse super::bm25;\n").is_empty());
+    // After the first `}` of a nested group.
+    assert_eq!(with("src/store/mod.rs", "\nuse crate::{ids::{EntityId, RelationId}, eval::pipeline};\n"), ["src/store/mod.rs: store -> eval (upward)"]);
+    // An unknown first segment is reported, not skipped.
+    assert_eq!(
+        with("src/ids.rs", "\nfn h(_: crate::nowhere::Thing) {}\n"),
+        ["src/ids.rs: ids -> `nowhere`, not a module of the layers or a re-export of the crate root"]
+    );
+}
+
+/// python/'s Rust uses the library as any outside program would: its public surface, never
+/// the unstable `internals` feature's module.
+#[test]
+fn the_python_package_uses_the_public_surface_only() {
+    let dir = root().join("python/src");
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let code = code_of(&std::fs::read_to_string(&p).unwrap());
+        if code.contains("trellis::internals") || code.contains("crate::internals") {
+            found.push(p.display().to_string());
+        }
+    }
+    assert!(found.is_empty(), "{found:?}");
+    let manifest = std::fs::read_to_string(root().join("python/Cargo.toml")).unwrap();
+    assert!(!manifest.contains("internals"), "python/Cargo.toml turns on the internals feature");
 }
 
 #[test]

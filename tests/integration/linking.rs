@@ -205,3 +205,58 @@ fn any_unicode_text_links_without_panics() {
         })
         .unwrap();
 }
+
+/// A long message with multi-byte characters and many mentions: every mention's character
+/// span is the brute-force count of the characters before it (the linker counts on from
+/// the previous mention, which keeps linking linear in the text's length:
+/// tools/bench/linking_scale.sh measures it).
+#[test]
+fn character_offsets_of_many_mentions_in_a_long_text_are_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sample_store(dir.path());
+    let linker = Linker::new(store, LinkConfig::default()).unwrap();
+    let unit = "Ünïcödé “quotes” and Jordan Spieth, then Happy Gilmore — ✓ 🎾 Golf. ";
+    let text = unit.repeat(2_000);
+    let mentions = linker.link_text(&text).unwrap();
+    assert!(mentions.len() >= 4_000, "{} mentions", mentions.len());
+    for m in &mentions {
+        assert_eq!(m.char_start, text[..m.start].chars().count(), "{:?} at byte {}", m.text, m.start);
+        assert_eq!(m.char_end, text[..m.end].chars().count(), "{:?} at byte {}", m.text, m.end);
+        assert_eq!(text.chars().skip(m.char_start).take(m.char_end - m.char_start).collect::<String>(), m.text);
+    }
+}
+
+/// A request of more text than `limits::DIALOG_BYTES` is refused as bad input naming its
+/// line (the others answered with `--on-error skip`), never linked for minutes.
+#[test]
+fn a_request_longer_than_the_limit_is_a_bad_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("kg");
+    ingest(&store, &[], &[&fixture("opendialkg-sample.tsv")]);
+    let long = "Jordan Spieth ".repeat(trellis::limits::DIALOG_BYTES / 14 + 10);
+    let lines = format!("{{\"history\": [\"Golf\"]}}\n{}\n", serde_json::json!({"history": [long]}));
+    let input = write(dir.path(), "in.jsonl", lines.as_bytes());
+    let out = trellis()
+        .args(["retrieve", "--retriever", "bm25", "--store"])
+        .arg(&store)
+        .arg("--input")
+        .arg(&input)
+        .arg("--output")
+        .arg(dir.path().join("out.jsonl"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(65));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("in.jsonl:2: the dialog holds 1048") && err.contains("more than the 1048576 a request may hold"), "{err}");
+    let out = trellis()
+        .args(["retrieve", "--retriever", "bm25", "--on-error", "skip", "--store"])
+        .arg(&store)
+        .arg("--input")
+        .arg(&input)
+        .arg("--output")
+        .arg(dir.path().join("skipped.jsonl"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(dir.path().join("skipped.jsonl")).unwrap().lines().count(), 1);
+}

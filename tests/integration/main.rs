@@ -1,10 +1,12 @@
 //! Integration tests: the real `trellis` binary on real files.
 
+mod api_errors;
 mod bad_input;
 mod bounds;
 mod cli;
 mod common;
 mod crash;
+mod docs;
 mod encoders;
 mod generate;
 mod graph;
@@ -20,6 +22,7 @@ mod readers;
 mod real_data;
 mod resume;
 mod retrieval;
+mod settings;
 mod shipped_model;
 mod surge;
 mod targets;

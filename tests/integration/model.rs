@@ -134,7 +134,7 @@ fn long_inputs_keep_their_end_and_the_eos() {
     let dir = ModelDir::open(&model_dir("split"), None).unwrap();
     let max = dir.trellis().input.max_tokens;
     let text = (0..300).map(|i| format!("word{i}")).collect::<Vec<_>>().join(" ");
-    let full = dir.tokenizer().encode(text.as_str(), true).unwrap().get_ids().to_vec();
+    let full = dir.token_ids(&text).unwrap();
     assert!(full.len() > max);
     let ids = dir.encode_history(&[Message { speaker: String::new(), text }], &[], &[]).unwrap();
     assert_eq!(ids.len(), max);
@@ -586,8 +586,8 @@ fn linked_entities_are_written_after_the_messages_with_their_recency() {
     assert_eq!(dir.encoder_text(&msgs, &entities, &[]), "who wrote coraline? Neil Gaiman did. [Head] neil gaiman [Tail] coraline");
     assert_eq!(dir.encoder_text(&msgs, &entities[2..], &["x".into()]), "who wrote coraline? Neil Gaiman did. [Tail] fantasy [SEP] x");
     let ids = dir.encode_history(&msgs, &entities, &[]).unwrap();
-    let want = dir.tokenizer().encode("who wrote coraline? Neil Gaiman did. [Head] neil gaiman [Tail] coraline", true).unwrap();
-    assert_eq!(ids, want.get_ids());
+    let want = dir.token_ids("who wrote coraline? Neil Gaiman did. [Head] neil gaiman [Tail] coraline").unwrap();
+    assert_eq!(ids, want);
     // A marker the tokenizer splits is refused when the directory is opened.
     let tmp = with_entity_markers(&["[Head]", "[Ent9]"]);
     let err = ModelDir::open(tmp.path(), None).unwrap_err();

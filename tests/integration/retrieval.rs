@@ -285,7 +285,7 @@ fn retrieve_cli_takes_the_pcst_options() {
         .arg(dir.path().join("x.jsonl"))
         .assert()
         .code(2)
-        .stderr(predicates::str::contains("invalid value 'best' for '--pruning"));
+        .stderr(predicates::str::contains("unknown pruning \"best\" (none, simple, gw, strong)"));
 }
 
 /// Requests may name their entities instead of having them linked; an unknown key is a bad

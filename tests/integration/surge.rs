@@ -240,7 +240,7 @@ fn surge_errors_and_doctor() {
     };
     let out = run(&["--retriever", "surge"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--retriever surge needs --surge-model DIR"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the surge retriever needs `surge_model`"));
     // A bi-encoder is not a subgraph model, nor the other way round.
     let out = run(&["--retriever", "surge", "--surge-model", fixture("encoders/t5-mean").to_str().unwrap()]);
     let err = String::from_utf8_lossy(&out.stderr);

@@ -55,7 +55,8 @@ fn names_have_the_ids_they_have_inside_a_linearized_path() {
     let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
     let tok = tokenizer();
     let index = open_index(&store, &tok);
-    let raw = tok.tokenizer();
+    // The tokenizer itself, loaded apart from Trellis.
+    let raw = tokenizers::Tokenizer::from_file(fixture("tokenizer.json")).unwrap();
     let id = |t: &str| raw.token_to_id(t).unwrap();
     // A whole two-hop path, encoded by the tokenizer itself as the retriever would write it.
     let path = "[Head] jordan spieth [Int1] sport played [Int2] golf [Int3] parent genre [Int4] sports game [Tail]";
@@ -157,7 +158,7 @@ fn every_position_writes_a_name_with_the_same_ids_in_both_presets() {
         tok.check_position_independent(Side::Entity, &es.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
         tok.check_position_independent(Side::Relation, &rs.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
         // And inside whole rendered paths, reversed hops included, the ids are the index's.
-        let raw = tok.tokenizer();
+        let raw = tokenizers::Tokenizer::from_file(fixture("tokenizer.json")).unwrap();
         let ids_of = |b: &[String]| b.iter().map(|t| raw.token_to_id(t).unwrap()).collect::<Vec<u32>>();
         let hops = [HopText { relation: "Sport played", reversed: true, to: "Golf" }, HopText { relation: "Parent_genre", reversed: false, to: "Sports game" }];
         let text = lin.render_path("Jordan Spieth", &hops).unwrap();

@@ -436,7 +436,26 @@ impl EncoderDir {
         self.name_length
     }
     /// The tokenizer, truncating to [`max_length`](Self::max_length).
-    pub fn tokenizer(&self) -> &Tokenizer {
+    pub(crate) fn tokenizer(&self) -> &Tokenizer {
         &self.tokenizer
+    }
+
+    /// A text's token ids as the model reads it (special tokens added, cut to
+    /// [`max_length`](Self::max_length)).
+    pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, super::EncoderError> {
+        let enc = self
+            .tokenizer
+            .encode(text, true)
+            .map_err(|source| super::EncoderError::Tokenize { text: text.to_owned(), source: crate::backend::tokenizers(source) })?;
+        Ok(enc.get_ids().to_vec())
+    }
+
+    /// A pair's token ids and token type ids as a cross-encoder reads it.
+    pub fn pair_ids(&self, first: &str, second: &str) -> Result<(Vec<u32>, Vec<u32>), super::EncoderError> {
+        let enc = self
+            .tokenizer
+            .encode((first, second), true)
+            .map_err(|source| super::EncoderError::Tokenize { text: format!("{first} / {second}"), source: crate::backend::tokenizers(source) })?;
+        Ok((enc.get_ids().to_vec(), enc.get_type_ids().to_vec()))
     }
 }

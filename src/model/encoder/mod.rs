@@ -74,7 +74,7 @@ pub enum EncoderError {
     #[error("a subgraph model's input is inconsistent: {problem}")]
     Input {
         /// What does not fit.
-        problem: String,
+        problem: InputProblem,
     },
     /// A run failed inside ONNX Runtime.
     #[error("{}: running the model failed: {source}", path.display())]
@@ -91,9 +91,70 @@ pub enum EncoderError {
         path: PathBuf,
         /// The output's name.
         name: String,
-        /// What is wrong, e.g. `has shape [2, 3], expected [2, 5, 32]`.
-        problem: String,
+        /// What is wrong with it.
+        problem: OutputProblem,
     },
+}
+
+/// What does not fit in a subgraph model's input ([`EncoderError::Input`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InputProblem {
+    /// One mentioned flag per entity is needed.
+    #[error("{flags} mentioned flags for {entities} entities")]
+    MentionedFlags {
+        /// Flags given.
+        flags: usize,
+        /// Entities given.
+        entities: usize,
+    },
+    /// The facts' three columns differ in length.
+    #[error("{heads} heads, {relations} relations, {tails} tails")]
+    FactColumns {
+        /// Heads given.
+        heads: usize,
+        /// Relations given.
+        relations: usize,
+        /// Tails given.
+        tails: usize,
+    },
+    /// A fact names an entity or a relation past those given.
+    #[error("a fact points outside {entities} entities and {relations} relations")]
+    FactOutside {
+        /// Entities given.
+        entities: usize,
+        /// Relations given.
+        relations: usize,
+    },
+    /// No query tokens.
+    #[error("an empty query")]
+    EmptyQuery,
+}
+
+/// What is wrong with a model's output ([`EncoderError::Output`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OutputProblem {
+    /// The graph did not return it.
+    #[error("was not returned")]
+    Missing,
+    /// Not a float32 tensor.
+    #[error("is {found}, not a float32 tensor")]
+    NotFloat32 {
+        /// What it is, as ONNX Runtime describes it.
+        found: String,
+    },
+    /// A shape other than the interface's.
+    #[error("has shape {found:?}, expected {expected:?}")]
+    Shape {
+        /// Its shape.
+        found: Vec<i64>,
+        /// The shape the interface promises.
+        expected: Vec<i64>,
+    },
+    /// ONNX Runtime could not hand it to the host.
+    #[error("cannot be read on the host: {0}")]
+    Unreadable(#[source] crate::BackendError),
 }
 
 type Result<T, E = EncoderError> = std::result::Result<T, E>;
@@ -196,7 +257,7 @@ impl Core {
                 let value = outputs.get(self.io.output).ok_or_else(|| EncoderError::Output {
                     path: path.clone(),
                     name: self.io.output.into(),
-                    problem: "was not returned".into(),
+                    problem: OutputProblem::Missing,
                 })?;
                 let results = read(value, b, s, &mask)?;
                 for (&i, r) in chunk.iter().zip(results) {
@@ -231,15 +292,15 @@ impl Core {
 
     /// A float32 output of exactly `expected` shape, its data.
     fn floats<'v>(&self, v: &'v DynValue, expected: &[i64]) -> Result<&'v [f32]> {
-        let err = |problem: String| EncoderError::Output { path: self.dir.model_file.clone(), name: self.io.output.into(), problem };
+        let err = |problem: OutputProblem| EncoderError::Output { path: self.dir.model_file.clone(), name: self.io.output.into(), problem };
         let shape = match v.dtype() {
             ValueType::Tensor { ty: TensorElementType::Float32, shape, .. } => shape.to_vec(),
-            other => return Err(err(format!("is {other:?}, not a float32 tensor"))),
+            other => return Err(err(OutputProblem::NotFloat32 { found: format!("{other:?}") })),
         };
         if shape != expected {
-            return Err(err(format!("has shape {shape:?}, expected {expected:?}")));
+            return Err(err(OutputProblem::Shape { found: shape, expected: expected.to_vec() }));
         }
-        v.try_extract_tensor::<f32>().map(|(_, d)| d).map_err(|e| err(format!("cannot be read on the host: {e}")))
+        v.try_extract_tensor::<f32>().map(|(_, d)| d).map_err(|e| err(OutputProblem::Unreadable(e.into())))
     }
 }
 

@@ -7,7 +7,7 @@
 //! on its subgraph by design, never on other requests.
 
 use super::config::{EncoderDir, EncoderTask};
-use super::{Core, EncoderError, Result};
+use super::{Core, EncoderError, InputProblem, OutputProblem, Result};
 use crate::model::session::{RuntimeOptions, Seq2SeqError};
 use ort::session::SessionInputValue;
 use ort::value::Tensor;
@@ -75,10 +75,10 @@ pub fn subgraph_ids(dir: &EncoderDir, text: &SubgraphText<'_>) -> Result<Subgrap
     let relation_ids = text.relations.iter().map(name).collect::<Result<Vec<_>>>()?;
     let (n, r) = (text.entities.len() as u32, text.relations.len() as u32);
     if text.mentioned.len() != text.entities.len() {
-        return Err(EncoderError::Input { problem: format!("{} mentioned flags for {} entities", text.mentioned.len(), n) });
+        return Err(EncoderError::Input { problem: InputProblem::MentionedFlags { flags: text.mentioned.len(), entities: n as usize } });
     }
-    if let Some(f) = text.facts.iter().find(|f| f[0] >= n || f[2] >= n || f[1] >= r) {
-        return Err(EncoderError::Input { problem: format!("fact {f:?} points outside {n} entities and {r} relations") });
+    if text.facts.iter().any(|f| f[0] >= n || f[2] >= n || f[1] >= r) {
+        return Err(EncoderError::Input { problem: InputProblem::FactOutside { entities: n as usize, relations: r as usize } });
     }
     Ok(SubgraphIds {
         input_ids,
@@ -95,13 +95,13 @@ pub fn subgraph_ids(dir: &EncoderDir, text: &SubgraphText<'_>) -> Result<Subgrap
 fn check_ids(dir: &EncoderDir, ids: &SubgraphIds) -> Result<()> {
     let (n, r, f) = (ids.entity_ids.len(), ids.relation_ids.len(), ids.fact_head.len());
     let problem = if ids.entity_mentioned.len() != n {
-        Some(format!("{} mentioned flags for {n} entities", ids.entity_mentioned.len()))
+        Some(InputProblem::MentionedFlags { flags: ids.entity_mentioned.len(), entities: n })
     } else if ids.fact_relation.len() != f || ids.fact_tail.len() != f {
-        Some(format!("{f} heads, {} relations, {} tails", ids.fact_relation.len(), ids.fact_tail.len()))
+        Some(InputProblem::FactColumns { heads: f, relations: ids.fact_relation.len(), tails: ids.fact_tail.len() })
     } else if ids.fact_head.iter().chain(&ids.fact_tail).any(|&e| e as usize >= n) || ids.fact_relation.iter().any(|&x| x as usize >= r) {
-        Some(format!("a fact points outside {n} entities and {r} relations"))
+        Some(InputProblem::FactOutside { entities: n, relations: r })
     } else if ids.input_ids.is_empty() {
-        Some("an empty query".to_owned())
+        Some(InputProblem::EmptyQuery)
     } else {
         None
     };
@@ -192,7 +192,7 @@ impl SubgraphScorer {
         let mut session = self.core.session();
         let path = self.core.dir.model_file.clone();
         let outputs = session.get().run(inputs).map_err(|source| EncoderError::Run { path: path.clone(), source: source.into() })?;
-        let value = outputs.get("fact_scores").ok_or_else(|| EncoderError::Output { path, name: "fact_scores".into(), problem: "was not returned".into() })?;
+        let value = outputs.get("fact_scores").ok_or_else(|| EncoderError::Output { path, name: "fact_scores".into(), problem: OutputProblem::Missing })?;
         Ok(self.core.floats(value, &[facts as i64])?.to_vec())
     }
 }
