@@ -293,6 +293,18 @@ pub fn absolute(path: &Path) -> String {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned()).display().to_string()
 }
 
+/// OUTPUT itself, or, when it is a symbolic link, what it points to: the partial file goes
+/// beside that, and the rename replaces that file, not the link.
+fn resolve_link(output: &Path) -> Result<PathBuf> {
+    match std::fs::symlink_metadata(output) {
+        Ok(m) if m.file_type().is_symlink() => {
+            let target = std::fs::read_link(output).with_context(|| format!("reading the link {}", output.display()))?;
+            Ok(output.parent().map_or_else(|| target.clone(), |p| p.join(&target)))
+        }
+        _ => Ok(output.to_owned()),
+    }
+}
+
 /// The output of a batch command; see the module documentation.
 pub struct BatchOutput {
     out: BufWriter<File>,
@@ -317,17 +329,7 @@ impl BatchOutput {
         if same_file(output, &input.path) {
             bail!(super::Usage(format!("--output {} is the input file: the answers would replace the requests; name another file", output.display())));
         }
-        // A symbolic link: the partial file goes beside what it points to, and the rename
-        // replaces that file, not the link.
-        let resolved;
-        let output = match std::fs::symlink_metadata(output) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let target = std::fs::read_link(output).with_context(|| format!("reading the link {}", output.display()))?;
-                resolved = output.parent().map_or_else(|| target.clone(), |p| p.join(&target));
-                resolved.as_path()
-            }
-            _ => output,
-        };
+        let output = &resolve_link(output)?;
         let mut state = Checkpoint {
             format: CHECKPOINT_FORMAT,
             command: job.command.to_string(),
@@ -347,47 +349,12 @@ impl BatchOutput {
             Err(e) => return Err(e).with_context(|| format!("reading {}", output.display())),
         };
         if !regular {
-            if resume {
-                let what =
-                    if std::fs::metadata(output).is_ok_and(|m| m.is_dir()) { "a directory" } else { "not a regular file (a terminal, a pipe, a device)" };
-                bail!(super::Usage(format!(
-                    "--resume needs --output to name a file: {} is {what}, and output written there cannot be continued",
-                    output.display()
-                )));
-            }
-            let f = File::create(output).with_context(|| format!("opening {}", output.display()))?;
-            let (hash, target) = (Fnv(Fnv::START), output.to_owned());
-            return Ok(BatchOutput { out: BufWriter::new(f), target, files: None, state, hash, resumed_at: None, answered_now: 0, finished: false });
+            return Self::open_stream(output, resume, state);
         }
         let files = Files { output: output.to_owned(), partial: with_suffix(output, ".partial"), checkpoint: with_suffix(output, ".checkpoint") };
         if resume && !files.partial.exists() {
-            // A finished run killed between its rename and removing its checkpoint: the same
-            // checks as any resume (job, input), then nothing is left to answer.
-            if let Some(c) = files.read_checkpoint()?.filter(|c| c.complete) {
-                if !output_matches(&files.output, &c)? {
-                    bail!(super::Usage(format!(
-                        "cannot resume: {} is not the finished output {} records (it was changed or replaced); remove {} to start over",
-                        files.output.display(),
-                        files.checkpoint.display(),
-                        files.checkpoint.display()
-                    )));
-                }
-                check_same_job(&files, &c, &state)?;
-                let whole = std::fs::metadata(&input.path).map(|m| m.len()).ok();
-                if whole != Some(c.next.offset) || !input.skip_to(c.next)? {
-                    bail!(super::Usage(format!(
-                        "cannot resume: {} is not the input the finished run answered ({} lines, {} bytes, from {}); remove {} to start over",
-                        input.file,
-                        c.next.line - 1,
-                        c.next.offset,
-                        c.input,
-                        files.checkpoint.display()
-                    )));
-                }
-                std::fs::remove_file(&files.checkpoint).with_context(|| format!("removing {}", files.checkpoint.display()))?;
-                let f = File::open(&files.output).with_context(|| format!("opening {}", files.output.display()))?;
-                let (hash, target, resumed_at) = (Fnv(c.output_hash), files.output.clone(), Some(c.next.line));
-                return Ok(BatchOutput { out: BufWriter::new(f), target, files: None, state: c, hash, resumed_at, answered_now: 0, finished: true });
+            if let Some(done) = Self::finished_run(&files, input, &state)? {
+                return Ok(done);
             }
         }
         let mut f = std::fs::OpenOptions::new()
@@ -401,19 +368,93 @@ impl BatchOutput {
         if f.try_lock().is_err() {
             bail!("{} is being written by another process (another trellis run on the same --output?)", files.partial.display());
         }
+        let (hash, resumed_at) = Self::continue_partial(&mut f, &files, output, resume, input, &mut state)?;
+        if resumed_at.is_none() {
+            // A fresh run: an empty partial file, and a first checkpoint saying so, before
+            // anything is answered.
+            f.set_len(0).with_context(|| format!("creating {}", files.partial.display()))?;
+            sync_dir_of(&files.partial)?;
+            files.write_checkpoint(&state)?;
+            sync_dir_of(&files.checkpoint)?;
+        }
+        f.seek(std::io::SeekFrom::Start(state.output_bytes)).with_context(|| format!("seeking in {}", files.partial.display()))?;
+        let target = files.partial.clone();
+        Ok(BatchOutput { out: BufWriter::new(f), target, files: Some(files), state, hash, resumed_at, answered_now: 0, finished: false })
+    }
+
+    /// OUTPUT that is not a regular file (a terminal, a pipe, a device): written directly,
+    /// never resumable.
+    fn open_stream(output: &Path, resume: bool, state: Checkpoint) -> Result<BatchOutput> {
+        if resume {
+            let what = if std::fs::metadata(output).is_ok_and(|m| m.is_dir()) { "a directory" } else { "not a regular file (a terminal, a pipe, a device)" };
+            bail!(super::Usage(format!(
+                "--resume needs --output to name a file: {} is {what}, and output written there cannot be continued",
+                output.display()
+            )));
+        }
+        let f = File::create(output).with_context(|| format!("opening {}", output.display()))?;
+        let (hash, target) = (Fnv(Fnv::START), output.to_owned());
+        Ok(BatchOutput { out: BufWriter::new(f), target, files: None, state, hash, resumed_at: None, answered_now: 0, finished: false })
+    }
+
+    /// `--resume` with no partial file: a finished run killed between its rename and
+    /// removing its checkpoint. The same checks as any resume (job, input), then nothing is
+    /// left to answer. `None` when the checkpoint records no finished run.
+    fn finished_run(files: &Files, input: &mut NumberedLines, state: &Checkpoint) -> Result<Option<BatchOutput>> {
+        let Some(c) = files.read_checkpoint()?.filter(|c| c.complete) else { return Ok(None) };
+        if !output_matches(&files.output, &c)? {
+            bail!(super::Usage(format!(
+                "cannot resume: {} is not the finished output {} records (it was changed or replaced); remove {} to start over",
+                files.output.display(),
+                files.checkpoint.display(),
+                files.checkpoint.display()
+            )));
+        }
+        check_same_job(files, &c, state)?;
+        let whole = std::fs::metadata(&input.path).map(|m| m.len()).ok();
+        if whole != Some(c.next.offset) || !input.skip_to(c.next)? {
+            bail!(super::Usage(format!(
+                "cannot resume: {} is not the input the finished run answered ({} lines, {} bytes, from {}); remove {} to start over",
+                input.file,
+                c.next.line - 1,
+                c.next.offset,
+                c.input,
+                files.checkpoint.display()
+            )));
+        }
+        std::fs::remove_file(&files.checkpoint).with_context(|| format!("removing {}", files.checkpoint.display()))?;
+        let f = File::open(&files.output).with_context(|| format!("opening {}", files.output.display()))?;
+        let (hash, target, resumed_at) = (Fnv(c.output_hash), files.output.clone(), Some(c.next.line));
+        Ok(Some(BatchOutput { out: BufWriter::new(f), target, files: None, state: c, hash, resumed_at, answered_now: 0, finished: true }))
+    }
+
+    /// What the partial file and its checkpoint hold: a fresh start (an empty partial, or a
+    /// completed run's leftover checkpoint), a refusal (an interrupted run without
+    /// `--resume`, a partial changed after its checkpoint, another input), or, resuming,
+    /// the partial truncated to its checkpoint and `input` moved past the lines it answered.
+    /// The running hash of the answers and the line the run resumes at.
+    fn continue_partial(
+        f: &mut File,
+        files: &Files,
+        output: &Path,
+        resume: bool,
+        input: &mut NumberedLines,
+        state: &mut Checkpoint,
+    ) -> Result<(Fnv, Option<u64>)> {
         let len = f.metadata().with_context(|| format!("reading {}", files.partial.display()))?.len();
-        let mut hash = Fnv(Fnv::START);
-        let mut resumed_at = None;
         match files.read_checkpoint()? {
             // A completed run's leftover checkpoint (its partial file is OUTPUT now).
-            Some(c) if c.complete && len == 0 => {}
-            None | Some(_) if len == 0 && !resume => {}
+            Some(c) if c.complete && len == 0 => Ok((Fnv(Fnv::START), None)),
+            None | Some(_) if len == 0 && !resume => Ok((Fnv(Fnv::START), None)),
             None if len > 0 => bail!(
                 "{} holds {len} bytes but there is no {}: it is not a run Trellis can continue; remove it to start over",
                 files.partial.display(),
                 files.checkpoint.display()
             ),
-            None => eprintln!("note: nothing to resume for {}: answering {} from line 1", output.display(), input.file),
+            None => {
+                eprintln!("note: nothing to resume for {}: answering {} from line 1", output.display(), input.file);
+                Ok((Fnv(Fnv::START), None))
+            }
             Some(c) if !resume => bail!(super::Usage(format!(
                 "{} holds an interrupted run ({} answered, {} skipped, up to line {} of {}): add --resume to continue it, or remove it and {} to start over",
                 files.partial.display(),
@@ -424,7 +465,7 @@ impl BatchOutput {
                 files.checkpoint.display()
             ))),
             Some(c) => {
-                check_same_job(&files, &c, &state)?;
+                check_same_job(files, &c, state)?;
                 if len < c.output_bytes {
                     bail!(
                         "{} is shorter ({len} bytes) than its checkpoint records ({} bytes): it was changed after the run; remove it and {} to start over",
@@ -433,7 +474,7 @@ impl BatchOutput {
                         files.checkpoint.display()
                     );
                 }
-                if hash_of((&mut f).take(c.output_bytes), &files.partial)? != c.output_hash {
+                if hash_of((&mut *f).take(c.output_bytes), &files.partial)? != c.output_hash {
                     bail!(
                         "{}'s first {} bytes are not the answers its checkpoint records: it was changed after the run; remove it and {} to start over",
                         files.partial.display(),
@@ -460,21 +501,9 @@ impl BatchOutput {
                 state.output_hash = c.output_hash;
                 state.answered = c.answered;
                 state.skipped = c.skipped;
-                hash = Fnv(c.output_hash);
-                resumed_at = Some(c.next.line);
+                Ok((Fnv(c.output_hash), Some(c.next.line)))
             }
         }
-        if resumed_at.is_none() {
-            // A fresh run: an empty partial file, and a first checkpoint saying so, before
-            // anything is answered.
-            f.set_len(0).with_context(|| format!("creating {}", files.partial.display()))?;
-            sync_dir_of(&files.partial)?;
-            files.write_checkpoint(&state)?;
-            sync_dir_of(&files.checkpoint)?;
-        }
-        f.seek(std::io::SeekFrom::Start(state.output_bytes)).with_context(|| format!("seeking in {}", files.partial.display()))?;
-        let target = files.partial.clone();
-        Ok(BatchOutput { out: BufWriter::new(f), target, files: Some(files), state, hash, resumed_at, answered_now: 0, finished: false })
     }
 
     /// Writes the answer to input line `line` (with a `"line"` field added).

@@ -284,6 +284,187 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
     beam_search_processed(model, constraints, cfg, &Processors::default())
 }
 
+/// A step's logits as one input's block of rows sees them: its beams' rows by slot.
+struct RowsOf<'l> {
+    logits: &'l [f32],
+    first_row: usize,
+    slots: &'l [usize],
+    vocab: usize,
+}
+
+/// The scratch vectors a step reuses.
+struct Buffers<'b> {
+    allowed: &'b mut Vec<(u32, f64)>,
+    changes: &'b mut Vec<(u32, Change)>,
+    cands: &'b mut Vec<Candidate>,
+}
+
+/// Every candidate continuation of one input's running beams, scored: the model's
+/// log-probability (over the vocabulary or the allowed tokens), the logits processors'
+/// changes, mixed with the constraint's prior by `alpha`. Into `buf.cands`.
+fn score_candidates<S, C: Constraint<State = S>, E>(
+    rows: &RowsOf<'_>,
+    running: &[Beam<S>],
+    constraint: &mut C,
+    cfg: &SearchConfig,
+    processors: &Processors,
+    buf: &mut Buffers<'_>,
+) -> Result<(), SearchError<E, C::Error>> {
+    let vocab = rows.vocab;
+    buf.cands.clear();
+    for (b, beam) in running.iter().enumerate() {
+        let row = rows.first_row + rows.slots[b];
+        let r = &rows.logits[row * vocab..(row + 1) * vocab];
+        let listed = constraint.allowed(&beam.state, buf.allowed).map_err(SearchError::Constraint)?;
+        if listed == Allowed::Listed {
+            if let Some(&(token, _)) = buf.allowed.iter().find(|&&(t, _)| t as usize >= vocab) {
+                return Err(SearchError::TokenOutOfRange { token, vocab });
+            }
+        }
+        let lse = match (cfg.model_norm, listed) {
+            (ModelNorm::Allowed, Allowed::Listed) => log_sum_exp_of(r, buf.allowed).map_err(|token| SearchError::NaN { row, token })?,
+            _ => log_sum_exp(r).map_err(|token| SearchError::NaN { row, token })?,
+        };
+        processors.changes(cfg.start_token, &beam.tokens, buf.changes);
+        let changes = &*buf.changes;
+        let cands = &mut *buf.cands;
+        // The first change not below the last token pushed (tokens come ascending).
+        let (mut at, mut last) = (0, 0);
+        let mut push = |token: u32, prior: f64| {
+            // Every allowed logit -inf (lse -inf): no candidate, never NaN.
+            let mut lp = if lse == f64::NEG_INFINITY { f64::NEG_INFINITY } else { r[token as usize] as f64 - lse };
+            if !changes.is_empty() {
+                if token < last {
+                    at = 0; // a constraint that listed its tokens out of order
+                }
+                last = token;
+                while changes.get(at).is_some_and(|&(t, _)| t < token) {
+                    at += 1;
+                }
+                if let Some(&(_, c)) = changes.get(at).filter(|&&(t, _)| t == token) {
+                    lp = processors.apply_f64(c, lp);
+                }
+            }
+            let s = match cfg.alpha {
+                // alpha 1 ignores the prior outright: 0 * a -inf prior would be NaN.
+                Some(a) if a < 1.0 => a * lp + (1.0 - a) * prior,
+                _ => lp,
+            };
+            let score = beam.sum + s;
+            if score > f64::NEG_INFINITY {
+                cands.push(Candidate { score, beam: b, token, lp, prior });
+            }
+        };
+        match listed {
+            Allowed::Listed => buf.allowed.iter().for_each(|&(t, prior)| push(t, prior)),
+            Allowed::Everything => (0..vocab as u32).for_each(|t| push(t, 0.0)),
+        }
+    }
+    Ok(())
+}
+
+/// The next running beams of an input, and the running beam each continues.
+type NextBeams<S> = (Vec<Beam<S>>, Vec<usize>);
+
+/// The best `2 * beams` candidates, best first, become the next running beams (at most
+/// `beams`) and finished hypotheses (EOS); with the running beam each next one continues.
+fn select_next<S, C: Constraint<State = S>, E>(
+    cands: &mut Vec<Candidate>,
+    running: &[Beam<S>],
+    constraint: &mut C,
+    finished: &mut Finished<S>,
+    cfg: &SearchConfig,
+    beams: usize,
+) -> Result<NextBeams<S>, SearchError<E, C::Error>> {
+    let keep = 2 * beams;
+    if cands.len() > keep {
+        cands.select_nth_unstable_by(keep - 1, better);
+        cands.truncate(keep);
+    }
+    cands.sort_unstable_by(better);
+    let mut next: Vec<Beam<S>> = Vec::with_capacity(beams);
+    let mut parents = Vec::with_capacity(beams);
+    for (rank, c) in cands.iter().enumerate() {
+        if c.token == cfg.eos_token && rank >= beams {
+            continue; // an EOS ranked past the beams is dropped
+        }
+        let parent = &running[c.beam];
+        let state = constraint.advance(&parent.state, c.token).map_err(SearchError::Constraint)?;
+        let mut tokens = parent.tokens.clone();
+        tokens.push(c.token);
+        let mut token_scores = parent.token_scores.clone();
+        token_scores.push((c.lp, c.prior));
+        if c.token == cfg.eos_token {
+            let score = length_normalized(c.score, tokens.len(), cfg.length_penalty);
+            finished.add(Hypothesis { tokens, score, sum: c.score, token_scores, state });
+        } else {
+            next.push(Beam { tokens, sum: c.score, token_scores, state });
+            parents.push(c.beam);
+        }
+        if next.len() == beams {
+            break;
+        }
+    }
+    Ok((next, parents))
+}
+
+/// Whether an input is done after `generated` tokens: no running beam left, or a full
+/// finished set and early stopping, or (without it) transformers' heuristic: no running
+/// beam can still beat the worst finished hypothesis at its current length.
+fn should_stop<S>(next: &[Beam<S>], finished: &Finished<S>, cfg: &SearchConfig, generated: usize) -> bool {
+    if next.is_empty() {
+        true
+    } else if !finished.full() {
+        false
+    } else if cfg.early_stopping {
+        true
+    } else {
+        let best = next.iter().map(|b| b.sum).fold(f64::NEG_INFINITY, f64::max);
+        finished.worst() >= length_normalized(best, generated, cfg.length_penalty)
+    }
+}
+
+/// The next step's layout: the blocks kept (compacted once finished blocks are half of
+/// them: the live blocks inside the new, shorter layout stay where they are and the ones
+/// past its end move into the finished blocks' places, so the fewest blocks move), the
+/// token each row is fed, and the old row each new row continues (what the model reorders).
+#[allow(clippy::too_many_arguments)]
+fn next_layout<S>(
+    blocks: &mut Vec<usize>,
+    block_parents: &[Vec<usize>],
+    running: &[Vec<Beam<S>>],
+    slots: &[Vec<usize>],
+    done: &[bool],
+    beams: usize,
+    start_token: u32,
+    feed: &mut Vec<u32>,
+) -> Vec<usize> {
+    let finished_blocks = blocks.iter().filter(|&&i| done[i]).count();
+    let compact = 2 * finished_blocks >= blocks.len();
+    let order: Vec<usize> = if compact {
+        let len = blocks.len() - finished_blocks;
+        let mut movers = (len..blocks.len()).filter(|&pos| !done[blocks[pos]]);
+        (0..len).map(|pos| if done[blocks[pos]] { movers.next().unwrap_or(pos) } else { pos }).collect()
+    } else {
+        (0..blocks.len()).collect()
+    };
+    let mut parents = Vec::with_capacity(order.len() * beams);
+    let mut kept = Vec::with_capacity(order.len());
+    feed.clear();
+    for &pos in &order {
+        let i = blocks[pos];
+        kept.push(i);
+        parents.extend_from_slice(&block_parents[pos]);
+        let at = feed.len();
+        feed.resize(at + beams, start_token);
+        for (beam, &slot) in running[i].iter().zip(&slots[i]) {
+            feed[at + slot] = beam.tokens.last().copied().unwrap_or(start_token);
+        }
+    }
+    *blocks = kept;
+    parents
+}
+
 /// [`beam_search`] with logits processors applied to each beam's log-softmax (its sequence:
 /// `cfg.start_token`, then its tokens).
 pub fn beam_search_processed<M: StepModel, C: Constraint>(
@@ -332,97 +513,17 @@ pub fn beam_search_processed<M: StepModel, C: Constraint>(
                 block_parents.push((0..beams).map(|k| first_row + k % width).collect());
                 continue;
             }
-            cands.clear();
-            for (b, beam) in running[i].iter().enumerate() {
-                let row = first_row + slots[i][b];
-                let r = &logits[row * vocab..(row + 1) * vocab];
-                let listed = constraints[i].allowed(&beam.state, &mut allowed).map_err(SearchError::Constraint)?;
-                if listed == Allowed::Listed {
-                    if let Some(&(token, _)) = allowed.iter().find(|&&(t, _)| t as usize >= vocab) {
-                        return Err(SearchError::TokenOutOfRange { token, vocab });
-                    }
-                }
-                let lse = match (cfg.model_norm, listed) {
-                    (ModelNorm::Allowed, Allowed::Listed) => log_sum_exp_of(r, &allowed).map_err(|token| SearchError::NaN { row, token })?,
-                    _ => log_sum_exp(r).map_err(|token| SearchError::NaN { row, token })?,
-                };
-                processors.changes(cfg.start_token, &beam.tokens, &mut changes);
-                // The first change not below the last token pushed (tokens come ascending).
-                let (mut at, mut last) = (0, 0);
-                let mut push = |token: u32, prior: f64| {
-                    // Every allowed logit -inf (lse -inf): no candidate, never NaN.
-                    let mut lp = if lse == f64::NEG_INFINITY { f64::NEG_INFINITY } else { r[token as usize] as f64 - lse };
-                    if !changes.is_empty() {
-                        if token < last {
-                            at = 0; // a constraint that listed its tokens out of order
-                        }
-                        last = token;
-                        while changes.get(at).is_some_and(|&(t, _)| t < token) {
-                            at += 1;
-                        }
-                        if let Some(&(_, c)) = changes.get(at).filter(|&&(t, _)| t == token) {
-                            lp = processors.apply_f64(c, lp);
-                        }
-                    }
-                    let s = match cfg.alpha {
-                        // alpha 1 ignores the prior outright: 0 * a -inf prior would be NaN.
-                        Some(a) if a < 1.0 => a * lp + (1.0 - a) * prior,
-                        _ => lp,
-                    };
-                    let score = beam.sum + s;
-                    if score > f64::NEG_INFINITY {
-                        cands.push(Candidate { score, beam: b, token, lp, prior });
-                    }
-                };
-                match listed {
-                    Allowed::Listed => allowed.iter().for_each(|&(t, prior)| push(t, prior)),
-                    Allowed::Everything => (0..vocab as u32).for_each(|t| push(t, 0.0)),
-                }
-            }
-            let keep = 2 * beams;
-            if cands.len() > keep {
-                cands.select_nth_unstable_by(keep - 1, better);
-                cands.truncate(keep);
-            }
-            cands.sort_unstable_by(better);
-            let mut next: Vec<Beam<C::State>> = Vec::with_capacity(beams);
-            // The running beam each of `next` continues.
-            let mut parents = Vec::with_capacity(beams);
-            for (rank, c) in cands.iter().enumerate() {
-                if c.token == cfg.eos_token && rank >= beams {
-                    continue; // an EOS ranked past the beams is dropped
-                }
-                let parent = &running[i][c.beam];
-                let state = constraints[i].advance(&parent.state, c.token).map_err(SearchError::Constraint)?;
-                let mut tokens = parent.tokens.clone();
-                tokens.push(c.token);
-                let mut token_scores = parent.token_scores.clone();
-                token_scores.push((c.lp, c.prior));
-                if c.token == cfg.eos_token {
-                    let score = length_normalized(c.score, tokens.len(), cfg.length_penalty);
-                    finished[i].add(Hypothesis { tokens, score, sum: c.score, token_scores, state });
-                } else {
-                    next.push(Beam { tokens, sum: c.score, token_scores, state });
-                    parents.push(c.beam);
-                }
-                if next.len() == beams {
-                    break;
-                }
-            }
-            let generated = step + 1;
-            let stop = if next.is_empty() {
-                true
-            } else if !finished[i].full() {
-                false
-            } else if cfg.early_stopping {
-                true
-            } else {
-                // transformers' heuristic: no running beam can still beat the worst
-                // finished hypothesis at its current length.
-                let best = next.iter().map(|b| b.sum).fold(f64::NEG_INFINITY, f64::max);
-                finished[i].worst() >= length_normalized(best, generated, cfg.length_penalty)
-            };
-            if stop {
+            let rows_of = RowsOf { logits, first_row, slots: &slots[i], vocab };
+            score_candidates(
+                &rows_of,
+                &running[i],
+                &mut constraints[i],
+                cfg,
+                processors,
+                &mut Buffers { allowed: &mut allowed, changes: &mut changes, cands: &mut cands },
+            )?;
+            let (mut next, mut parents) = select_next(&mut cands, &running[i], &mut constraints[i], &mut finished[i], cfg, beams)?;
+            if should_stop(&next, &finished[i], cfg, step + 1) {
                 done[i] = true;
                 // At max_new_tokens transformers finalizes the step's best candidates, EOS or
                 // not, even when this step's EOS candidates filled the finished set: the
@@ -440,32 +541,7 @@ pub fn beam_search_processed<M: StepModel, C: Constraint>(
         if done.iter().all(|&d| d) || step + 1 == cfg.max_new_tokens {
             break;
         }
-        let finished_blocks = blocks.iter().filter(|&&i| done[i]).count();
-        let compact = 2 * finished_blocks >= blocks.len();
-        // Block positions of the next layout. A compaction keeps the live blocks that are
-        // already inside the new, shorter layout where they are and moves the ones past its
-        // end into the finished blocks' places: the fewest blocks move.
-        let order: Vec<usize> = if compact {
-            let len = blocks.len() - finished_blocks;
-            let mut movers = (len..blocks.len()).filter(|&pos| !done[blocks[pos]]);
-            (0..len).map(|pos| if done[blocks[pos]] { movers.next().unwrap_or(pos) } else { pos }).collect()
-        } else {
-            (0..blocks.len()).collect()
-        };
-        let mut parents = Vec::with_capacity(order.len() * beams);
-        let mut kept = Vec::with_capacity(order.len());
-        feed.clear();
-        for &pos in &order {
-            let i = blocks[pos];
-            kept.push(i);
-            parents.extend_from_slice(&block_parents[pos]);
-            let at = feed.len();
-            feed.resize(at + beams, cfg.start_token);
-            for (beam, &slot) in running[i].iter().zip(&slots[i]) {
-                feed[at + slot] = beam.tokens.last().copied().unwrap_or(cfg.start_token);
-            }
-        }
-        blocks = kept;
+        let parents = next_layout(&mut blocks, &block_parents, &running, &slots, &done, beams, cfg.start_token, &mut feed);
         width = beams;
         model.reorder(&parents).map_err(SearchError::Model)?;
     }
