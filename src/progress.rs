@@ -128,6 +128,9 @@ const COMMITTING: u8 = 2;
 
 struct Shared {
     state: AtomicU8,
+    /// Commits completed under this monitor (a monitor may serve one piece of work after
+    /// another: a load, then a token index).
+    commits: std::sync::atomic::AtomicU64,
     callback: Option<Callback>,
 }
 
@@ -142,12 +145,12 @@ pub struct Monitor {
 impl Monitor {
     /// A monitor without a callback (cancel only).
     pub fn new() -> Monitor {
-        Monitor { shared: Arc::new(Shared { state: AtomicU8::new(RUNNING), callback: None }) }
+        Monitor { shared: Arc::new(Shared { state: AtomicU8::new(RUNNING), commits: Default::default(), callback: None }) }
     }
 
     /// A monitor that sends every report to `callback`.
     pub fn with_callback(callback: impl Fn(&Progress) + Send + Sync + 'static) -> Monitor {
-        Monitor { shared: Arc::new(Shared { state: AtomicU8::new(RUNNING), callback: Some(Box::new(callback)) }) }
+        Monitor { shared: Arc::new(Shared { state: AtomicU8::new(RUNNING), commits: Default::default(), callback: Some(Box::new(callback)) }) }
     }
 
     /// Asks the work to stop; it stops at its next check (after the unit of work under
@@ -167,22 +170,25 @@ impl Monitor {
         self.shared.state.load(Ordering::Acquire) == CANCELLED
     }
 
-    /// Whether the work passed its commit point: its result is (or is being) made visible
-    /// and a cancel can no longer stop it.
+    /// Whether work under this monitor passed its commit point: its result is (or is being)
+    /// made visible, and a cancel that came meanwhile was refused.
     pub fn committed(&self) -> bool {
-        self.shared.state.load(Ordering::Acquire) == COMMITTING
+        self.shared.state.load(Ordering::Acquire) == COMMITTING || self.shared.commits.load(Ordering::Acquire) > 0
     }
 
     /// The last check of work that commits, made just before its result becomes visible:
-    /// `Err(Cancelled)` when cancelled; otherwise every later [`cancel`](Self::cancel) is
-    /// refused. Atomic with `cancel`, so a cancel is either before it (nothing committed)
-    /// or after it (reported as too late), never lost between the two.
-    pub(crate) fn commit_point(&self) -> Result<(), Cancelled> {
-        match self.shared.state.compare_exchange(RUNNING, COMMITTING, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => Ok(()),
-            Err(CANCELLED) => Err(Cancelled),
-            // Passed already (a monitor shared by two commits): nothing to stop.
-            Err(_) => Ok(()),
+    /// `Err(Cancelled)` when cancelled; otherwise a [`cancel`](Self::cancel) is refused until
+    /// the guard is dropped (the commit done), after which the monitor can stop the next
+    /// piece of work again. Atomic with `cancel`, so a cancel is either before it (nothing
+    /// committed) or during the commit (reported as too late), never lost between the two.
+    pub(crate) fn commit_point(&self) -> Result<CommitGuard<'_>, Cancelled> {
+        loop {
+            match self.shared.state.compare_exchange(RUNNING, COMMITTING, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(CommitGuard { monitor: self }),
+                Err(CANCELLED) => return Err(Cancelled),
+                // Another commit under the same monitor holds the state: wait for it.
+                Err(_) => std::thread::yield_now(),
+            }
         }
     }
 
@@ -205,6 +211,19 @@ impl Monitor {
     /// Whether reports go anywhere (work skips building them when not).
     pub(crate) fn reports(&self) -> bool {
         self.shared.callback.is_some()
+    }
+}
+
+/// Held while work commits ([`Monitor::commit_point`]); dropping it ends the commit.
+pub(crate) struct CommitGuard<'m> {
+    monitor: &'m Monitor,
+}
+
+impl Drop for CommitGuard<'_> {
+    fn drop(&mut self) {
+        let shared = &self.monitor.shared;
+        shared.commits.fetch_add(1, Ordering::AcqRel);
+        let _ = shared.state.compare_exchange(COMMITTING, RUNNING, Ordering::AcqRel, Ordering::Acquire);
     }
 }
 
@@ -239,20 +258,26 @@ mod tests {
         assert!(m.is_cancelled());
         assert_eq!(m.check(), Err(Cancelled));
         // A cancelled work never passes its commit point.
-        assert_eq!(m.commit_point(), Err(Cancelled));
+        assert!(m.commit_point().is_err());
         assert!(!m.committed());
         // A fresh monitor is independent of the cancelled one.
         assert!(!Monitor::default().is_cancelled());
     }
 
     #[test]
-    fn a_cancel_after_the_commit_point_is_refused() {
+    fn a_cancel_after_the_commit_point_is_refused_until_the_commit_ends() {
         let m = Monitor::new();
-        assert_eq!(m.commit_point(), Ok(()));
+        let guard = m.commit_point().unwrap();
         assert!(m.committed());
         assert!(!m.clone().cancel(), "too late: the work commits");
         assert!(!m.is_cancelled());
         assert_eq!(m.check(), Ok(()));
+        drop(guard);
+        // The commit is done: the monitor stops the next piece of work again.
+        assert!(m.committed());
+        assert!(m.cancel());
+        assert_eq!(m.check(), Err(Cancelled));
+        assert!(m.commit_point().is_err());
     }
 
     #[test]
@@ -261,11 +286,14 @@ mod tests {
             let m = Monitor::new();
             let other = m.clone();
             let canceller = std::thread::spawn(move || other.cancel());
-            let committed = m.commit_point().is_ok();
+            // The guard held until the canceller is done: the commit is under way meanwhile.
+            let guard = m.commit_point();
+            let committed = guard.is_ok();
             let cancelled = canceller.join().unwrap();
             assert_ne!(committed, cancelled, "exactly one of the two takes effect");
             assert_eq!(m.committed(), committed);
             assert_eq!(m.is_cancelled(), cancelled);
+            drop(guard);
         }
     }
 

@@ -24,6 +24,7 @@ fn _trellis(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ingest::ingest, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::index_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(retrieve::evaluate_retrieval, m)?)?;
+    m.add_function(wrap_pyfunction!(retrieve::check_settings, m)?)?;
     m.add_function(wrap_pyfunction!(metrics::_score, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("build", trellis::build_name())?;

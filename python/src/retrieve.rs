@@ -370,3 +370,24 @@ pub fn evaluate_retrieval<'py>(
     .map_err(errors::to_py)?;
     convert::serialized(py, &report)
 }
+
+/// check_settings(component, kind=None, **options) -> None.
+///
+/// The library's check of settings alone, opening no store and no model: ``component`` is
+/// ``"linker"``, ``"retriever"`` (``kind`` its name) or ``"pipeline"`` (``kind`` the
+/// retriever's name; generator settings ``gen_*``). Raises ``SettingError`` with the sentence
+/// ``Retriever``, ``Pipeline`` and the command line give; what a model's own ``trellis.json``
+/// decides (a generator's strategy) is checked when the model is opened.
+#[pyfunction]
+#[pyo3(signature = (component, kind = None, **options))]
+pub fn check_settings(component: &str, kind: Option<&str>, options: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+    let s = convert::settings(options)?;
+    let kind = || kind.ok_or_else(|| errors::setting(format!("check_settings(\"{component}\") needs kind= (the retriever's name)")));
+    match component {
+        "linker" => trellis::settings::link(&s).map(drop),
+        "retriever" => trellis::settings::retriever(kind()?, &s).map(drop),
+        "pipeline" => trellis::settings::PipelineSpec::read(kind()?, &s).map(drop),
+        other => return Err(errors::setting(format!("component must be \"linker\", \"retriever\" or \"pipeline\", not {other:?}"))),
+    }
+    .map_err(errors::to_py)
+}

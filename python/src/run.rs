@@ -178,7 +178,9 @@ pub fn interruptible<T: Send + Outcome>(
         });
         loop {
             let finished = py.detach(|| done.wait(SLICE));
-            if let Err(e) = tick(py).and_then(|()| if finished { Ok(()) } else { py.check_signals() }) {
+            // Signals are checked in the last slice too: a Ctrl-C that came as the work
+            // finished is raised here, with the note when the work had committed.
+            if let Err(e) = tick(py).and_then(|()| py.check_signals()) {
                 cancel();
                 let out = py.detach(|| worker.join());
                 if committed() && out.as_ref().is_ok_and(Outcome::succeeded) {

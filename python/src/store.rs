@@ -106,6 +106,13 @@ impl PyStore {
     }
 }
 
+impl Drop for PyStore {
+    /// A handle collected without `close()` lets go of its entry in [`WRITERS`] too.
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
 /// How an entity was found, as the command line's `entity --json` names it.
 fn match_name(m: Option<EntityMatch>) -> &'static str {
     match m {

@@ -204,3 +204,21 @@ def test_a_failed_open_of_a_missing_path_leaves_nothing_behind(tmp_path):
         trellis.Store.open(a_file)
     with pytest.raises(trellis.StoreError, match="is a file, not a store directory"):
         trellis.ingest(a_file, [SAMPLE])
+
+
+def test_a_writer_handle_collected_without_close_frees_the_store(tmp_path):
+    import gc
+
+    kg = tmp_path / "kg"
+    trellis.ingest(kg, [SAMPLE])
+
+    def use_a_writer():
+        w = trellis.Store.open(kg)
+        assert w.stats()["facts"] > 0
+
+    use_a_writer()
+    gc.collect()
+    # Its lock and its entry among this process's writers went with it.
+    trellis.ingest(kg, [SAMPLE])
+    with trellis.Store.open(kg) as again:
+        assert not again.closed

@@ -78,8 +78,8 @@ def test_settings_out_of_range(store):
         trellis.Retriever(store, "gsr", model=GSR, beams=0)
     with pytest.raises(trellis.SettingError):
         trellis.Retriever(store, "gsr", model=GSR, alpha=2.0)
-    with pytest.raises(trellis.SettingError):
-        trellis.Retriever(store, "pcst", seed=-1)
+    with pytest.raises(trellis.SettingError, match=r"^seed must be within 0\.\.=18446744073709551615, not -1$"):
+        trellis.Retriever(store, "random", seed=-1)
     with pytest.raises(trellis.SettingError):
         store.neighbors("Golf", hops=3)
 

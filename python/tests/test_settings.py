@@ -65,3 +65,13 @@ def test_values_python_cannot_overflow(store):
         trellis.Generator(GENERATOR).generate(["hi"], seed=-1)
     with pytest.raises(trellis.SettingError, match=r"^`beams` cannot be a dict"):
         trellis.Retriever(store, "gsr", model=REPO / "models" / "gsr-opendialkg", beams={})
+
+
+def test_settings_are_checked_without_a_store_or_a_model():
+    trellis.check_settings("retriever", "gsr", model="no/such/dir", beams=4)
+    with pytest.raises(trellis.SettingError, match=r"^`beams` does not apply to the bm25 retriever"):
+        trellis.check_settings("retriever", "bm25", beams=4)
+    with pytest.raises(trellis.SettingError, match=r"^gen_beams must be within"):
+        trellis.check_settings("pipeline", "bm25", gen_beams=0)
+    with pytest.raises(trellis.SettingError, match=r"^unknown setting `windw` for a linker"):
+        trellis.check_settings("linker", windw=3)

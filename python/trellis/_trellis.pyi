@@ -147,6 +147,10 @@ def index_tokens(
 ) -> Dict[str, Any]:
     """Builds the token index of a model's tokenizer in the store; its record."""
 
+def check_settings(component: str, kind: Optional[str] = None, **options: Any) -> None:
+    """The library's check of settings alone (no store, no model): ``"linker"``,
+    ``"retriever"`` or ``"pipeline"``; raises ``SettingError``."""
+
 def evaluate_retrieval(
     retriever: Retriever,
     dialogs: StrPath,

@@ -227,19 +227,16 @@ def _read(path: str) -> Any:
 
 
 def _check_settings(args: Any, common: Dict[str, Any]) -> None:
-    """Builds the retriever or pipeline once here, before Ray starts: bad settings (or a
-    store or model that cannot be opened) fail at once, as the command line fails."""
+    """The settings checked here, before Ray starts, by the library alone (no store or model
+    is opened: on a cluster they may live only on the nodes): bad settings fail at once,
+    as the command line fails."""
     import trellis
 
-    options = {k: v for k, v in common.items() if k not in ("actors", "threads", "on_error", "batch_size", "model", "top")}
-    store = trellis.Store.open_read_only(args.store)
-    top = common.get("top")
-    extra = {} if top is None else {"top": top}
+    options = {k: v for k, v in common.items() if k not in ("actors", "threads", "on_error", "batch_size", "top")}
     if args.task == "retrieve":
-        trellis.Retriever(store, args.retriever or "pcst", model=args.model, **extra, **options)
+        trellis.check_settings("retriever", args.retriever or "pcst", **options)
     else:
-        trellis.Pipeline(store, args.retriever or "gsr", model=args.model, generator=args.generator, **extra, **options)
-    store.close()
+        trellis.check_settings("pipeline", args.retriever or "gsr", **options)
 
 
 def _option(text: str) -> Any:

@@ -212,9 +212,11 @@ fn run_locked(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport
     let mut report = state.report;
     // Past this point a cancel is refused (`Monitor::cancel` returns false) and the load
     // commits; before it, a cancel leaves the store unchanged.
-    state.loader.monitor.commit_point().map_err(|_| IngestError::Cancelled)?;
+    let monitor = state.loader.monitor.clone();
+    let committing = monitor.commit_point().map_err(|_| IngestError::Cancelled)?;
     drop(old);
     next.commit()?;
+    drop(committing);
     drop(tmp);
     report.entities = meta.entities;
     report.relations = meta.relations;

@@ -117,7 +117,8 @@ pub(crate) fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, mo
     };
     db.put_cf(cf(CF_TOKENIZERS), tokenizer_key(fp), serde_json::to_vec(&info).expect("info serializes")).rocks()?;
     // As a load's: a cancel before it leaves the store unchanged, one after it is refused.
-    monitor.commit_point().map_err(|_| IngestError::Cancelled)?;
+    let committing = monitor.commit_point().map_err(|_| IngestError::Cancelled)?;
     next.commit()?;
+    drop(committing);
     Ok(info)
 }

@@ -723,8 +723,12 @@ impl PipelineSpec {
         let runtime = read_runtime(&r)?;
         let batch = r.usize("batch", &limits::BATCH)?.unwrap_or(PIPELINE_BATCH);
         let mut retriever = read_retriever(kind, &r, Role::InPipeline, &runtime)?;
-        if let RetrieverKind::Gsr(g) = &mut retriever.kind {
-            g.batch = batch;
+        // Every generative retriever of the pipeline, pooled ones too, decodes `batch` at a time.
+        let pooled = retriever.rerank.iter_mut().flat_map(|o| o.pool.iter_mut());
+        for k in std::iter::once(&mut retriever.kind).chain(pooled) {
+            if let RetrieverKind::Gsr(g) = k {
+                g.batch = batch;
+            }
         }
         let g = Reader::new(s, "gen_");
         let mut generator = GeneratorSpec::read_with(&g, "gen_")?;

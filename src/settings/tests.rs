@@ -183,3 +183,12 @@ fn edit_distance_is_levenshtein() {
     assert_eq!(closest("rerank_topp", ["rerank_top", "rerank"].into_iter()), Some("rerank_top"));
     assert_eq!(closest("zzzzzz", ["rerank_top"].into_iter()), None);
 }
+
+#[test]
+fn a_pipeline_s_batch_reaches_every_generative_retriever_pooled_ones_too() {
+    let mut s = given(&[("model", "m"), ("rerank", "r"), ("batch", "2")]);
+    s.set_list("rerank_pool", ["gsr"]);
+    let p = PipelineSpec::read("pcst", &s).unwrap();
+    let pool = &p.retriever.rerank.as_ref().unwrap().pool;
+    assert!(matches!(&pool[0], RetrieverKind::Gsr(g) if g.batch == 2), "{pool:?}");
+}

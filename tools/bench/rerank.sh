@@ -28,9 +28,12 @@ out="$work/rerank-bench.tsv"
 for round in $(seq "$ROUNDS"); do
     for r in "${rows[@]}"; do
         IFS='|' read -r name flags <<<"$r"
+        # --model-threads only where a model runs: the library refuses it for the others.
+        mt=()
+        case "$flags" in *--model\ * | *--dense-model* | *--surge-model* | *--rerank\ *) mt=(--model-threads "$threads") ;; esac
         # shellcheck disable=SC2086
         "$bin" eval retrieval --store "$store" --input "$data/opendialkg/dialogs_dev.csv" --actions all --max-turns "$TURNS" \
-            --model-threads "$threads" $flags --json >"$work/rerank-bench.json"
+            "${mt[@]}" $flags --json >"$work/rerank-bench.json"
         python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r=r[0] if isinstance(r,list) else r; print(sys.argv[2], sys.argv[3], r["turns_per_s"], r["path_at"]["1"], sep="\t")' \
             "$work/rerank-bench.json" "$round" "$name" >>"$out"
     done

@@ -47,8 +47,11 @@ for r in "${rows[@]}"; do
     if [ ! -s "$file" ]; then
         turns=()
         case "$flags" in *--rerank\ *) turns=(--turns "${file%.json}.turns.jsonl") ;; esac
+        # --model-threads only where a model runs: the library refuses it for the others.
+        mt=()
+        case "$flags" in *--model\ * | *--dense-model* | *--surge-model* | *--rerank\ *) mt=(--model-threads "$threads") ;; esac
         # shellcheck disable=SC2086
-        "$bin" eval retrieval --store "$store" --input "$data/opendialkg/dialogs_dev.csv" --actions all --model-threads "$threads" \
+        "$bin" eval retrieval --store "$store" --input "$data/opendialkg/dialogs_dev.csv" --actions all "${mt[@]}" \
             "${limit[@]}" $flags --json "${turns[@]}" >"$file.part"
         mv "$file.part" "$file"
     fi
