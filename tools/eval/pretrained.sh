@@ -60,7 +60,10 @@ for r in "${rows[@]}"; do
     file="$work/$max_turns-$(echo "$name" | tr 'A-Z' 'a-z' | tr -c 'a-z0-9\n' '-' | tr -s '-').json"
     if [ ! -s "$file" ]; then
         # shellcheck disable=SC2086
-        "$bin" eval retrieval --store "$store" --input "$data/dialogs_dev.csv" --max-turns "$max_turns" --model-threads "$threads" \
+        # --model-threads only where a model runs (the engine refuses it for plain pcst).
+        mt=()
+        case "$flags" in *--dense-model*) mt=(--model-threads "$threads") ;; esac
+        "$bin" eval retrieval --store "$store" --input "$data/dialogs_dev.csv" --max-turns "$max_turns" "${mt[@]}" \
             $flags --json >"$file.part"
         mv "$file.part" "$file"
     fi
