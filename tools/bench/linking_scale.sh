@@ -5,12 +5,13 @@
 # (1.0 is linear). Issue 32 found a 5 MB message taking 72 s (about n^1.45) before linking
 # counted character offsets from the previous mention instead of the text's start.
 #
-#   bash tools/bench/linking_scale.sh
+#   bash tools/bench/linking_scale.sh                       # this build
+#   TRELLIS_BIN=/path/to/old/trellis bash tools/bench/linking_scale.sh   # another, to compare
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source tools/setup.sh
 cargo build --release --locked --bin trellis >&2
-bin="$CARGO_TARGET_DIR/release/trellis"
+bin="${TRELLIS_BIN:-$CARGO_TARGET_DIR/release/trellis}"  # TRELLIS_BIN: another build, side by side
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$bin" ingest --store "$work/kg" tests/fixtures/opendialkg-sample.tsv >/dev/null 2>&1
