@@ -11,8 +11,9 @@
 # encoders   tools/requirements/encoders.txt ~/.cache/trellis/venv-encoders     about 6.1 GB
 #            (train's packages, sentence-transformers: tools/reference/encoder_fixtures.py; the
 #            pretrained all-MiniLM-L6-v2's package: tools/train/pretrained.py)
-# python     tools/requirements/python.txt  ~/.cache/trellis/venv-python        about 70 MB
-#            (maturin and pytest: tools/test.sh builds the Python package into it)
+# python     tools/requirements/python.txt  ~/.cache/trellis/venv-python        about 110 MB
+#            (maturin, pytest and mypy: tools/test.sh builds the Python package into it and
+#            type-checks python/tests/typed_use.py against the stubs)
 # ray        tools/requirements/ray.txt     ~/.cache/trellis/venv-ray           about 660 MB
 #            (the python environment and Ray Data: TRELLIS_RAY=1 bash tools/python.sh)
 #
@@ -31,8 +32,8 @@ case "$purpose" in
     onnx) default=venv-onnx; probe="import onnx, onnxruntime, tokenizers, numpy" ;;
     metrics) default=venv-metrics; probe="import sacrebleu, rouge_score, nltk" ;;
     pcst) default=venv-pcst; probe="import numpy, pcst_fast, networkx, rank_bm25; assert numpy.__version__ < '2'" ;;
-    python) default=venv-python; probe="import maturin, pytest" ;;
-    ray) default=venv-ray; probe="import maturin, pytest, ray.data, pyarrow" ;;
+    python) default=venv-python; probe="import maturin, pytest, mypy" ;;
+    ray) default=venv-ray; probe="import maturin, pytest, mypy, ray.data, pyarrow" ;;
     train) default=venv-tools; probe="import torch, transformers, optimum.exporters.onnx, onnxruntime, tokenizers" ;;
     # all_minilm_l6_v2 prints a line when imported: found, not imported.
     encoders) default=venv-encoders; probe="import importlib.util, sentence_transformers, optimum.exporters.onnx, onnxruntime, tokenizers; assert importlib.util.find_spec('all_minilm_l6_v2')" ;;

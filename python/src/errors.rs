@@ -54,7 +54,7 @@ fn gsr_kind(e: &trellis::retrieve::gsr::GsrError) -> Kind {
     match e {
         G::Read(_) => Kind::Store { path: None },
         // The store lacks the model's token index: `index_tokens` on the store fixes it.
-        G::TokenIndex { .. } => Kind::Store { path: None },
+        G::TokenIndex { .. } | G::TokenIndexWithDefaults { .. } => Kind::Store { path: None },
         G::Setting(_) | G::Memory(_) => Kind::Setting,
         _ => Kind::Model,
     }

@@ -103,21 +103,41 @@ def test_handles_pickle_into_a_spawned_process(store):
     assert got == [pcst.retrieve(history), gsr.retrieve(history)]
 
 
+# Handles a forked child inherits (by memory, not by pickling: a forked Process's target
+# reads them from here).
+_INHERITED = {}
+
+
+def _use_inherited(conn):
+    pcst, gsr, store, history = _INHERITED["handles"]
+    try:
+        conn.send(("ok", [pcst.retrieve_batch([history] * 4), gsr.retrieve(history), store.stats()["facts"]]))
+    except BaseException as e:  # reported to the parent, not lost in the child
+        conn.send(("error", repr(e)))
+    conn.close()
+
+
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_handles_work_in_a_forked_child(store):
+    """The reopen-after-fork path: the child uses the very objects the parent made (their
+    thread pools and model sessions do not survive fork), which reopen themselves there."""
     history = ["Do you know anything about Jordan Spieth?"]
     pcst = trellis.Retriever(store, "pcst")
     gsr = trellis.Retriever(store, "gsr", model=GSR, top=2)
     # Used in the parent first: its thread pools and model sessions exist when it forks.
-    expected = [pcst.retrieve_batch([history] * 4), gsr.retrieve(history)]
+    expected = [pcst.retrieve_batch([history] * 4), gsr.retrieve(history), store.stats()["facts"]]
+    _INHERITED["handles"] = (pcst, gsr, store, history)
     ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(1) as pool:
-        got = pool.apply(forked_work, (pcst, gsr, history))
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=_use_inherited, args=(child,))
+    p.start()
+    assert parent.poll(120), "the forked child answered nothing"
+    status, got = parent.recv()
+    p.join(60)
+    assert (status, p.exitcode) == ("ok", 0), got
     assert got == expected
-
-
-def forked_work(pcst, gsr, history):
-    return [pcst.retrieve_batch([history] * 4), gsr.retrieve(history)]
+    # The parent's handles are unharmed.
+    assert gsr.retrieve(history) == expected[1]
 
 
 def test_batch_progress_and_ctrl_c(store, dev_requests):

@@ -15,7 +15,7 @@ are :mod:`trellis.errors` classes, rooted at :class:`TrellisError`. Handles pick
 what reopens them (paths and options).
 """
 
-from . import arrow, metrics
+from . import arrow, metrics, types
 from ._trellis import (
     Generator,
     Linker,
@@ -42,6 +42,7 @@ __all__ = [
     "evaluate_retrieval",
     "check_settings",
     "metrics",
+    "types",
     "arrow",
     "TrellisError",
     "BadInputError",

@@ -14,6 +14,8 @@ Knowledge = Sequence[Sequence[Triple]]
 #: ``{"work", "step", "steps", "stage", "done", "total", "unit", "facts"}`` (``trellis::Progress``).
 ProgressCallback = Callable[[Dict[str, Any]], Any]
 
+from .types import Answer, Generated, Mention, Reply
+
 __version__: str
 build: str
 
@@ -58,7 +60,7 @@ class Linker:
     def __init__(self, store: Union[Store, StrPath], **options: Any) -> None: ...
     @property
     def store(self) -> Store: ...
-    def link(self, what: Union[str, History]) -> List[Dict[str, Any]]:
+    def link(self, what: Union[str, History]) -> List[Mention]:
         """Mentions: ``{"message", "speaker", "start", "end", "char_start", "char_end",
         "text", "kind", "entities": [{"id", "name", "degree"}]}``."""
 
@@ -75,7 +77,7 @@ class Retriever:
     def store(self) -> Store: ...
     @property
     def batch_size(self) -> int: ...
-    def retrieve(self, history: History, top: Optional[int] = None, entities: Optional[List[str]] = None) -> Dict[str, Any]:
+    def retrieve(self, history: History, top: Optional[int] = None, entities: Optional[List[str]] = None) -> Answer:
         """``{"mentioned": [names], "paths": [{"score", "explanation", "triples"}]}``."""
     def retrieve_batch(
         self,
@@ -83,7 +85,7 @@ class Retriever:
         top: Optional[int] = None,
         on_error: str = "stop",
         progress: Optional[ProgressCallback] = None,
-    ) -> List[Optional[Dict[str, Any]]]:
+    ) -> List[Optional[Answer]]:
         """One answer per history or request dict ``{"id", "history", "entities"}``, in order."""
 
 class Generator:
@@ -93,7 +95,7 @@ class Generator:
     def __init__(self, model: StrPath, **options: Any) -> None: ...
     @property
     def model(self) -> str: ...
-    def generate(self, history: History, knowledge: Optional[Knowledge] = None, seed: Optional[int] = None) -> Dict[str, Any]:
+    def generate(self, history: History, knowledge: Optional[Knowledge] = None, seed: Optional[int] = None) -> Generated:
         """``{"text", "tokens", "score", "finish"}`` (and ``"responses"`` when several)."""
     def generate_batch(
         self,
@@ -101,7 +103,7 @@ class Generator:
         knowledge: Optional[Knowledge] = None,
         seed: Optional[int] = None,
         progress: Optional[ProgressCallback] = None,
-    ) -> List[Dict[str, Any]]: ...
+    ) -> List[Generated]: ...
 
 class Pipeline:
     """Link, retrieve, generate. Retriever options as ``Retriever`` takes them, generator
@@ -117,11 +119,11 @@ class Pipeline:
         top: int = 3,
         **options: Any,
     ) -> None: ...
-    def respond(self, history: Union[History, Dict[str, Any]], knowledge: Optional[Knowledge] = None, seed: Optional[int] = None) -> Dict[str, Any]:
+    def respond(self, history: Union[History, Dict[str, Any]], knowledge: Optional[Knowledge] = None, seed: Optional[int] = None) -> Reply:
         """``{"response", "mentioned", "knowledge", "paths", "timings"}``."""
     def respond_batch(
         self, requests: Sequence[Union[History, Dict[str, Any]]], on_error: str = "stop", progress: Optional[ProgressCallback] = None
-    ) -> List[Optional[Dict[str, Any]]]: ...
+    ) -> List[Optional[Reply]]: ...
 
 def ingest(
     store: Union[Store, StrPath],

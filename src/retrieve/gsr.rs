@@ -148,6 +148,15 @@ pub enum GsrError {
         /// Why the index cannot be used.
         source: TokenIndexError,
     },
+    /// As `TokenIndex`, for a model directory without `trellis.json`: its defaults were
+    /// used, and the index does not fit them (often: the model needs its `trellis.json`).
+    #[error("{model} has no trellis.json, so its defaults were used (linearization dialoggsr): {source}")]
+    TokenIndexWithDefaults {
+        /// The model directory.
+        model: PathBuf,
+        /// Why the index cannot be used.
+        source: TokenIndexError,
+    },
     /// The constraint automaton failed (boundaries the tokenizer cannot write, a state from elsewhere).
     #[error(transparent)]
     Decode(#[from] DecodeError),
@@ -360,8 +369,14 @@ impl GsrRetriever {
         }
         let d: DecodingConfig = dir.section()?;
         let lin = dir.linearization().clone();
-        let index = TokenIndex::open(store.clone(), dir.names().fingerprint(), &lin)
-            .map_err(|e| GsrError::TokenIndex { model: opts.model.clone(), source: e.with_tokenizer(&dir.path().join(TOKENIZER_FILE)) })?;
+        let index = TokenIndex::open(store.clone(), dir.names().fingerprint(), &lin).map_err(|e| {
+            let source = e.with_tokenizer(&dir.path().join(TOKENIZER_FILE));
+            if dir.has_trellis_file() {
+                GsrError::TokenIndex { model: opts.model.clone(), source }
+            } else {
+                GsrError::TokenIndexWithDefaults { model: opts.model.clone(), source }
+            }
+        })?;
         let cfg = dir.config();
         let boundaries = Boundaries::new(&lin, dir.tokenizer(), cfg.eos_token_id)?;
         let o = &opts.overrides;

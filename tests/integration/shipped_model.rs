@@ -295,3 +295,40 @@ fn the_shipped_generator_reads_and_writes_placeholders() {
     }
     assert!(with_placeholder >= 1, "the model wrote no placeholder: {out:?}");
 }
+
+/// A model directory copied without its `trellis.json` runs on the defaults (the paper's
+/// dialoggsr linearization): against a store indexed for the model's real linearization the
+/// error says the file is missing and which defaults were used, not only that the index
+/// differs.
+#[test]
+fn a_retriever_without_its_trellis_json_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model");
+    std::fs::create_dir(&model).unwrap();
+    for e in std::fs::read_dir(shipped()).unwrap().flatten() {
+        if e.file_name() != "trellis.json" && e.path().is_file() {
+            std::fs::copy(e.path(), model.join(e.file_name())).unwrap();
+        }
+    }
+    let store = dir.path().join("kg");
+    ingest(&store, &[], &[&fixture("opendialkg-sample.tsv")]);
+    let tokenizer = shipped().join("tokenizer.json");
+    let indexed =
+        trellis().arg("index-tokens").arg("--store").arg(&store).arg("--tokenizer").arg(&tokenizer).args(["--linearization", "trellis"]).output().unwrap();
+    assert!(indexed.status.success());
+    let input = write(dir.path(), "in.jsonl", b"{\"history\": [\"Jordan Spieth\"]}\n");
+    let out = trellis()
+        .args(["retrieve", "--retriever", "gsr", "--store"])
+        .arg(&store)
+        .arg("--model")
+        .arg(&model)
+        .arg("--input")
+        .arg(&input)
+        .arg("--output")
+        .arg(dir.path().join("out.jsonl"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("has no trellis.json, so its defaults were used (linearization dialoggsr)"), "{err}");
+}
