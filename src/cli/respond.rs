@@ -107,9 +107,11 @@ pub fn respond(args: RespondArgs) -> Result<ExitCode> {
             seed: None,
         },
     };
+    let source = args.dialog.as_ref().map_or("the command line".to_string(), |p| p.display().to_string());
+    // As a request line's: at most `limits::DIALOG_BYTES` of text, whatever way it came.
+    trellis::dialog::check_dialog_size(&line.request.history).map_err(|e| super::BadInputLine { file: source.clone(), line: 1, what: e.to_string() })?;
     let store = open_store(&args.store)?;
     let (pipeline, _) = open_pipeline(store.clone(), &args.retriever, &args.generator)?;
-    let source = args.dialog.as_ref().map_or("the command line".to_string(), |p| p.display().to_string());
     let request = request_of(&store, &line).with_context(|| format!("reading store {}", args.store.display()))?.map_err(|e| super::BadInputLine {
         file: source,
         line: 1,

@@ -259,4 +259,16 @@ fn a_request_longer_than_the_limit_is_a_bad_line() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(std::fs::read_to_string(dir.path().join("skipped.jsonl")).unwrap().lines().count(), 1);
+    // `respond` holds its dialog to the same limit, given as plain text too.
+    let text = write(dir.path(), "dialog.txt", long.as_bytes());
+    let out = trellis()
+        .args(["respond", "--retriever", "bm25", "--generator", "models/generator-opendialkg", "--store"])
+        .arg(&store)
+        .arg("--dialog")
+        .arg(&text)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{err}");
+    assert!(err.contains("dialog.txt:1: the dialog holds"), "{err}");
 }
