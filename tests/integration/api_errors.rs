@@ -163,6 +163,10 @@ fn violations(types: &[ErrorType], umbrella: &str) -> Vec<String> {
         } else if !converts && !carried {
             out.push(format!("{} ({}): listed as carried by {carriers:?}, none of which has a field of it", t.name, t.file));
         }
+        // A tuple variant of free text is a String problem too; a panic's text is data.
+        if t.body.contains("(String)") && t.name != "InitFailure" {
+            out.push(format!("{} ({}): a variant holds a bare String", t.name, t.file));
+        }
         for field in PROBLEM_FIELDS {
             if t.body.contains(&format!("{field}: String")) {
                 out.push(format!("{} ({}): field `{field}` is a String", t.name, t.file));
@@ -191,13 +195,14 @@ fn every_public_error_converts_and_carries_no_string_problem_or_backend_type() {
 
 #[test]
 fn the_rules_catch_a_deliberate_violation() {
-    let code = "#[derive(Debug, thiserror::Error)]\npub enum NewError {\n    #[error(\"x\")]\n    Bad { problem: String, source: rocksdb::Error },\n}\n";
+    let code = "#[derive(Debug, thiserror::Error)]\npub enum NewError {\n    #[error(\"x\")]\n    Bad { problem: String, source: rocksdb::Error },\n    #[error(\"{0}\")]\n    Other(String),\n}\n";
     let types = error_types("src/new.rs", code);
     assert_eq!(types.len(), 1);
     let v = violations(&types, &umbrella());
     assert!(v.iter().any(|l| l.contains("no conversion into trellis::Error")), "{v:?}");
     assert!(v.iter().any(|l| l.contains("field `problem` is a String")), "{v:?}");
     assert!(v.iter().any(|l| l.contains("carries a rocksdb:: type")), "{v:?}");
+    assert!(v.iter().any(|l| l.contains("a variant holds a bare String")), "{v:?}");
     // A crate-private error is not part of the surface.
     assert!(error_types("src/x.rs", "#[derive(thiserror::Error)]\npub(crate) enum Inner { A }").is_empty());
 }

@@ -379,6 +379,8 @@ fn a_closed_pipe_ends_every_printing_command_quietly() {
         vec!["link", "--store", s, "Alpha and Bravo"],
         vec!["doctor"],
         vec!["eval", "linking", "--store", s, "--input", p(&dialogs), "--no-substring"],
+        vec!["eval", "retrieval", "--store", s, "--input", p(&dialogs), "--retriever", "bm25", "--json"],
+        vec!["migrate", "--store", s, "--json"],
         vec!["--help"],
     ];
     for args in commands {
