@@ -224,3 +224,42 @@ fn a_retrieval_evaluation_reports_turns_and_stops_when_cancelled() {
     let err = trellis::eval::retrieval::evaluate(&store, &r, &dialogs, &[1], &cancel_at_first_report()).unwrap_err();
     assert!(matches!(err, RetrieveError::Cancelled), "{err}");
 }
+
+/// A cancel at any moment of a load, from the library: at the commit step's report (the
+/// last moment before the commit point) the load stops and the store is as it was; after the
+/// load, the same monitor is refused nothing (it stops the next piece of work), and says a
+/// commit happened under it.
+#[test]
+fn a_cancel_at_the_commit_step_stops_the_load_and_the_monitor_serves_the_next_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("kg");
+    let first = write(dir.path(), "a.tsv", b"Alpha\tr\tBravo\n");
+    let more = write(dir.path(), "b.tsv", b"Bravo\tt\tDelta\nCharlie\tu\tEcho\n");
+    BulkLoader::new(&store).load(&[spec(first)]).unwrap();
+    let before = contents(&store);
+    for stage in ["commit", "facts"] {
+        // Cancels itself at the first report of `stage` (the commit step's is `commit`).
+        let slot: Arc<Mutex<Option<Monitor>>> = Arc::default();
+        let inner = slot.clone();
+        let m = Monitor::with_callback(move |p| {
+            if p.stage == stage || (stage == "facts" && p.unit == Unit::Facts) {
+                if let Some(m) = inner.lock().unwrap().as_ref() {
+                    assert!(m.cancel(), "before the commit point a cancel takes effect");
+                }
+            }
+        });
+        *slot.lock().unwrap() = Some(m.clone());
+        let e = BulkLoader::new(&store).with_monitor(m.clone()).load(&[spec(more.clone())]).unwrap_err();
+        assert!(matches!(e, IngestError::Cancelled), "{stage}: {e:?}");
+        assert!(!m.committed());
+        assert_eq!(contents(&store), before, "{stage}: the store is as it was");
+    }
+    // A load that commits, then the same monitor cancels the next work.
+    let m = Monitor::new();
+    BulkLoader::new(&store).with_monitor(m.clone()).load(&[spec(more.clone())]).unwrap();
+    assert!(m.committed());
+    assert!(m.cancel(), "after the commit the monitor stops the next piece of work");
+    let e = BulkLoader::new(&store).with_monitor(m).load(&[spec(more)]).unwrap_err();
+    assert!(matches!(e, IngestError::Cancelled), "{e:?}");
+    assert_valid(&store);
+}
