@@ -153,11 +153,33 @@ pub fn int_arg(v: &Bound<'_, PyAny>, range: &trellis::limits::IntRange) -> PyRes
     range.parse(&text).map_err(errors::to_py)
 }
 
-/// A whole-number argument with a default (pyo3 reads it as an i128: any int a user writes
-/// short of 2^127), checked by the library's own parser as [`int_arg`].
-pub fn wide_int(v: i128, range: &trellis::limits::IntRange) -> PyResult<usize> {
-    let n = range.parse(&v.to_string()).map_err(errors::to_py)?;
-    usize::try_from(n).map_err(|_| errors::to_py(range.refuse(n)))
+/// A whole-number argument with a default: any Python int, kept as its decimal text and
+/// checked by the library's own parser ([`AnyInt::check`]), so an int of any size is refused
+/// with the range, never an OverflowError; anything else is a TypeError.
+pub struct AnyInt(String);
+
+impl AnyInt {
+    /// The default given in a signature.
+    pub fn of(v: u64) -> AnyInt {
+        AnyInt(v.to_string())
+    }
+
+    /// The value within `range`, as a `usize`.
+    pub fn check(&self, range: &trellis::limits::IntRange) -> PyResult<usize> {
+        let n = range.parse(&self.0).map_err(errors::to_py)?;
+        usize::try_from(n).map_err(|_| errors::to_py(range.refuse(n)))
+    }
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for AnyInt {
+    type Error = PyErr;
+
+    fn extract(obj: pyo3::Borrowed<'a, 'py, PyAny>) -> PyResult<AnyInt> {
+        if obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>() {
+            return Ok(AnyInt(obj.str()?.to_cow()?.into_owned()));
+        }
+        Err(PyTypeError::new_err(format!("expected an int, not {}", obj.get_type().name()?)))
+    }
 }
 
 /// [`int_arg`] as a `usize`.

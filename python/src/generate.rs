@@ -215,19 +215,19 @@ fn request_of<'l>(store: &trellis::Store, line: &'l PipelineLine) -> Result<Resu
 #[pymethods]
 impl PyPipeline {
     #[new]
-    #[pyo3(signature = (store, retriever = "gsr", model = None, generator = None, top = 3, **options))]
+    #[pyo3(signature = (store, retriever = "gsr", model = None, generator = None, top = convert::AnyInt::of(3), **options), text_signature = "(store, retriever='gsr', model=None, generator=None, top=3, **options)")]
     fn new(
         py: Python<'_>,
         store: &Bound<'_, PyAny>,
         retriever: &str,
         model: Option<PathBuf>,
         generator: Option<PathBuf>,
-        top: i128,
+        top: convert::AnyInt,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyPipeline> {
         let generator = generator.ok_or_else(|| errors::setting("a pipeline needs generator=DIR (an exported generator: see schema/model.md)"))?;
         let store = store_arg(py, store)?;
-        let top = convert::wide_int(top, &limits::KNOWLEDGE_TOP)?;
+        let top = top.check(&limits::KNOWLEDGE_TOP)?;
         let mut given = convert::settings(options)?;
         if let Some(m) = &model {
             given.set("model", m.display().to_string());

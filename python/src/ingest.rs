@@ -41,7 +41,10 @@ where
 /// store as it was, and is re-raised; a cancel that comes after the load's commit point is
 /// too late: the load completes and the exception has ``committed = True`` and a note.
 #[pyfunction]
-#[pyo3(signature = (store, files, format = None, compression = None, on_error = "stop", rejects = None, memory_mb = 1024, threads = None, reverse_prefix = "~", lang = "en", progress = None))]
+#[pyo3(
+    signature = (store, files, format = None, compression = None, on_error = "stop", rejects = None, memory_mb = convert::AnyInt::of(1024), threads = None, reverse_prefix = "~", lang = "en", progress = None),
+    text_signature = "(store, files, format=None, compression=None, on_error='stop', rejects=None, memory_mb=1024, threads=None, reverse_prefix='~', lang='en', progress=None)"
+)]
 #[allow(clippy::too_many_arguments)]
 pub fn ingest<'py>(
     py: Python<'py>,
@@ -51,8 +54,8 @@ pub fn ingest<'py>(
     compression: Option<&str>,
     on_error: &str,
     rejects: Option<PathBuf>,
-    memory_mb: i128,
-    threads: Option<i128>,
+    memory_mb: convert::AnyInt,
+    threads: Option<convert::AnyInt>,
     reverse_prefix: &str,
     lang: &str,
     progress: Option<&Bound<'py, PyAny>>,
@@ -68,12 +71,8 @@ pub fn ingest<'py>(
     let format: Option<Format> = named(format)?;
     let compression: Option<Compression> = named(compression)?;
     let on_error: OnError = named(Some(on_error))?.unwrap_or_default();
-    let check = |r: &limits::IntRange, v: i128| -> PyResult<usize> {
-        let u = u64::try_from(v).map_err(|_| errors::to_py(r.refuse(v)))?;
-        Ok(r.check(u).map_err(errors::to_py)? as usize)
-    };
-    let memory_mb = check(&limits::MEMORY_MB, memory_mb)?;
-    let threads = threads.map(|t| check(&limits::THREADS, t)).transpose()?.filter(|&t| t > 0);
+    let memory_mb = memory_mb.check(&limits::MEMORY_MB)?;
+    let threads = threads.map(|t| t.check(&limits::THREADS)).transpose()?.filter(|&t| t > 0);
     let inputs: Vec<InputSpec> = files.iter().map(|p| InputSpec { path: p.clone(), format, compression }).collect();
     let mut loader = BulkLoader::new(&dir).with_memory_mb(memory_mb).on_error(on_error).with_reverse_prefix(reverse_prefix).with_lang(lang);
     if let Some(t) = threads {

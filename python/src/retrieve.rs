@@ -150,18 +150,18 @@ fn top_of(top: Option<&Bound<'_, PyAny>>, default: usize) -> PyResult<usize> {
 #[pymethods]
 impl PyRetriever {
     #[new]
-    #[pyo3(signature = (store, kind, model = None, top = 10, **options))]
+    #[pyo3(signature = (store, kind, model = None, top = convert::AnyInt::of(10), **options), text_signature = "(store, kind, model=None, top=10, **options)")]
     fn new(
         py: Python<'_>,
         store: &Bound<'_, PyAny>,
         kind: &str,
         model: Option<std::path::PathBuf>,
-        top: i128,
+        top: convert::AnyInt,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyRetriever> {
         let store = store_arg(py, store)?;
         let cfg = retriever_config(kind, model.as_deref(), options)?;
-        let top = convert::wide_int(top, &limits::TOP)?;
+        let top = top.check(&limits::TOP)?;
         let arc = store.bind(py).get().get()?;
         let cfg2 = cfg.clone();
         let retriever = detached(py, move || Retriever::new(arc, cfg2))?.map_err(errors::to_py)?;

@@ -239,11 +239,18 @@ impl PyStore {
     /// "tail", "reverse", "hop"}`` (``trellis neighbors --json`` plus the start's name);
     /// ``relation`` (a key or name) keeps the first hop to it; ``hops`` is 1 or 2; at most
     /// ``limit`` facts per start entity.
-    #[pyo3(signature = (entity, relation = None, hops = 1, limit = 100))]
-    fn neighbors<'py>(&self, py: Python<'py>, entity: &Bound<'py, PyAny>, relation: Option<String>, hops: i128, limit: i128) -> PyResult<Bound<'py, PyList>> {
+    #[pyo3(signature = (entity, relation = None, hops = convert::AnyInt::of(1), limit = convert::AnyInt::of(100)), text_signature = "($self, entity, relation=None, hops=1, limit=100)")]
+    fn neighbors<'py>(
+        &self,
+        py: Python<'py>,
+        entity: &Bound<'py, PyAny>,
+        relation: Option<String>,
+        hops: convert::AnyInt,
+        limit: convert::AnyInt,
+    ) -> PyResult<Bound<'py, PyList>> {
         let what = target(entity)?;
-        let hops = convert::wide_int(hops, &limits::HOPS)? as u8;
-        let limit = convert::wide_int(limit, &limits::LIMIT)?;
+        let hops = hops.check(&limits::HOPS)? as u8;
+        let limit = limit.check(&limits::LIMIT)?;
         let store = self.get()?;
         let rows = detached(py, || -> PyResult<Vec<serde_json::Value>> {
             let read = |e: trellis::ReadError| errors::to_py(e);

@@ -55,6 +55,14 @@ def test_values_python_cannot_overflow(store):
     # An int of any size is refused with the range, as the command line refuses it.
     with pytest.raises(trellis.SettingError, match=r"^top must be within 1\.\.=1000, not 18446744073709551615$"):
         trellis.Retriever(store, "pcst", top=2**64 - 1)
+    with pytest.raises(trellis.SettingError, match=rf"^top must be within 1\.\.=1000, not {2**130}$"):
+        trellis.Retriever(store, "pcst", top=2**130)
+    with pytest.raises(trellis.SettingError, match=r"^top must be within 1\.\.=64, not -5$"):
+        trellis.Pipeline(store, "bm25", generator=GENERATOR, top=-5)
+    with pytest.raises(trellis.SettingError, match=r"^limit must be within"):
+        store.neighbors("Jordan Spieth", limit=2**200)
+    with pytest.raises(TypeError, match="expected an int, not str"):
+        store.neighbors("Jordan Spieth", hops="2")
     with pytest.raises(trellis.SettingError, match=r"^limit must be within"):
         store.neighbors("Jordan Spieth", limit=2**70)
     with pytest.raises(trellis.SettingError, match=r"^hops must be within 1\.\.=2, not 3$"):

@@ -103,7 +103,7 @@ def test_skip_writes_rejects(tmp_path):
     assert "only two" in rejects.read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("bad", [{"memory_mb": 1}, {"threads": -1}, {"on_error": "ignore"}, {"format": "csv"}])
+@pytest.mark.parametrize("bad", [{"memory_mb": 1}, {"memory_mb": 2**200}, {"threads": -1}, {"threads": 2**64}, {"on_error": "ignore"}, {"format": "csv"}])
 def test_ingest_settings_refused(tmp_path, bad):
     with pytest.raises(trellis.SettingError):
         trellis.ingest(tmp_path / "kg", [SAMPLE], **bad)
