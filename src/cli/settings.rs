@@ -30,92 +30,65 @@ fn augment(mut cmd: Command, tables: &[&[Spec]], prefix: &str) -> Command {
     cmd
 }
 
-/// The settings of `tables` the user gave, by their library names (without `prefix` when
-/// `keep_prefix` is false).
-fn collect(m: &ArgMatches, tables: &[&[Spec]], prefix: &str, keep_prefix: bool) -> Settings {
+/// The settings of `tables` the user gave, by the names the library reads them under
+/// (with `prefix`: a pipeline reads its generator's as `gen_beams`).
+fn collect(m: &ArgMatches, tables: &[&[Spec]], prefix: &str) -> Settings {
     let mut s = Settings::new();
     for spec in tables.iter().flat_map(|t| t.iter()) {
         let id = format!("{prefix}{}", spec.name);
         if let Ok(Some(values)) = m.try_get_many::<String>(&id) {
-            let name = if keep_prefix { id } else { spec.name.to_owned() };
-            s.set_list(name, values.cloned());
+            s.set_list(id, values.cloned());
         }
     }
     s
 }
 
-/// A retriever's settings as flags: the retriever's, the linker's and the runtime's.
-#[derive(Clone, Debug, Default)]
-pub struct RetrieverFlags(pub Settings);
+/// A group of settings as flags: the tables' settings with `prefix` before each name,
+/// collected as given.
+macro_rules! setting_flags {
+    ($(#[$doc:meta])* $name:ident, [$($table:ident),+], $prefix:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, Default)]
+        pub struct $name(pub Settings);
 
-impl FromArgMatches for RetrieverFlags {
-    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
-        Ok(RetrieverFlags(collect(m, &[RETRIEVER, LINK, RUNTIME], "", true)))
-    }
+        impl FromArgMatches for $name {
+            fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+                Ok($name(collect(m, &[$($table),+], $prefix)))
+            }
 
-    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
-        *self = Self::from_arg_matches(m)?;
-        Ok(())
-    }
+            fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+                *self = Self::from_arg_matches(m)?;
+                Ok(())
+            }
+        }
+
+        impl Args for $name {
+            fn augment_args(cmd: Command) -> Command {
+                augment(cmd, &[$($table),+], $prefix)
+            }
+
+            fn augment_args_for_update(cmd: Command) -> Command {
+                Self::augment_args(cmd)
+            }
+        }
+    };
 }
 
-impl Args for RetrieverFlags {
-    fn augment_args(cmd: Command) -> Command {
-        augment(cmd, &[RETRIEVER, LINK, RUNTIME], "")
-    }
-
-    fn augment_args_for_update(cmd: Command) -> Command {
-        Self::augment_args(cmd)
-    }
-}
-
-/// The linker's settings as flags.
-#[derive(Clone, Debug, Default)]
-pub struct LinkFlags(pub Settings);
-
-impl FromArgMatches for LinkFlags {
-    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
-        Ok(LinkFlags(collect(m, &[LINK], "", true)))
-    }
-
-    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
-        *self = Self::from_arg_matches(m)?;
-        Ok(())
-    }
-}
-
-impl Args for LinkFlags {
-    fn augment_args(cmd: Command) -> Command {
-        augment(cmd, &[LINK], "")
-    }
-
-    fn augment_args_for_update(cmd: Command) -> Command {
-        Self::augment_args(cmd)
-    }
-}
-
-/// A pipeline's generator settings as flags, `--gen-` before each name; handed over as
-/// the pipeline reads them (`gen_beams`).
-#[derive(Clone, Debug, Default)]
-pub struct GeneratorFlags(pub Settings);
-
-impl FromArgMatches for GeneratorFlags {
-    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
-        Ok(GeneratorFlags(collect(m, &[GENERATOR], "gen_", true)))
-    }
-
-    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
-        *self = Self::from_arg_matches(m)?;
-        Ok(())
-    }
-}
-
-impl Args for GeneratorFlags {
-    fn augment_args(cmd: Command) -> Command {
-        augment(cmd, &[GENERATOR], "gen_")
-    }
-
-    fn augment_args_for_update(cmd: Command) -> Command {
-        Self::augment_args(cmd)
-    }
-}
+setting_flags!(
+    /// A retriever's settings as flags: the retriever's, the linker's and the runtime's.
+    RetrieverFlags,
+    [RETRIEVER, LINK, RUNTIME],
+    ""
+);
+setting_flags!(
+    /// The linker's settings as flags.
+    LinkFlags,
+    [LINK],
+    ""
+);
+setting_flags!(
+    /// A pipeline's generator settings as flags, `--gen-` before each name.
+    GeneratorFlags,
+    [GENERATOR],
+    "gen_"
+);

@@ -87,14 +87,19 @@ fn crate_references_of(code: &str, module_path: &[String]) -> Vec<String> {
         if ups < module_path.len() + inline[start] {
             continue; // stays inside its top-level module
         }
-        if let Some(group) = rest.strip_prefix('{') {
-            out.extend(group_items(group).iter().map(|i| first_segment(i)));
-        } else {
-            out.push(first_segment(rest));
-        }
+        out.extend(first_segments(rest));
     }
     out.retain(|n| !n.is_empty());
     out
+}
+
+/// The first segment of the path that `rest` starts with, or of each item when it starts
+/// a `{...}` group.
+fn first_segments(rest: &str) -> Vec<String> {
+    match rest.strip_prefix('{') {
+        Some(group) => group_items(group).iter().map(|i| first_segment(i)).collect(),
+        None => vec![first_segment(rest)],
+    }
 }
 
 /// For every byte of `code`, how many inline modules (`mod name { ... }`) enclose it.
@@ -143,11 +148,7 @@ fn crate_references(code: &str) -> Vec<String> {
         if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
             continue; // `my_crate::`, not the crate root
         }
-        if let Some(group) = rest.strip_prefix('{') {
-            out.extend(group_items(group).iter().map(|i| first_segment(i)));
-        } else {
-            out.push(first_segment(rest));
-        }
+        out.extend(first_segments(rest));
     }
     out.retain(|n| !n.is_empty());
     out
