@@ -64,6 +64,12 @@ pub enum Error {
     /// A generator input template.
     #[error(transparent)]
     Template(#[from] crate::generate::TemplateError),
+    /// A change of an update given as JSON (`Change::from_json`).
+    #[error(transparent)]
+    Change(#[from] crate::ingest::ChangeFileProblem),
+    /// One change of an update that cannot be applied (listed in reports and refusals).
+    #[error(transparent)]
+    Update(#[from] crate::ingest::UpdateProblem),
     /// A request line of `retrieve` (its JSON, history or entities).
     #[error(transparent)]
     Request(#[from] crate::retrieve::jsonl::RequestError),

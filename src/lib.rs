@@ -60,7 +60,7 @@ pub use backend::BackendError;
 pub use error::Error;
 pub use files::FileProblem;
 pub use ids::{Direction, EntityId, RelationId};
-pub use ingest::{BulkLoader, IngestError, InputSpec};
+pub use ingest::{BulkLoader, IngestError, InputSpec, Updater};
 pub use progress::{Cancelled, Monitor, Progress};
 pub use store::{build_name, MigrateError, OpenError, ReadError, WriteError};
 pub use store::{Edge, Store};

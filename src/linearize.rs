@@ -396,7 +396,7 @@ mod tests {
         d.rev[3] = vec!["[R4]".into()];
         assert_ne!(a.fingerprint(), d.fingerprint());
         assert_ne!(a.fingerprint(), Linearization::dialoggsr().fingerprint());
-        // Stable across builds: the value is part of the on-disk format (schema/v3.md).
+        // Stable across builds: the value is part of the on-disk format (schema/v4.md).
         assert_eq!(a.fingerprint_hex(), TRELLIS_FINGERPRINT);
     }
 

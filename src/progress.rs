@@ -26,6 +26,8 @@ pub enum Work {
     Load,
     /// Building a tokenizer's token index (`Store::index_tokens`).
     IndexTokens,
+    /// A live update (`Updater::apply`).
+    Update,
     /// Ranking paths for a batch of dialog turns (`Retriever::retrieve_many`).
     Retrieve,
     /// Answering a batch of requests (`Pipeline::respond_many`).
@@ -35,11 +37,12 @@ pub enum Work {
 }
 
 impl Work {
-    /// The lower-case name (`load`, `index-tokens`, `retrieve`, `respond`, `evaluate`).
+    /// The lower-case name (`load`, `index-tokens`, `update`, `retrieve`, `respond`, `evaluate`).
     pub fn name(self) -> &'static str {
         match self {
             Work::Load => "load",
             Work::IndexTokens => "index-tokens",
+            Work::Update => "update",
             Work::Retrieve => "retrieve",
             Work::Respond => "respond",
             Work::Evaluate => "evaluate",
@@ -61,6 +64,8 @@ pub enum Unit {
     Turns,
     /// Requests of a batch.
     Requests,
+    /// Changes of an update.
+    Changes,
 }
 
 impl Unit {
@@ -72,6 +77,7 @@ impl Unit {
             Unit::Names => "names",
             Unit::Turns => "turns",
             Unit::Requests => "requests",
+            Unit::Changes => "changes",
         }
     }
 }

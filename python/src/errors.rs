@@ -78,7 +78,10 @@ pub fn kind(e: &Error) -> Kind {
         Error::Open(o) => Kind::Store { path: open_path(o) },
         Error::Read(_) | Error::Write(_) | Error::Migrate(_) | Error::TokenIndex(_) => Kind::Store { path: None },
         Error::Ingest(i) => match i {
-            I::BadLine { file, line, .. } | I::Truncated { file, line, .. } => Kind::BadInput { path: Some(file.clone()), line: Some(*line) },
+            I::BadLine { file, line, .. } | I::Truncated { file, line, .. } | I::ChangeFile { file, line, .. } => {
+                Kind::BadInput { path: Some(file.clone()), line: Some(*line) }
+            }
+            I::UpdateRefused { .. } => Kind::BadInput { path: None, line: None },
             I::UnknownFormat { path } => Kind::BadInput { path: Some(path.clone()), line: None },
             I::Io { path, .. } => Kind::Store { path: Some(path.clone()) },
             I::Cancelled => Kind::Cancelled,
@@ -103,7 +106,7 @@ pub fn kind(e: &Error) -> Kind {
             _ => Kind::Other,
         },
         Error::Setting(_) | Error::Settings(_) | Error::Memory(_) | Error::Template(_) | Error::Linearize(_) => Kind::Setting,
-        Error::Request(_) | Error::Line(_) => Kind::BadInput { path: None, line: None },
+        Error::Request(_) | Error::Line(_) | Error::Change(_) | Error::Update(_) => Kind::BadInput { path: None, line: None },
         Error::Answer(trellis::retrieve::jsonl::AnswerError::Request(_)) => Kind::BadInput { path: None, line: None },
         Error::Answer(trellis::retrieve::jsonl::AnswerError::Retrieve(r)) => retrieve_kind(r),
         Error::Encoder(_) => Kind::Model,

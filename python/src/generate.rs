@@ -214,6 +214,16 @@ fn request_of<'l>(store: &trellis::Store, line: &'l PipelineLine) -> Result<Resu
 
 #[pymethods]
 impl PyPipeline {
+    /// refresh() -> bool: moves this pipeline's retriever to the newest generation of its
+    /// store (models and generator kept; ``True`` when it moved).
+    fn refresh(&self, py: Python<'_>) -> PyResult<bool> {
+        let pipeline = self.get(py)?;
+        match detached(py, || pipeline.refreshed())?.map_err(errors::to_py)? {
+            Some(newer) => Ok(self.handle.replace(newer)),
+            None => Ok(false),
+        }
+    }
+
     #[new]
     #[pyo3(signature = (store, retriever = "gsr", model = None, generator = None, top = convert::AnyInt::of(3), **options), text_signature = "(store, retriever='gsr', model=None, generator=None, top=3, **options)")]
     fn new(

@@ -6,7 +6,7 @@ use crate::run::{detached, monitored};
 use crate::store::PyStore;
 use pyo3::prelude::*;
 use std::path::PathBuf;
-use trellis::ingest::{BulkLoader, Compression, Format, InputSpec, NameTokenizer, OnError};
+use trellis::ingest::{BulkLoader, Change, Compression, Format, InputSpec, NameTokenizer, OnError, UpdateReport, Updater};
 use trellis::limits;
 use trellis::linearize::Linearization;
 
@@ -110,4 +110,123 @@ pub fn index_tokens<'py>(
     let tok = detached(py, || NameTokenizer::from_file(&tokenizer, linearization))?.map_err(errors::to_py)?;
     let info = monitored(py, progress, |monitor| trellis::Store::index_tokens(&dir, &tok, &name, monitor))?.map_err(errors::to_py)?;
     convert::serialized(py, &info)
+}
+
+/// Pairs `(key, text)` from a dict ``{key: text}`` or an iterable of pairs.
+fn pairs(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Vec<(String, String)>> {
+    let Some(obj) = obj else { return Ok(Vec::new()) };
+    if let Ok(d) = obj.cast::<pyo3::types::PyDict>() {
+        return d
+            .iter()
+            .map(|(k, v)| Ok((k.extract::<String>()?, v.extract::<String>()?)))
+            .collect::<PyResult<_>>()
+            .map_err(|_: PyErr| pyo3::exceptions::PyTypeError::new_err(format!("{what} is a dict of str to str or a list of (key, text) pairs")));
+    }
+    obj.try_iter()?
+        .map(|p| p?.extract::<(String, String)>())
+        .collect::<PyResult<_>>()
+        .map_err(|_| pyo3::exceptions::PyTypeError::new_err(format!("{what} is a dict of str to str or a list of (key, text) pairs")))
+}
+
+fn strings(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Vec<String>> {
+    let Some(obj) = obj else { return Ok(Vec::new()) };
+    if obj.is_instance_of::<pyo3::types::PyString>() {
+        return Ok(vec![obj.extract()?]);
+    }
+    obj.try_iter()?
+        .map(|p| p?.extract::<String>())
+        .collect::<PyResult<_>>()
+        .map_err(|_| pyo3::exceptions::PyTypeError::new_err(format!("{what} is a str or a list of str")))
+}
+
+fn paths(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<PathBuf>> {
+    let Some(obj) = obj else { return Ok(Vec::new()) };
+    if obj.is_instance_of::<pyo3::types::PyString>() || (convert::path(obj).is_ok() && !obj.is_instance_of::<pyo3::types::PyList>()) {
+        return Ok(vec![convert::path(obj)?]);
+    }
+    obj.try_iter()?.map(|f| convert::path(&f?)).collect()
+}
+
+/// The changes of `update`'s arguments, in its documented order.
+#[allow(clippy::too_many_arguments)]
+pub fn changes_of(
+    changes: Option<&Bound<'_, PyAny>>,
+    add: Option<&Bound<'_, PyAny>>,
+    retract: Option<&Bound<'_, PyAny>>,
+    format: Option<&str>,
+    delete: Option<&Bound<'_, PyAny>>,
+    rename: Option<&Bound<'_, PyAny>>,
+    alias: Option<&Bound<'_, PyAny>>,
+    unalias: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Vec<trellis::ingest::SourcedChange>> {
+    let format: Option<Format> = named(format)?;
+    let mut out = Vec::new();
+    if let Some(list) = changes {
+        for (i, item) in list.try_iter()?.enumerate() {
+            let value = convert::from_py(&item?)?;
+            let change = Change::from_json(&value, std::path::Path::new("")).map_err(|e| errors::bad_input(format!("changes[{i}]: {e}")))?;
+            out.push((None, change));
+        }
+    }
+    let file = |p: PathBuf| InputSpec { path: p, format, compression: None };
+    out.extend(paths(add)?.into_iter().map(|p| (None, Change::AddFile(file(p)))));
+    out.extend(paths(retract)?.into_iter().map(|p| (None, Change::RetractFile(file(p)))));
+    out.extend(strings(delete, "delete")?.into_iter().map(|e| (None, Change::DeleteEntity(e))));
+    out.extend(pairs(rename, "rename")?.into_iter().map(|(key, name)| (None, Change::Rename { key, name })));
+    out.extend(pairs(alias, "alias")?.into_iter().map(|(key, alias)| (None, Change::Alias { key, alias })));
+    out.extend(pairs(unalias, "unalias")?.into_iter().map(|(key, alias)| (None, Change::Unalias { key, alias })));
+    if out.is_empty() {
+        return Err(errors::setting("nothing to change: give changes, add, retract, delete, rename, alias or unalias"));
+    }
+    Ok(out)
+}
+
+/// Runs an update of the store at `dir` (the writer lock taken by the library).
+pub fn run_update(
+    py: Python<'_>,
+    dir: &std::path::Path,
+    changes: Vec<trellis::ingest::SourcedChange>,
+    on_error: &str,
+    lang: &str,
+    progress: Option<&Bound<'_, PyAny>>,
+) -> PyResult<UpdateReport> {
+    crate::store::check_not_held_for_writing(dir)?;
+    let on_error: OnError = named(Some(on_error))?.unwrap_or_default();
+    let updater = Updater::new(dir).on_error(on_error).with_lang(lang);
+    monitored(py, progress, |monitor| updater.with_monitor(monitor.clone()).apply(changes))?.map_err(errors::to_py)
+}
+
+/// update(store, changes=None, add=None, retract=None, format=None, delete=None,
+/// rename=None, alias=None, unalias=None, on_error="stop", lang="en", progress=None) -> dict
+///
+/// Changes the store at ``store`` while it serves, as ``trellis update`` does, in one atomic
+/// commit whose cost follows the change: ``changes`` (a list of dicts in the change file's
+/// shape, ``{"op": "add", "subject", "relation", "object"}`` etc., applied first, in order),
+/// then the facts of the ``add`` and ``retract`` files (any ingest format), the ``delete``d
+/// entities (keys or names), ``rename`` (``{key: name}`` or pairs), ``alias`` and ``unalias``
+/// (pairs of key and alias). ``on_error="stop"`` raises ``BadInputError`` listing every change
+/// that cannot be applied and commits nothing; ``"skip"`` commits the rest and lists them in
+/// the report's ``"skipped"``. Open handles keep their generation until ``refresh()``.
+#[pyfunction]
+#[pyo3(signature = (store, changes = None, add = None, retract = None, format = None, delete = None, rename = None, alias = None, unalias = None, on_error = "stop", lang = "en", progress = None))]
+#[allow(clippy::too_many_arguments)]
+pub fn update<'py>(
+    py: Python<'py>,
+    store: &Bound<'py, PyAny>,
+    changes: Option<&Bound<'py, PyAny>>,
+    add: Option<&Bound<'py, PyAny>>,
+    retract: Option<&Bound<'py, PyAny>>,
+    format: Option<&str>,
+    delete: Option<&Bound<'py, PyAny>>,
+    rename: Option<&Bound<'py, PyAny>>,
+    alias: Option<&Bound<'py, PyAny>>,
+    unalias: Option<&Bound<'py, PyAny>>,
+    on_error: &str,
+    lang: &str,
+    progress: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let dir = store_dir(store)?;
+    let changes = changes_of(changes, add, retract, format, delete, rename, alias, unalias)?;
+    let report = run_update(py, &dir, changes, on_error, lang, progress)?;
+    convert::serialized(py, &report)
 }

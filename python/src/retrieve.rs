@@ -149,6 +149,17 @@ fn top_of(top: Option<&Bound<'_, PyAny>>, default: usize) -> PyResult<usize> {
 
 #[pymethods]
 impl PyRetriever {
+    /// refresh() -> bool: moves this retriever to the newest generation of its store when
+    /// one was committed since it was opened (its models kept; ``True`` when it moved).
+    /// Calls running meanwhile finish on the generation they started with.
+    fn refresh(&self, py: Python<'_>) -> PyResult<bool> {
+        let retriever = self.get(py)?;
+        match detached(py, || retriever.refreshed())?.map_err(errors::to_py)? {
+            Some(newer) => Ok(self.handle.replace(newer)),
+            None => Ok(false),
+        }
+    }
+
     #[new]
     #[pyo3(signature = (store, kind, model = None, top = convert::AnyInt::of(10), **options), text_signature = "(store, kind, model=None, top=10, **options)")]
     fn new(

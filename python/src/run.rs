@@ -81,6 +81,22 @@ impl<T> Handle<T> {
 }
 
 impl<T> Handle<T> {
+    /// Puts `value` in place of this process's object (a refresh to a newer generation):
+    /// calls already running keep the old one until they end. `false` when closed.
+    pub fn replace(&self, value: T) -> bool {
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        match slot.as_mut() {
+            Some(held) => {
+                let (owner, old) = std::mem::replace(held, (std::process::id(), Arc::new(value)));
+                if owner != std::process::id() {
+                    std::mem::forget(old);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Lets go of this handle's object (dropped once nothing built on it holds it); later
     /// `get`s fail. Another process's object is leaked, as in `drop`.
     pub fn close(&self) {

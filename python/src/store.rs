@@ -176,6 +176,52 @@ impl PyStore {
         PyStore::open_with(py, path, true)
     }
 
+    /// The generation this handle reads (``gen-NNNNNN``): every load, update, token index and
+    /// migration commits the next one.
+    #[getter]
+    fn generation(&self) -> PyResult<u64> {
+        Ok(self.get()?.generation())
+    }
+
+    /// refresh() -> bool: moves this handle to the newest generation when one was committed
+    /// since it was opened (``True`` when it moved). Retrievers and pipelines built on it
+    /// keep the generation they read until their own ``refresh()``.
+    fn refresh(&self, py: Python<'_>) -> PyResult<bool> {
+        let store = self.get()?;
+        match detached(py, || store.refresh())?.map_err(errors::to_py)? {
+            Some(newer) => Ok(self.handle.replace(newer)),
+            None => Ok(false),
+        }
+    }
+
+    /// update(changes=None, add=None, retract=None, format=None, delete=None, rename=None,
+    /// alias=None, unalias=None, on_error="stop", lang="en", progress=None) -> dict
+    ///
+    /// ``trellis.update`` on this store's directory, then ``refresh()``: this handle reads
+    /// the updated store. Refused on a handle opened for writing (it holds the lock).
+    #[pyo3(signature = (changes = None, add = None, retract = None, format = None, delete = None, rename = None, alias = None, unalias = None, on_error = "stop", lang = "en", progress = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn update<'py>(
+        &self,
+        py: Python<'py>,
+        changes: Option<&Bound<'py, PyAny>>,
+        add: Option<&Bound<'py, PyAny>>,
+        retract: Option<&Bound<'py, PyAny>>,
+        format: Option<&str>,
+        delete: Option<&Bound<'py, PyAny>>,
+        rename: Option<&Bound<'py, PyAny>>,
+        alias: Option<&Bound<'py, PyAny>>,
+        unalias: Option<&Bound<'py, PyAny>>,
+        on_error: &str,
+        lang: &str,
+        progress: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let changes = crate::ingest::changes_of(changes, add, retract, format, delete, rename, alias, unalias)?;
+        let report = crate::ingest::run_update(py, &self.path, changes, on_error, lang, progress)?;
+        self.refresh(py)?;
+        convert::serialized(py, &report)
+    }
+
     /// The store's directory.
     #[getter(path)]
     fn path_str(&self) -> String {

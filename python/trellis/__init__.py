@@ -28,6 +28,7 @@ from ._trellis import (
     evaluate_retrieval,
     index_tokens,
     ingest,
+    update,
 )
 from .errors import BadInputError, CancelledError, ModelError, SettingError, StoreError, TrellisError
 
@@ -39,6 +40,7 @@ __all__ = [
     "Pipeline",
     "ingest",
     "index_tokens",
+    "update",
     "evaluate_retrieval",
     "check_settings",
     "metrics",

@@ -1,7 +1,7 @@
 """Type stubs of the native module ``trellis._trellis`` (re-exported by ``trellis``)."""
 
 import os
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 StrPath = Union[str, "os.PathLike[str]"]
 #: A message: its text, or ``{"speaker" | "sender": str, "text" | "message": str}``.
@@ -46,6 +46,26 @@ class Store:
         """Facts around the entity: ``{"start", "head", "relation", "tail", "reverse", "hop"}``."""
     def validate(self) -> Dict[str, Any]:
         """Checks every index against every other (``"problems"`` empty when sound)."""
+    @property
+    def generation(self) -> int:
+        """The generation this handle reads; every write commits the next one."""
+    def refresh(self) -> bool:
+        """Moves to the newest generation when one was committed since (``True`` if it moved)."""
+    def update(
+        self,
+        changes: Optional[Sequence[Dict[str, Any]]] = None,
+        add: Optional[Union[StrPath, Sequence[StrPath]]] = None,
+        retract: Optional[Union[StrPath, Sequence[StrPath]]] = None,
+        format: Optional[str] = None,
+        delete: Optional[Union[str, Sequence[str]]] = None,
+        rename: Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]] = None,
+        alias: Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]] = None,
+        unalias: Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]] = None,
+        on_error: str = "stop",
+        lang: str = "en",
+        progress: Optional[ProgressCallback] = None,
+    ) -> Dict[str, Any]:
+        """``trellis.update`` on this store, then ``refresh()``; the update report."""
     def close(self) -> None:
         """Lets go of the store (a writer's lock too); later reads raise ``ValueError``."""
     @property
@@ -77,6 +97,8 @@ class Retriever:
     def store(self) -> Store: ...
     @property
     def batch_size(self) -> int: ...
+    def refresh(self) -> bool:
+        """Moves to the newest generation of its store (models kept; ``True`` if it moved)."""
     def retrieve(self, history: History, top: Optional[int] = None, entities: Optional[List[str]] = None) -> Answer:
         """``{"mentioned": [names], "paths": [{"score", "explanation", "triples"}]}``."""
     def retrieve_batch(
@@ -119,6 +141,8 @@ class Pipeline:
         top: int = 3,
         **options: Any,
     ) -> None: ...
+    def refresh(self) -> bool:
+        """Moves the retriever to the newest generation of its store (``True`` if it moved)."""
     def respond(self, history: Union[History, Dict[str, Any]], knowledge: Optional[Knowledge] = None, seed: Optional[int] = None) -> Reply:
         """``{"response", "mentioned", "knowledge", "paths", "timings"}``."""
     def respond_batch(
@@ -148,6 +172,22 @@ def index_tokens(
     progress: Optional[ProgressCallback] = None,
 ) -> Dict[str, Any]:
     """Builds the token index of a model's tokenizer in the store; its record."""
+
+def update(
+    store: Union[Store, StrPath],
+    changes: Optional[Sequence[Dict[str, Any]]] = None,
+    add: Optional[Union[StrPath, Sequence[StrPath]]] = None,
+    retract: Optional[Union[StrPath, Sequence[StrPath]]] = None,
+    format: Optional[str] = None,
+    delete: Optional[Union[str, Sequence[str]]] = None,
+    rename: Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]] = None,
+    alias: Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]] = None,
+    unalias: Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]] = None,
+    on_error: str = "stop",
+    lang: str = "en",
+    progress: Optional[ProgressCallback] = None,
+) -> Dict[str, Any]:
+    """Changes the store in one atomic commit (``trellis update``); the update report."""
 
 def check_settings(component: str, kind: Optional[str] = None, **options: Any) -> None:
     """The library's check of settings alone (no store, no model): ``"linker"``,

@@ -26,6 +26,7 @@ mod retrieve;
 mod settings;
 mod targets;
 mod tokens;
+mod update;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -120,6 +121,9 @@ struct Cli {
 enum Command {
     /// Bulk-load triple files (TSV, pipe, N-Triples; .gz/.bz2/.zst; `-` for stdin) into a store.
     Ingest(ingest::IngestArgs),
+    /// Change a store while it serves: add and retract facts, delete, rename and alias
+    /// entities, in one atomic commit whose cost follows the change.
+    Update(update::UpdateArgs),
     /// Counts, format version and size on disk of a store.
     Stats {
         #[arg(long)]
@@ -181,6 +185,7 @@ pub fn main() -> ExitCode {
     init_tracing(cli.verbose);
     let result = match cli.command {
         Command::Ingest(args) => ingest::run(args),
+        Command::Update(args) => update::run(args),
         Command::Stats { store, json } => query::stats(&store, json),
         Command::Entity { store, entity, json } => query::entity(&store, &entity, json),
         Command::Neighbors(args) => query::neighbors(args),
@@ -220,7 +225,13 @@ pub fn main() -> ExitCode {
                     || matches!(e.downcast_ref::<trellis::dataset::DatasetError>(), Some(trellis::dataset::DatasetError::Bad { .. }))
                     || matches!(
                         e.downcast_ref::<trellis::IngestError>(),
-                        Some(trellis::IngestError::BadLine { .. } | trellis::IngestError::UnknownFormat { .. } | trellis::IngestError::Truncated { .. })
+                        Some(
+                            trellis::IngestError::BadLine { .. }
+                                | trellis::IngestError::UnknownFormat { .. }
+                                | trellis::IngestError::Truncated { .. }
+                                | trellis::IngestError::UpdateRefused { .. }
+                                | trellis::IngestError::ChangeFile { .. }
+                        )
                     )
             });
             ExitCode::from(if data_error { EXIT_DATA_ERROR } else { EXIT_FAILURE })

@@ -19,7 +19,7 @@ pub struct IndexTokensArgs {
     name: Option<String>,
     /// How paths are written: `trellis` (one token per boundary, `[Head]` `[Int1]` ...),
     /// `dialoggsr` (the DialogGSR authors' 18 tokens, `[HEAD]` `[Int1_1][Int1_2]` ...), or a
-    /// JSON file of the same shape (see `schema/v3.md`).
+    /// JSON file of the same shape (see `schema/v4.md`).
     #[arg(long, default_value = "trellis", value_name = "trellis|dialoggsr|FILE.json")]
     linearization: String,
     /// Print the token index's record (what it was built from) as JSON.

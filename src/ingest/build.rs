@@ -7,6 +7,7 @@ use super::dictionaries::Tables;
 use super::error::IngestError;
 use super::sort::TripleSorter;
 use super::sst::SstOptions;
+use super::tokens::ChangedTerms;
 use super::{adjacency, BulkLoader, InputSpec, LoadReport};
 use crate::backend::RocksResult;
 use crate::progress::{Progress, Unit, Work};
@@ -97,7 +98,7 @@ fn run_locked(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport
             if version < FORMAT_VERSION {
                 return Err(OpenError::NeedsMigration { path: dir.clone(), found: version, current: FORMAT_VERSION }.into());
             }
-            Some(DB::open_cf_descriptors(&opts, gen, schema::descriptors(&cache)).rocks()?)
+            Some(DB::open_cf_descriptors_read_only(&opts, gen, schema::descriptors(&cache), false).rocks()?)
         }
         None => None,
     };
@@ -140,6 +141,7 @@ fn run_locked(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport
             relations: 0,
             facts: 0,
             sort_runs: 0,
+            token_indexes: Default::default(),
             elapsed: Default::default(),
         },
         load_number: old_meta.as_ref().map_or(0, |m| m.loads.len()) + 1,
@@ -169,7 +171,7 @@ fn run_locked(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport
     tracing::info!(sort_runs = state.report.sort_runs, elapsed_ms = started.elapsed().as_millis() as u64, "wrote SST files");
     // The last check: past it the load commits.
     state.loader.monitor.check().map_err(|_| IngestError::Cancelled)?;
-    let next = NextGeneration::begin(&dir, old.as_ref(), next_gen, &cache)?;
+    let next = NextGeneration::begin(&dir, current.as_ref().map(|(_, p)| p.as_path()), next_gen, &cache)?;
     let db = &next.db;
     let inputs_count = inputs.len();
     state.progress(Progress::new(Work::Load, (inputs_count + 3, inputs_count + 3), "commit", 0, None, Unit::Facts));
@@ -185,7 +187,8 @@ fn run_locked(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport
     tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "ingested SST files");
     // Any new or possibly renamed term makes token indexes built before this load stale.
     let dictionaries_changed = state.report.new_entities + state.report.new_relations > 0 || !files.label_updates.is_empty();
-    let label_names = state.apply_label_updates(db, files.label_updates)?;
+    let (label_names, relabeled) = state.apply_label_updates(db, files.label_updates)?;
+    let before = old_meta.clone().unwrap_or_default();
     let mut meta = old_meta.unwrap_or_else(|| Meta {
         format_version: FORMAT_VERSION,
         created_by: crate::store::build_name(),
@@ -207,7 +210,16 @@ fn run_locked(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport
         new_entities: state.report.new_entities,
         new_relations: state.report.new_relations,
         rejected_lines: state.report.rejected_total(),
+        update: None,
     });
+    // The token indexes follow the load: its new names and relabeled entities are encoded,
+    // nothing else (a first load has no index yet).
+    let changed = ChangedTerms {
+        entities: std::iter::once(before.entities as u32..meta.entities as u32).chain(relabeled.iter().map(|&e| e..e + 1)).collect(),
+        relations: std::iter::once(before.relations as u32..meta.relations as u32).collect(),
+        retired: Vec::new(),
+    };
+    state.report.token_indexes = super::tokens::follow_write(db, &before, &meta, &changed, &state.loader.monitor)?;
     write_meta(db, &meta)?;
     let mut report = state.report;
     // Past this point a cancel is refused (`Monitor::cancel` returns false) and the load

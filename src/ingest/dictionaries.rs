@@ -181,7 +181,7 @@ impl Loading<'_> {
     }
 
     /// Returns how many `names` entries the updates add (negative: remove).
-    pub(super) fn apply_label_updates(&mut self, db: &DB, updates: Vec<(EntityId, String)>) -> Result<i64, IngestError> {
+    pub(super) fn apply_label_updates(&mut self, db: &DB, updates: Vec<(EntityId, String)>) -> Result<(i64, Vec<u32>), IngestError> {
         // A label for an entity of an earlier load names it only when it has no label yet
         // (its name is still the default derived from its key): first label wins, as within
         // one load.
@@ -190,6 +190,7 @@ impl Loading<'_> {
         let names = db.cf_handle(CF_NAMES).expect("cf");
         let mut buf = Vec::new();
         let mut delta = 0i64;
+        let mut renamed = Vec::new();
         for (e, label) in updates {
             let key = codec::id_key(e.0);
             let Some(v) = db.get_pinned_cf(ents, key).rocks()? else { continue };
@@ -210,9 +211,10 @@ impl Loading<'_> {
                 batch.put_cf(names, codec::name_key(k, NameTarget::Entity(e)), [*flag]);
             }
             delta += after.len() as i64 - before.len() as i64;
+            renamed.push(e.0);
         }
         db.write(batch).rocks()?;
-        Ok(delta)
+        Ok((delta, renamed))
     }
 }
 

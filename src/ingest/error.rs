@@ -186,6 +186,24 @@ pub enum IngestError {
         /// The most ids (2^32 - 1).
         limit: u64,
     },
+    /// Changes of an update that cannot be applied (strict mode: nothing was committed).
+    #[error("{} change(s) cannot be applied; nothing was committed (the skip policy commits the rest):\n{}{}", problems.len() as u64 + more, problems.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"), if *more > 0 { format!("\n  ... and {more} more") } else { String::new() })]
+    UpdateRefused {
+        /// The first refused changes, each with where it came from and why.
+        problems: Vec<crate::ingest::ChangeProblem>,
+        /// How many more were refused.
+        more: u64,
+    },
+    /// A line of an update's change file is not a change.
+    #[error("{file}:{line}: {problem}")]
+    ChangeFile {
+        /// The change file.
+        file: PathBuf,
+        /// 1-based line number.
+        line: u64,
+        /// What is wrong with it.
+        problem: crate::ingest::ChangeFileProblem,
+    },
     /// The load or token indexing was cancelled by its monitor; nothing was committed.
     #[error("cancelled; the store is unchanged")]
     Cancelled,

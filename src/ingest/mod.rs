@@ -34,10 +34,13 @@ pub(crate) mod sort;
 mod sst;
 pub(crate) mod tokenizer;
 pub(crate) mod tokens;
+mod update;
 
 pub use error::{IngestError, LineError, LineErrorKind, LineProblem};
 pub use input::{Compression, Format, InputSpec};
 pub use tokenizer::{NameTokenizer, PositionDependence, TokenizerError};
+pub use tokens::TokenUpkeep;
+pub use update::{read_change_file, Change, ChangeFileProblem, ChangeOrigin, ChangeProblem, FactKeys, SourcedChange, UpdateProblem, UpdateReport, Updater};
 
 use crate::progress::Monitor;
 use crate::store::meta::InputRecord;
@@ -98,6 +101,9 @@ pub struct LoadReport {
     /// Sorted runs spilled to disk by the external sort and merged into the adjacency (0: it
     /// fit in the budget).
     pub sort_runs: usize,
+    /// The token indexes brought up to date with the load (only its new and relabeled
+    /// names encoded), and those left stale.
+    pub token_indexes: TokenUpkeep,
     /// Wall time of the load.
     pub elapsed: Duration,
 }

@@ -52,6 +52,20 @@ pub enum TokenizerError {
         /// The `tokenizers` crate's error.
         source: crate::BackendError,
     },
+    /// The tokenizer cannot be written out to be stored with its index.
+    #[error("cannot store the tokenizer with its index: {source}")]
+    Serialize {
+        /// The `tokenizers` crate's error.
+        source: crate::BackendError,
+    },
+    /// The tokenizer stored with a token index does not load (the store is damaged).
+    #[error("the tokenizer stored with token index {fingerprint:016x} does not load: {source}")]
+    Stored {
+        /// The index's fingerprint.
+        fingerprint: u64,
+        /// The `tokenizers` crate's error.
+        source: crate::BackendError,
+    },
     /// A boundary token of the linearization is not in the vocabulary.
     #[error("the tokenizer has no token {token:?}; it is needed for the {role} boundary of linearization {linearization:?} (give a linearization whose boundaries the tokenizer has)")]
     MissingBoundary {
@@ -124,6 +138,12 @@ impl NameTokenizer {
         let fingerprint = fnv1a64(value.to_string().as_bytes());
         let tokenizer =
             Tokenizer::from_bytes(&bytes).map_err(|source| TokenizerError::Load { path: path.into(), source: crate::backend::tokenizers(source) })?;
+        Self::new(tokenizer, fingerprint, linearization)
+    }
+
+    /// The tokenizer stored with the token index of fingerprint `fingerprint` (format 4).
+    pub(crate) fn from_json(json: &str, fingerprint: u64, linearization: Linearization) -> Result<NameTokenizer, TokenizerError> {
+        let tokenizer: Tokenizer = json.parse().map_err(|source| TokenizerError::Stored { fingerprint, source: crate::backend::tokenizers(source) })?;
         Self::new(tokenizer, fingerprint, linearization)
     }
 

@@ -15,6 +15,7 @@ use crate::ids::{Direction, EntityId};
 use crate::progress::{Monitor, Progress, Unit, Work};
 use crate::retrieve::{RetrievalInput, RetrieveError, Retriever, ScoredPath};
 use crate::store::error::ReadError;
+use std::sync::Arc;
 use std::time::Instant;
 
 pub mod doctor;
@@ -139,7 +140,7 @@ impl PipelineSettings {
 /// Link, retrieve, generate. `Send + Sync`: build once, share (`Arc`) across threads.
 pub struct Pipeline {
     retriever: Retriever,
-    generator: Generator,
+    generator: Arc<Generator>,
     settings: PipelineSettings,
 }
 
@@ -149,13 +150,32 @@ const _: () = {
 };
 
 impl Pipeline {
+    /// Moves the retriever to the newest generation of its store when one was committed
+    /// since it was opened (models and sessions kept; `true` when it moved). Answers already
+    /// returned came from the old generation; the next ones come from the new one.
+    pub fn refresh(&mut self) -> Result<bool, PipelineError> {
+        match self.retriever.refreshed()? {
+            Some(r) => {
+                self.retriever = r;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// This pipeline on the newest generation of its store (`None`: it reads the newest),
+    /// for holders that share it behind an `Arc`: the generator and every model are shared.
+    pub fn refreshed(&self) -> Result<Option<Pipeline>, PipelineError> {
+        Ok(self.retriever.refreshed()?.map(|retriever| Pipeline { retriever, generator: self.generator.clone(), settings: self.settings.clone() }))
+    }
+
     /// A pipeline of a retriever and a generator (the generator's `trellis.json` defaults
     /// unless `settings` says otherwise); refuses settings no search can run with.
     pub fn new(retriever: Retriever, generator: Generator, settings: Option<PipelineSettings>) -> Result<Pipeline, PipelineError> {
         let settings = settings.unwrap_or_else(|| PipelineSettings { top: 3, generate: generator.settings().clone() });
         crate::limits::KNOWLEDGE_TOP.check_usize(settings.top).map_err(GenerateError::from)?;
         generator.check(&settings.generate)?;
-        Ok(Pipeline { retriever, generator, settings })
+        Ok(Pipeline { retriever, generator: Arc::new(generator), settings })
     }
 
     /// The retriever (its store and linker).

@@ -205,7 +205,7 @@ pub struct GsrPath {
 /// threads (each call takes a session from the pool).
 pub struct GsrRetriever {
     store: Arc<Store>,
-    model: Seq2Seq,
+    model: Arc<Seq2Seq>,
     index: TokenIndex,
     boundaries: Boundaries,
     settings: GsrSettings,
@@ -362,7 +362,7 @@ impl GsrRetriever {
     /// index-tokens --tokenizer MODEL/tokenizer.json --linearization ...`).
     pub fn open(store: Arc<Store>, opts: &GsrOptions, katz: &KatzConfig) -> Result<GsrRetriever, GsrError> {
         opts.validate()?;
-        let model = Seq2Seq::open(&opts.model, &opts.runtime)?;
+        let model = Arc::new(Seq2Seq::open(&opts.model, &opts.runtime)?);
         let dir = model.dir();
         if dir.trellis().task != "retriever" {
             return Err(GsrError::NotARetriever { model: opts.model.clone(), task: dir.trellis().task.clone() });
@@ -423,6 +423,30 @@ impl GsrRetriever {
             batch,
         };
         Ok(GsrRetriever { store, model, index, boundaries, settings, katz: katz.clone(), search_ns: AtomicU64::new(0), encode_ns: AtomicU64::new(0) })
+    }
+
+    /// The same retriever (its model and session pool shared) over another generation of
+    /// its store: the token index is opened there, nothing else is read again.
+    pub(crate) fn on_store(&self, store: Arc<Store>, model_path: &std::path::Path) -> Result<GsrRetriever, GsrError> {
+        let dir = self.model.dir();
+        let index = TokenIndex::open(store.clone(), dir.names().fingerprint(), dir.linearization()).map_err(|e| {
+            let source = e.with_tokenizer(&dir.path().join(TOKENIZER_FILE));
+            if dir.has_trellis_file() {
+                GsrError::TokenIndex { model: model_path.to_path_buf(), source }
+            } else {
+                GsrError::TokenIndexWithDefaults { model: model_path.to_path_buf(), source }
+            }
+        })?;
+        Ok(GsrRetriever {
+            store,
+            model: self.model.clone(),
+            index,
+            boundaries: self.boundaries.clone(),
+            settings: self.settings.clone(),
+            katz: self.katz.clone(),
+            search_ns: AtomicU64::new(0),
+            encode_ns: AtomicU64::new(0),
+        })
     }
 
     /// The resolved decoding settings.

@@ -50,6 +50,9 @@ pub enum RetrieveError {
     /// The work's [`Monitor`] was cancelled.
     #[error("retrieval cancelled")]
     Cancelled,
+    /// The newest generation of the store cannot be opened (`Retriever::refreshed`).
+    #[error(transparent)]
+    Open(#[from] crate::store::error::OpenError),
 }
 
 impl From<crate::progress::Cancelled> for RetrieveError {
@@ -229,13 +232,13 @@ pub struct Retriever {
     /// PCST's dense prizes' bi-encoder (the same one when the model is).
     pcst_dense: Option<Arc<dense::DenseScorer>>,
     /// The `surge` retriever's subgraph model.
-    surge: Option<crate::model::encoder::subgraph::SubgraphScorer>,
+    surge: Option<Arc<crate::model::encoder::subgraph::SubgraphScorer>>,
     rerank: Option<Reranking>,
 }
 
 /// A reranker and the other retrievers of its pool.
 struct Reranking {
-    encoder: crate::model::encoder::CrossEncoder,
+    encoder: Arc<crate::model::encoder::CrossEncoder>,
     top: usize,
     pool: Vec<Retriever>,
     fusion: f64,
@@ -261,7 +264,7 @@ impl Retriever {
                 c.rerank = None;
                 pool.push(Self::build(store.clone(), c, &mut scorers)?);
             }
-            let encoder = crate::model::encoder::CrossEncoder::open(&r.model, &r.runtime, r.batch)?;
+            let encoder = Arc::new(crate::model::encoder::CrossEncoder::open(&r.model, &r.runtime, r.batch)?);
             main.rerank = Some(Reranking { encoder, top: r.top, pool, fusion: r.fusion });
         }
         Ok(main)
@@ -295,7 +298,7 @@ impl Retriever {
             _ => None,
         };
         let surge = match &cfg.kind {
-            RetrieverKind::Surge(opts) => Some(crate::model::encoder::subgraph::SubgraphScorer::open(&opts.model, &opts.runtime)?),
+            RetrieverKind::Surge(opts) => Some(Arc::new(crate::model::encoder::subgraph::SubgraphScorer::open(&opts.model, &opts.runtime)?)),
             _ => None,
         };
         let rerank = cfg.rerank.take();
@@ -312,6 +315,46 @@ impl Retriever {
         };
         r.cfg.rerank = rerank;
         Ok(r)
+    }
+
+    /// The same retriever over another generation of its store (`Store::refresh`): its
+    /// models and session pools are shared, what it read from the old generation (cached
+    /// names, the token index) is not: answers come from `store` alone.
+    pub fn on_store(&self, store: Arc<Store>) -> Result<Retriever, RetrieveError> {
+        let gsr = match (&self.gsr, &self.cfg.kind) {
+            (Some(g), RetrieverKind::Gsr(opts)) => Some(g.on_store(store.clone(), &opts.model)?),
+            _ => None,
+        };
+        let rerank = match &self.rerank {
+            Some(r) => Some(Reranking {
+                encoder: r.encoder.clone(),
+                top: r.top,
+                pool: r.pool.iter().map(|p| p.on_store(store.clone())).collect::<Result<_, _>>()?,
+                fusion: r.fusion,
+            }),
+            None => None,
+        };
+        Ok(Retriever {
+            linker: Linker::new(store.clone(), self.cfg.link.clone())?,
+            store,
+            cfg: self.cfg.clone(),
+            names: Default::default(),
+            gsr,
+            dense: self.dense.clone(),
+            pcst_dense: self.pcst_dense.clone(),
+            surge: self.surge.clone(),
+            rerank,
+        })
+    }
+
+    /// This retriever moved to the newest generation of its store, when one was committed
+    /// since its store was opened (`None`: it reads the newest). Requests in flight on this
+    /// one finish on the generation they started with.
+    pub fn refreshed(&self) -> Result<Option<Retriever>, RetrieveError> {
+        match self.store.refresh()? {
+            Some(store) => Ok(Some(self.on_store(Arc::new(store))?)),
+            None => Ok(None),
+        }
     }
 
     /// The generative retriever, when this is one.

@@ -1,4 +1,4 @@
-//! Byte layouts of every key and value, in one place (see `schema/v3.md`).
+//! Byte layouts of every key and value, in one place (see `schema/v4.md`).
 //!
 //! Keys are fixed-width big-endian ids so RocksDB's bytewise order is numeric order; values
 //! that hold variable data carry their own length prefixes. Every decoder returns `None` on

@@ -6,7 +6,7 @@ use super::open_options;
 use super::schema::{descriptors, COLUMN_FAMILIES};
 use crate::backend::RocksResult;
 use crate::store::error::WriteError;
-use rocksdb::{checkpoint::Checkpoint, Cache, DB};
+use rocksdb::{Cache, DB};
 use std::path::{Path, PathBuf};
 
 /// Generation `number` under construction in a staging directory. Dropping it without
@@ -19,12 +19,19 @@ pub struct NextGeneration {
 }
 
 impl NextGeneration {
-    /// Starts generation `number` from a hard-link checkpoint of `current`, or empty.
-    /// The caller holds the writer lock.
-    pub fn begin(dir: &Path, current: Option<&DB>, number: u64, cache: &Cache) -> Result<NextGeneration, WriteError> {
+    /// Starts generation `number` from a hard-link copy of the committed generation at
+    /// `current` (its directory), or empty. The caller holds the writer lock.
+    ///
+    /// A committed generation is never opened for writing: readers may be opening it at
+    /// the same moment, and a read-write open rewrites its manifest and may remove files it
+    /// considers obsolete. Committed generations were closed cleanly (every column family
+    /// flushed, the log synced), so their SST files are hard-linked and the few small
+    /// files beside them (manifest, `CURRENT`, options, log) copied: the same result as
+    /// RocksDB's checkpoint, without a writer on the source.
+    pub fn begin(dir: &Path, current: Option<&Path>, number: u64, cache: &Cache) -> Result<NextGeneration, WriteError> {
         let staging = layout::staging_dir(dir, number);
-        if let Some(db) = current {
-            Checkpoint::new(db).rocks()?.create_checkpoint(&staging).rocks()?;
+        if let Some(source) = current {
+            link_generation(source, &staging)?;
         }
         // Opening with every column family of this build's schema creates the ones an
         // older generation lacks.
@@ -50,4 +57,25 @@ impl NextGeneration {
         layout::remove_stale(&dir, Some(&gen))?;
         Ok(gen)
     }
+}
+
+/// Hard-links the SST files of generation directory `from` into the new directory `to`
+/// and copies its other database files (RocksDB's own lock and info logs excepted).
+fn link_generation(from: &Path, to: &Path) -> Result<(), WriteError> {
+    std::fs::create_dir(to).map_err(|e| WriteError::io(to, e))?;
+    for entry in std::fs::read_dir(from).map_err(|e| WriteError::io(from, e))? {
+        let entry = entry.map_err(|e| WriteError::io(from, e))?;
+        let name = entry.file_name();
+        let text = name.to_string_lossy();
+        if text == "LOCK" || text.starts_with("LOG") {
+            continue;
+        }
+        let (src, dst) = (entry.path(), to.join(&name));
+        if text.ends_with(".sst") || text.ends_with(".blob") {
+            std::fs::hard_link(&src, &dst).map_err(|e| WriteError::io(&dst, e))?;
+        } else {
+            std::fs::copy(&src, &dst).map_err(|e| WriteError::io(&dst, e))?;
+        }
+    }
+    layout::sync_dir(to)
 }

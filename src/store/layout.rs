@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! DIR/CURRENT        "gen-000002\n": the generation readers open
-//! DIR/gen-000002/    a RocksDB database (schema/v3.md)
+//! DIR/gen-000002/    a RocksDB database (schema/v4.md)
 //! DIR/LOCK           held (flock) by the one loader or migration at a time
 //! DIR/readers/       one file per open reader, `gen-000001.PID.N`, held with a shared flock
 //! DIR/staging-*/     a load in progress; removed by the next writer

@@ -35,6 +35,9 @@ pub struct Meta {
     /// a token index records the value it was built at, and is stale when it differs.
     #[serde(default)]
     pub dictionary_epoch: u64,
+    /// Entities deleted by updates (format 4): their ids stay taken, listed in `retired`.
+    #[serde(default)]
+    pub retired: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -46,6 +49,34 @@ pub struct LoadRecord {
     pub new_entities: u64,
     pub new_relations: u64,
     pub rejected_lines: u64,
+    /// For an update (`trellis update`, format 4): what it changed. Absent for a load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update: Option<UpdateCounts>,
+}
+
+/// What one update changed (the counts of its report).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct UpdateCounts {
+    /// Changes applied.
+    pub applied: u64,
+    /// Changes skipped (`--on-error skip`), each listed in the update's report.
+    pub skipped: u64,
+    /// Facts added (new to the store).
+    pub facts_added: u64,
+    /// Facts retracted (by `retract` or with a deleted entity).
+    pub facts_retracted: u64,
+    /// Entities added.
+    pub entities_added: u64,
+    /// Entities deleted.
+    pub entities_deleted: u64,
+    /// Relations added.
+    pub relations_added: u64,
+    /// Entities renamed (`rename`, or a label naming an entity still called by its key).
+    pub renamed: u64,
+    /// Aliases added.
+    pub aliases_added: u64,
+    /// Aliases removed (by `unalias` or with a deleted entity).
+    pub aliases_removed: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

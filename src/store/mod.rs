@@ -44,6 +44,7 @@ pub struct Store {
     db: DB,
     dir: PathBuf,
     generation: PathBuf,
+    number: u64,
     meta: Meta,
     pin: layout::ReaderPin,
 }
@@ -79,8 +80,12 @@ pub struct Stats {
     pub created_by: String,
     /// `trellis <version>` of the build that last wrote it.
     pub updated_by: String,
-    /// Loads committed into the store.
+    /// Loads and updates committed into the store.
     pub loads: usize,
+    /// Entities deleted by updates (their ids stay taken).
+    pub retired: u64,
+    /// The generation read (`gen-NNNNNN`).
+    pub generation: u64,
     /// Bytes of the generation directory on disk.
     pub size_on_disk_bytes: u64,
     /// SST bytes per column family, in schema order.
@@ -252,8 +257,8 @@ impl Store {
         if version < FORMAT_VERSION {
             migrate::migrate_locked(dir, &lock)?;
         }
-        let (_, gen) = layout::current_generation(dir)?.ok_or_else(|| OpenError::NotAStore { path: dir.into() })?;
-        Self::open_generation(dir, gen, layout::ReaderPin::Writer(lock))
+        let (number, gen) = layout::current_generation(dir)?.ok_or_else(|| OpenError::NotAStore { path: dir.into() })?;
+        Self::open_generation(dir, number, gen, layout::ReaderPin::Writer(lock))
     }
 
     /// Opens a store for reading only. Any number of processes and threads may do this at
@@ -263,8 +268,36 @@ impl Store {
     /// filesystem), the store opens anyway; `reader_pin` says so.
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Store, OpenError> {
         let dir = dir.as_ref();
-        let (_, gen, pin) = layout::register_reader(dir)?;
-        Self::open_generation(dir, gen, pin)
+        let (number, gen, pin) = layout::register_reader(dir)?;
+        Self::open_generation(dir, number, gen, pin)
+    }
+
+    /// The number of the generation this store reads (`gen-NNNNNN`): every load, update,
+    /// token index and migration commits the next one.
+    pub fn generation(&self) -> u64 {
+        self.number
+    }
+
+    /// Whether this store reads the newest committed generation (one small file read).
+    /// A store opened for writing holds the writer lock, so it always does.
+    pub fn is_current(&self) -> Result<bool, OpenError> {
+        if matches!(self.pin, layout::ReaderPin::Writer(_)) {
+            return Ok(true);
+        }
+        Ok(layout::current_generation(&self.dir)?.is_none_or(|(n, _)| n == self.number))
+    }
+
+    /// The newest generation, opened for reading, when one was committed after this store's
+    /// (`None`: this one is the newest). This store keeps reading its own generation (what
+    /// it answers stays consistent: one request, one generation); handles move over by
+    /// being rebuilt on the new one (`Retriever::refreshed`, `Pipeline::refresh`), and the
+    /// old generation is retired once no reader holds it.
+    pub fn refresh(&self) -> Result<Option<Store>, OpenError> {
+        if self.is_current()? {
+            return Ok(None);
+        }
+        let newer = Store::open_read_only(&self.dir)?;
+        Ok((newer.number != self.number).then_some(newer))
     }
 
     /// The format version of the store in `dir`, read without checking it.
@@ -276,7 +309,7 @@ impl Store {
         Ok(read_version(&db)?)
     }
 
-    fn open_generation(dir: &Path, gen: PathBuf, pin: layout::ReaderPin) -> Result<Store, OpenError> {
+    fn open_generation(dir: &Path, number: u64, gen: PathBuf, pin: layout::ReaderPin) -> Result<Store, OpenError> {
         let read_only = !matches!(pin, layout::ReaderPin::Writer(_));
         let cache = Cache::new_lru_cache(DEFAULT_CACHE_BYTES);
         let opts = open_options();
@@ -300,7 +333,7 @@ impl Store {
         }
         .map_err(OpenError::rocks(&gen))?;
         let meta = read_meta(&db)?;
-        Ok(Store { db, dir: dir.to_path_buf(), generation: gen, meta, pin })
+        Ok(Store { db, dir: dir.to_path_buf(), generation: gen, number, meta, pin })
     }
 
     /// The store directory (the one holding `CURRENT`).
@@ -325,6 +358,25 @@ impl Store {
     /// was open), which reopening fixes; otherwise the RocksDB error itself.
     pub(crate) fn read_error(&self, e: rocksdb::Error) -> ReadError {
         read_error(&self.dir, &self.generation, e)
+    }
+
+    /// The entities deleted by updates (format 4): their ids stay taken and keep their
+    /// records, but they have no key, name, alias or fact.
+    pub(crate) fn retired_entities(&self) -> Result<roaring::RoaringBitmap, ReadError> {
+        let mut out = roaring::RoaringBitmap::new();
+        let mut it = self.db().raw_iterator_cf(self.cf(schema::CF_RETIRED));
+        it.seek_to_first();
+        while let Some(k) = it.key() {
+            out.insert(codec::be_u32(k).ok_or_else(|| ReadError::corrupt(schema::CF_RETIRED, k, "id is not 4 bytes"))?);
+            it.next();
+        }
+        it.status().map_err(|e| self.read_error(e))?;
+        Ok(out)
+    }
+
+    /// Whether an update deleted entity `e`.
+    pub fn is_retired(&self, e: EntityId) -> Result<bool, ReadError> {
+        Ok(self.db().get_pinned_cf(self.cf(schema::CF_RETIRED), codec::id_key(e.0)).map_err(|err| self.read_error(err))?.is_some())
     }
 
     /// The store's meta record (counts, versions, loads).
@@ -353,6 +405,8 @@ impl Store {
             created_by: m.created_by.clone(),
             updated_by: m.updated_by.clone(),
             loads: m.loads.len(),
+            retired: m.retired,
+            generation: self.number,
             size_on_disk_bytes: layout::dir_size(&self.generation),
             column_family_bytes: COLUMN_FAMILIES
                 .iter()

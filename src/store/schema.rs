@@ -1,9 +1,9 @@
-//! Column families as data, and the format version (see `schema/v3.md`).
+//! Column families as data, and the format version (see `schema/v4.md`).
 
 use rocksdb::{BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, Options, SliceTransform};
 
 /// The on-disk format this build writes.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// The oldest format this build can migrate from.
 pub const OLDEST_SUPPORTED_VERSION: u32 = 1;
 
@@ -19,6 +19,8 @@ pub const CF_DEGREES: &str = "degrees";
 pub const CF_TOKENIZERS: &str = "tokenizers";
 pub const CF_TERM_TOKENS: &str = "term_tokens";
 pub const CF_TOKEN_TRIE: &str = "token_trie";
+pub const CF_TOKENIZER_FILES: &str = "tokenizer_files";
+pub const CF_RETIRED: &str = "retired";
 
 /// How a column family is read, which decides its bloom filter and prefix extractor.
 #[derive(Clone, Copy)]
@@ -38,7 +40,7 @@ pub struct CfSpec {
     pub access: Access,
 }
 
-/// Every column family of the current schema (v3: schema/v3.md). `meta` first; the order is otherwise irrelevant.
+/// Every column family of the current schema (v4: schema/v4.md). `meta` first; the order is otherwise irrelevant.
 pub const COLUMN_FAMILIES: &[CfSpec] = &[
     CfSpec { name: CF_META, access: Access::Dense },
     CfSpec { name: CF_ENTITIES, access: Access::Dense },
@@ -54,6 +56,10 @@ pub const COLUMN_FAMILIES: &[CfSpec] = &[
     CfSpec { name: CF_TOKENIZERS, access: Access::Dense },
     CfSpec { name: CF_TERM_TOKENS, access: Access::Dense },
     CfSpec { name: CF_TOKEN_TRIE, access: Access::Scan },
+    // v4: live updates. The tokenizer each token index was built with (so loads and updates
+    // re-tokenize the names they change), and the entities deleted by updates.
+    CfSpec { name: CF_TOKENIZER_FILES, access: Access::Dense },
+    CfSpec { name: CF_RETIRED, access: Access::Dense },
 ];
 
 /// Options of one column family; the same options are used by the SST writers of the bulk

@@ -1,5 +1,5 @@
 //! The token index: entity and relation names as token ids of one tokenizer, and the
-//! entity-token trie, on disk (schema/v3.md). Several tokenizers live side by side, each
+//! entity-token trie, on disk (schema/v4.md). Several tokenizers live side by side, each
 //! under its fingerprint.
 //!
 //! The trie is the sorted set of keys `fingerprint ++ side ++ t1 … tn ++ END ++ id`: the

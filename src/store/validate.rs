@@ -8,7 +8,9 @@
 //! - adjacency: keys and lists decode, ids are in range, both directions hold the same set of
 //!   facts (an order-independent 128-bit set hash of all (s, r, o) from each side, then, on a
 //!   mismatch, a point-lookup pass that names the facts missing from the other side), `facts`
-//!   matches `meta`, and every `degrees` entry equals the length of the entity's lists.
+//!   matches `meta`, and every `degrees` entry equals the length of the entity's lists;
+//! - retired entities (format 4, deleted by updates): each has its record and nothing else
+//!   (no key, name, alias, fact, degree or token list), and `meta.retired` counts them.
 
 use super::codec::{self, NameTarget};
 use super::idlist;
@@ -34,6 +36,8 @@ pub struct ValidationReport {
     pub names: u64,
     /// Alias records.
     pub aliases: u64,
+    /// Entities deleted by updates (their ids stay taken).
+    pub retired: u64,
     /// Human-readable descriptions of every disagreement found (at most 50 kept).
     pub problems: Vec<String>,
     /// Problems found beyond the ones kept.
@@ -58,24 +62,41 @@ impl ValidationReport {
 pub(super) fn validate(store: &Store) -> Result<ValidationReport, ReadError> {
     let mut report = ValidationReport::default();
     let meta = store.meta().clone();
-    report.entities = check_dictionary(store, CF_ENTITIES, CF_ENTITY_KEYS, meta.entities, &mut report)?;
-    report.relations = check_dictionary(store, CF_RELATIONS, CF_RELATION_KEYS, meta.relations, &mut report)?;
-    check_names(store, &mut report)?;
+    let retired = store.retired_entities()?;
+    report.retired = retired.len();
+    if report.retired != meta.retired {
+        report.problem(format!("meta says {} retired entities, `retired` holds {}", meta.retired, report.retired));
+    }
+    if let Some(max) = retired.max() {
+        if u64::from(max) >= meta.entities {
+            report.problem(format!("retired: entity {max} is past the dictionary"));
+        }
+    }
+    report.entities = check_dictionary(store, CF_ENTITIES, CF_ENTITY_KEYS, meta.entities, &retired, &mut report)?;
+    report.relations = check_dictionary(store, CF_RELATIONS, CF_RELATION_KEYS, meta.relations, &roaring::RoaringBitmap::new(), &mut report)?;
+    check_names(store, &retired, &mut report)?;
     if report.names != meta.names {
         report.problem(format!("meta says {} name entries, `names` holds {}", meta.names, report.names));
     }
     if report.aliases != meta.aliases {
         report.problem(format!("meta says {} aliases, `aliases` holds {}", meta.aliases, report.aliases));
     }
-    check_adjacency(store, &mut report)?;
-    check_token_index(store, &mut report)?;
+    check_adjacency(store, &retired, &mut report)?;
+    check_token_index(store, &retired, &mut report)?;
     if report.facts_out != meta.facts {
         report.problem(format!("meta says {} facts, the outgoing adjacency holds {}", meta.facts, report.facts_out));
     }
     Ok(report)
 }
 
-fn check_dictionary(store: &Store, cf: &'static str, keys_cf: &'static str, expected: u64, report: &mut ValidationReport) -> Result<u64, ReadError> {
+fn check_dictionary(
+    store: &Store,
+    cf: &'static str,
+    keys_cf: &'static str,
+    expected: u64,
+    retired: &roaring::RoaringBitmap,
+    report: &mut ValidationReport,
+) -> Result<u64, ReadError> {
     let db = store.db();
     let mut it = db.raw_iterator_cf(store.cf(cf));
     it.seek_to_first();
@@ -93,6 +114,14 @@ fn check_dictionary(store: &Store, cf: &'static str, keys_cf: &'static str, expe
         next_id += 1;
         match codec::decode_term(v) {
             None => report.problem(format!("{cf}: record of id {id} does not decode")),
+            // A retired entity's key is free (a later add of it makes a new entity).
+            Some(rec) if retired.contains(id) => {
+                if let Some(b) = db.get_pinned_cf(store.cf(keys_cf), rec.key.as_bytes()).map_err(|e| store.read_error(e))? {
+                    if codec::be_u32(&b) == Some(id) {
+                        report.problem(format!("{keys_cf}: {:?} still maps to retired id {id}", rec.key));
+                    }
+                }
+            }
             Some(rec) => match db.get_pinned_cf(store.cf(keys_cf), rec.key.as_bytes()).map_err(|e| store.read_error(e))? {
                 None => report.problem(format!("{keys_cf}: no entry for {:?} (id {id})", rec.key)),
                 Some(b) if codec::be_u32(&b) != Some(id) => {
@@ -108,8 +137,8 @@ fn check_dictionary(store: &Store, cf: &'static str, keys_cf: &'static str, expe
         report.problem(format!("meta says {expected} entries in {cf}, found {next_id}"));
     }
     let keys = count_keys(store, keys_cf)?;
-    if keys != next_id {
-        report.problem(format!("{keys_cf} holds {keys} keys, {cf} holds {next_id} records"));
+    if keys + retired.len() != next_id {
+        report.problem(format!("{keys_cf} holds {keys} keys, {cf} holds {next_id} records ({} retired)", retired.len()));
     }
     Ok(next_id)
 }
@@ -129,11 +158,12 @@ fn count_keys(store: &Store, cf: &'static str) -> Result<u64, ReadError> {
 /// A name index entry (normalized or folded form) -> its flags, as `codec::name_entries` gives.
 type NameEntries = std::collections::BTreeMap<String, u8>;
 
-fn check_names(store: &Store, report: &mut ValidationReport) -> Result<(), ReadError> {
+fn check_names(store: &Store, retired: &roaring::RoaringBitmap, report: &mut ValidationReport) -> Result<(), ReadError> {
     let db = store.db();
-    // The entries a target should have, by `codec::name_entries`.
+    // The entries a target should have, by `codec::name_entries` (none for a retired entity).
     let expected = |target: NameTarget| -> Result<Option<(String, NameEntries)>, ReadError> {
         Ok(match target {
+            NameTarget::Entity(e) if retired.contains(e.0) => store.entity(e)?.map(|rec| (rec.name, NameEntries::new())),
             NameTarget::Entity(e) => match store.entity(e)? {
                 Some(rec) => {
                     let entries = codec::name_entries(&rec.name, &store.aliases(e)?);
@@ -193,6 +223,7 @@ fn check_names(store: &Store, report: &mut ValidationReport) -> Result<(), ReadE
         match codec::decode_alias_key(k) {
             None => report.problem(format!("aliases: malformed key {}", crate::store::error::hex(k))),
             Some((e, alias)) if u64::from(e.0) >= store.meta().entities => report.problem(format!("aliases: {alias:?} belongs to {e}, past the dictionary")),
+            Some((e, alias)) if retired.contains(e.0) => report.problem(format!("aliases: {alias:?} belongs to retired {e}")),
             Some(_) => {}
         }
         it.next();
@@ -202,7 +233,7 @@ fn check_names(store: &Store, report: &mut ValidationReport) -> Result<(), ReadE
 }
 
 /// Every token list has its trie key and the other way round, ids in range, per tokenizer.
-fn check_token_index(store: &Store, report: &mut ValidationReport) -> Result<(), ReadError> {
+fn check_token_index(store: &Store, retired: &roaring::RoaringBitmap, report: &mut ValidationReport) -> Result<(), ReadError> {
     use super::tokens::{decode_tokens, trie_key, END};
     use crate::linearize::Side;
     let db = store.db();
@@ -239,6 +270,9 @@ fn check_token_index(store: &Store, report: &mut ValidationReport) -> Result<(),
             let id = k.get(9..13).and_then(codec::be_u32);
             let limit = if side == Side::Entity { info.entities } else { info.relations };
             match (id, decode_tokens(v)) {
+                (Some(id), Some(_)) if side == Side::Entity && retired.contains(id) => {
+                    report.problem(format!("term_tokens: tokenizer {} still has retired entity {id}", info.fingerprint))
+                }
                 (Some(id), Some(tokens)) if u64::from(id) < limit => {
                     if db.get_pinned_cf(store.cf(CF_TOKEN_TRIE), trie_key(fp, side, &tokens, id)).map_err(|e| store.read_error(e))?.is_none() {
                         report.problem(format!("token_trie: no entry for {side:?} {id} of tokenizer {}", info.fingerprint));
@@ -249,10 +283,17 @@ fn check_token_index(store: &Store, report: &mut ValidationReport) -> Result<(),
             it.next();
         }
         it.status().map_err(|e| store.read_error(e))?;
-        if lists != info.entities + info.relations {
+        // An index current with the store has no list for a retired entity; a stale one
+        // (built before entities were retired) may.
+        let current = info.entities == store.meta().entities && info.dictionary_epoch == store.meta().dictionary_epoch;
+        let expected = info.entities + info.relations - if current { retired.len() } else { 0 };
+        if lists != expected {
             report.problem(format!(
-                "term_tokens: tokenizer {} has {lists} token lists for {} entities and {} relations",
-                info.fingerprint, info.entities, info.relations
+                "term_tokens: tokenizer {} has {lists} token lists for {} entities ({} retired) and {} relations",
+                info.fingerprint,
+                info.entities,
+                if current { retired.len() } else { 0 },
+                info.relations
             ));
         }
         let mut trie = 0u64;
@@ -284,7 +325,7 @@ fn fact_hash(s: u32, r: u32, o: u32, seed: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-fn check_adjacency(store: &Store, report: &mut ValidationReport) -> Result<(), ReadError> {
+fn check_adjacency(store: &Store, retired: &roaring::RoaringBitmap, report: &mut ValidationReport) -> Result<(), ReadError> {
     let db = store.db();
     let n_entities = store.meta().entities;
     let n_relations = store.meta().relations;
@@ -337,6 +378,9 @@ fn check_adjacency(store: &Store, report: &mut ValidationReport) -> Result<(), R
         if u64::from(e.0) >= n_entities || u64::from(r.0) >= n_relations {
             report.problem(format!("adjacency: key {} names an id past the dictionaries", crate::store::error::hex(k)));
         }
+        if retired.contains(e.0) {
+            report.problem(format!("adjacency: retired {e} has facts"));
+        }
         match idlist::decode_ids(v) {
             None => report.problem(format!("adjacency: list under {} does not decode", crate::store::error::hex(k))),
             Some(ids) => {
@@ -346,6 +390,9 @@ fn check_adjacency(store: &Store, report: &mut ValidationReport) -> Result<(), R
                 for &other in &ids {
                     if u64::from(other) >= n_entities {
                         report.problem(format!("adjacency: {e} {dir:?} {r} lists entity {other}, past the dictionary"));
+                    }
+                    if retired.contains(other) {
+                        report.problem(format!("adjacency: {e} {dir:?} {r} lists retired entity {other}"));
                     }
                     let (s, o) = match dir {
                         Direction::Out => (e.0, other),

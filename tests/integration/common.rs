@@ -57,3 +57,20 @@ pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     std::fs::write(&p, bytes).expect("write test input");
     p
 }
+
+/// Removes the tokenizers stored with the store's token indexes (`tokenizer_files`), as an
+/// index built before format 4 has none: the next write that changes the dictionaries then
+/// leaves the index stale instead of bringing it up to date.
+pub fn forget_stored_tokenizers(store_dir: &Path) {
+    let gen = std::fs::read_to_string(store_dir.join("CURRENT")).unwrap();
+    let path = store_dir.join(gen.trim());
+    let cfs = rocksdb::DB::list_cf(&rocksdb::Options::default(), &path).unwrap();
+    let db = rocksdb::DB::open_cf(&rocksdb::Options::default(), &path, cfs).unwrap();
+    let cf = db.cf_handle("tokenizer_files").unwrap();
+    let keys: Vec<Box<[u8]>> = db.iterator_cf(cf, rocksdb::IteratorMode::Start).map(|kv| kv.unwrap().0).collect();
+    assert!(!keys.is_empty(), "no stored tokenizer to forget");
+    for k in keys {
+        db.delete_cf(cf, k).unwrap();
+    }
+    db.flush_cf(cf).unwrap();
+}

@@ -274,19 +274,20 @@ fn committed_v1_store_is_migrated_and_validates() {
     copy_dir(&fixture("stores/v1-sample"), &copy);
     // Readers do not migrate: they say what is needed, and the command line what to run.
     let err = Store::open_read_only(&copy).err().expect("a v1 store needs migrating").to_string();
-    assert!(err.contains("format version 1, older than this build's 3: it needs migrating"), "{err}");
+    assert!(err.contains("format version 1, older than this build's 4: it needs migrating"), "{err}");
     let out = trellis().arg("stats").arg("--store").arg(&copy).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&format!("it needs migrating; run `trellis migrate --store {}`", copy.display())), "{stderr}");
     let before = std::fs::read_to_string(copy.join("CURRENT")).unwrap();
     let out = stdout_of(trellis().arg("migrate").arg("--store").arg(&copy));
-    assert!(out.contains("step 1 of 2: add folded names to the name index; add the token index column families"), "{out}");
-    assert!(out.contains("step 2 of 2: add the dictionary epoch to meta"), "{out}");
-    assert!(out.contains("migrated from format version 1 to 3"), "{out}");
+    assert!(out.contains("step 1 of 3: add folded names to the name index; add the token index column families"), "{out}");
+    assert!(out.contains("step 2 of 3: add the dictionary epoch to meta"), "{out}");
+    assert!(out.contains("step 3 of 3: add the column families of live updates"), "{out}");
+    assert!(out.contains("migrated from format version 1 to 4"), "{out}");
     assert_ne!(std::fs::read_to_string(copy.join("CURRENT")).unwrap(), before, "a new generation");
     let st = Store::open_read_only(&copy).unwrap();
-    assert_eq!(st.meta().format_version, 3);
+    assert_eq!(st.meta().format_version, 4);
     assert!(st.validate().unwrap().is_ok(), "{:?}", st.validate().unwrap().problems);
     let spieth = st.entity_by_key("Jordan Spieth").unwrap().expect("fixture holds Jordan Spieth");
     let golf = st.entity_by_key("Golf").unwrap().unwrap();
@@ -300,7 +301,7 @@ fn committed_v1_store_is_migrated_and_validates() {
     drop(st);
     // Migrating again is a no-op; a read-write open works.
     let report = trellis::store::migrate(&copy).unwrap();
-    assert_eq!((report.from_version, report.to_version), (3, 3));
+    assert_eq!((report.from_version, report.to_version), (4, 4));
     assert!(Store::open(&copy).unwrap().validate().unwrap().is_ok());
 }
 
@@ -320,8 +321,8 @@ fn newer_and_unsupported_formats_are_refused() {
     BulkLoader::new(&s).load(&[InputSpec::new(&input)]).unwrap();
     set_format_version(&s, 7);
     let err = Store::open_read_only(&s).err().expect("refused").to_string();
-    assert!(err.contains("format version 7, written by a newer Trellis; this build reads versions up to 3"), "{err}");
-    assert!(matches!(Store::open_read_only(&s), Err(trellis::OpenError::TooNew { found: 7, supported: 3, .. })));
+    assert!(err.contains("format version 7, written by a newer Trellis; this build reads versions up to 4"), "{err}");
+    assert!(matches!(Store::open_read_only(&s), Err(trellis::OpenError::TooNew { found: 7, supported: 4, .. })));
     assert!(Store::open(&s).is_err());
     let out = trellis().arg("stats").arg("--store").arg(&s).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -335,7 +336,7 @@ fn newer_and_unsupported_formats_are_refused() {
     let err = trellis::store::migrate(&s).expect_err("refused").to_string();
     assert!(err.contains("older than the oldest this build migrates (1)"), "{err}");
     assert!(matches!(trellis::store::migrate(&s), Err(trellis::MigrateError::TooOld { found: 0, oldest: 1, .. })));
-    assert!(matches!(Store::open_read_only(&s), Err(trellis::OpenError::NeedsMigration { found: 0, current: 3, .. })));
+    assert!(matches!(Store::open_read_only(&s), Err(trellis::OpenError::NeedsMigration { found: 0, current: 4, .. })));
 }
 
 #[test]

@@ -27,3 +27,4 @@ mod shipped_model;
 mod surge;
 mod targets;
 mod tokens;
+mod update;

@@ -26,7 +26,7 @@ fn opendialkg_counts_and_neighbours() {
     assert_eq!(s["facts"], 217_574);
     assert_eq!(s["entities"], 71_499);
     assert_eq!(s["relations"], 590);
-    assert_eq!(s["format_version"], 3);
+    assert_eq!(s["format_version"], 4);
     let size = s["size_on_disk_bytes"].as_u64().unwrap();
     assert!(size > 0);
     assert_valid(&store);

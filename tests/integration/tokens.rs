@@ -107,12 +107,23 @@ fn other_tokenizers_are_refused_then_indexed_side_by_side() {
     open_index(&store, &other);
     assert!(store.validate().unwrap().is_ok(), "{:?}", store.validate().unwrap().problems);
     drop(store);
-    // A later load makes the index stale, said plainly.
+    // A later load keeps both indexes current: its new names are encoded with each.
     let more = write(dir.path(), "more.tsv", b"Somebody New\tknows\tJordan Spieth\n");
-    ingest(&s, &[], &[&more]);
+    let report = ingest(&s, &[], &[&more]);
+    assert_eq!(report["token_indexes"]["updated"].as_array().unwrap().len(), 2, "{report}");
+    let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
+    let index = open_index(&store, &other);
+    let new = store.entity_by_key("Somebody New").unwrap().unwrap();
+    assert_eq!(index.tokens(Side::Entity, new.0).unwrap(), Some(other.encode(Side::Entity, &["Somebody New"]).unwrap().remove(0)));
+    assert!(store.validate().unwrap().is_ok(), "{:?}", store.validate().unwrap().problems);
+    drop(store);
+    // An index without its stored tokenizer (built before format 4) goes stale, said plainly.
+    forget_stored_tokenizers(&s);
+    let report = ingest(&s, &[], &[&write(dir.path(), "more2.tsv", b"Somebody Else\tknows\tJordan Spieth\n")]);
+    assert_eq!(report["token_indexes"]["stale"].as_array().unwrap().len(), 2, "{report}");
     let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
     let err = open_err(&store, &other);
-    assert!(err.contains("it covers 1255 entities and 66 relations, the store now has 1256 and 67; it needs building again"), "{err}");
+    assert!(err.contains("it covers 1256 entities and 67 relations, the store now has 1257 and 67; it needs building again"), "{err}");
     assert!(!err.contains("trellis index-tokens"), "the library names no command: {err}");
     // A tokenizer without the boundary tokens cannot index.
     let mut plain = json.clone();
@@ -231,12 +242,23 @@ const FACTS_NT: &str = "<http://x/m.1> <http://x/knows> <http://x/m.2> .\n<http:
 /// Defect 3: a load that only adds labels renames entities, the counts stay, and the index
 /// built before it was accepted with the old names' tokens.
 #[test]
-fn a_labels_only_load_makes_the_index_stale() {
+fn a_labels_only_load_renames_and_the_index_follows_or_says_it_is_stale() {
     let dir = tempfile::tempdir().unwrap();
     let s = dir.path().join("s");
     ingest(&s, &[], &[&write(dir.path(), "facts.nt", FACTS_NT.as_bytes())]);
     index_tokens_cli(&s, "trellis");
+    // With the tokenizer stored (format 4), the load encodes the renamed entity again.
     let labels = write(dir.path(), "labels.nt", b"<http://x/m.1> <http://www.w3.org/2000/01/rdf-schema#label> \"Jordan Spieth\"@en .\n");
+    ingest(&s, &[], &[&labels]);
+    {
+        let store = Arc::new(Store::open_read_only(&s).unwrap());
+        let m1 = store.entity_by_key("http://x/m.1").unwrap().unwrap();
+        let index = open_index(&store, &tokenizer());
+        assert_eq!(index.tokens(Side::Entity, m1.0).unwrap().unwrap(), tokenizer().encode(Side::Entity, &["Jordan Spieth"]).unwrap()[0]);
+    }
+    // Without it (an index built before format 4), the same kind of load makes it stale.
+    forget_stored_tokenizers(&s);
+    let labels = write(dir.path(), "labels2.nt", b"<http://x/m.2> <http://www.w3.org/2000/01/rdf-schema#label> \"Golf\"@en .\n");
     ingest(&s, &[], &[&labels]);
     let store = Arc::new(Store::open_read_only(&s).unwrap());
     let m1 = store.entity_by_key("http://x/m.1").unwrap().unwrap();
@@ -302,9 +324,9 @@ fn migrating_format_2_removes_its_token_index() {
     let copy = dir.path().join("v2");
     copy_dir(&fixture("stores/v2-sample-tokens"), &copy);
     let out = stdout_of(trellis().arg("migrate").arg("--store").arg(&copy));
-    assert!(out.contains("step 1 of 1: add the dictionary epoch to meta; remove format-2 token indexes"), "{out}");
+    assert!(out.contains("step 1 of 2: add the dictionary epoch to meta; remove format-2 token indexes"), "{out}");
     let store = Arc::new(Store::open_read_only(&copy).unwrap());
-    assert_eq!(store.meta().format_version, 3);
+    assert_eq!(store.meta().format_version, 4);
     assert_eq!(store.meta().dictionary_epoch, 0);
     assert!(store.tokenizers().unwrap().is_empty());
     assert!(store.validate().unwrap().is_ok(), "{:?}", store.validate().unwrap().problems);
@@ -315,6 +337,38 @@ fn migrating_format_2_removes_its_token_index() {
     let index = open_index(&store, &tokenizer());
     let golf = store.entity_by_key("Golf").unwrap().unwrap().0;
     assert!(index.tokens(Side::Entity, golf).unwrap().is_some());
+}
+
+/// `tests/fixtures/stores/v3-sample-tokens`: the sample, indexed by a format-3 build (no stored
+/// tokenizer). Migrated, its index still opens; an update that changes the dictionaries
+/// leaves it stale and says so; indexed again, updates keep it current.
+#[test]
+fn migrating_format_3_keeps_its_token_index() {
+    use trellis::ingest::{Change, Updater};
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("v3");
+    copy_dir(&fixture("stores/v3-sample-tokens"), &copy);
+    let out = stdout_of(trellis().arg("migrate").arg("--store").arg(&copy));
+    assert!(out.contains("step 1 of 1: add the column families of live updates"), "{out}");
+    let store = Arc::new(Store::open_read_only(&copy).unwrap());
+    assert_eq!(store.meta().format_version, 4);
+    assert!(store.validate().unwrap().is_ok(), "{:?}", store.validate().unwrap().problems);
+    open_index(&store, &tokenizer());
+    drop(store);
+    let rename = || vec![(None, Change::Rename { key: "Golf".into(), name: "Golf (sport)".into() })];
+    let report = Updater::new(&copy).apply(rename()).unwrap();
+    assert_eq!(report.token_indexes.stale.len(), 1, "{:?}", report.token_indexes);
+    let store = Arc::new(Store::open_read_only(&copy).unwrap());
+    assert!(open_err(&store, &tokenizer()).contains("index"), "a stale index is refused");
+    drop(store);
+    index_tokens_cli(&copy, "trellis");
+    let report = Updater::new(&copy).apply(vec![(None, Change::Rename { key: "Golf".into(), name: "Golf".into() })]).unwrap();
+    assert_eq!(report.token_indexes.updated.len(), 1, "{:?}", report.token_indexes);
+    let store = Arc::new(Store::open_read_only(&copy).unwrap());
+    let index = open_index(&store, &tokenizer());
+    let golf = store.entity_by_key("Golf").unwrap().unwrap();
+    assert_eq!(index.tokens(Side::Entity, golf.0).unwrap(), Some(tokenizer().encode(Side::Entity, &["Golf"]).unwrap().remove(0)));
+    assert!(store.validate().unwrap().is_ok());
 }
 
 /// The brute-force model: every (token list, id) of one side.
