@@ -332,7 +332,9 @@ fn run(updater: Updater, changes: Vec<SourcedChange>) -> Result<UpdateReport, In
         }
     }
     if !refused.is_empty() && updater.on_error == OnError::Stop {
-        return Err(IngestError::UpdateRefused { problems: refused.into_iter().take(MAX_LISTED).collect(), more: 0 });
+        let more = refused.len().saturating_sub(MAX_LISTED) as u64;
+        refused.truncate(MAX_LISTED);
+        return Err(IngestError::UpdateRefused { problems: refused, more });
     }
     updater.monitor.check().map_err(|_| IngestError::Cancelled)?;
     let next = NextGeneration::begin(&dir, Some(&gen), number + 1, &cache)?;
@@ -382,13 +384,14 @@ fn run(updater: Updater, changes: Vec<SourcedChange>) -> Result<UpdateReport, In
     let dictionaries_changed = !changed_entities.is_empty() || !changed_relations.is_empty() || !retired.is_empty();
     meta.dictionary_epoch += u64::from(dictionaries_changed);
     meta.updated_by = crate::store::build_name();
+    let rejected_lines = inputs.iter().map(|i| i.rejected).sum();
     meta.loads.push(LoadRecord {
         committed_at: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         inputs,
         new_facts: counts.facts_added,
         new_entities: counts.entities_added,
         new_relations: counts.relations_added,
-        rejected_lines: 0,
+        rejected_lines,
         update: Some(counts.clone()),
     });
     let changed = ChangedTerms {
@@ -494,46 +497,52 @@ fn read_fact_file(
     let mut chunker = LineChunker::new(opened, file.clone());
     let path = PathBuf::from(&file);
     let origin = |line: u64| ChangeOrigin { file: Some(path.clone()), line, index };
-    let mut labels: Vec<(ChangeOrigin, Item)> = Vec::new();
+    // Labels and aliases after the file's facts, as a load applies them: they name the
+    // entities the file adds, whatever the order of its lines.
+    let mut names: Vec<(ChangeOrigin, Item)> = Vec::new();
+    let bad_line = |e: &super::error::LineError| ChangeProblem {
+        origin: origin(e.line),
+        change: format!("{} {}", if add { "add" } else { "retract" }, super::error::snippet(&e.text)),
+        problem: UpdateProblem::BadLine { kind: e.kind, detail: e.detail.clone() },
+    };
     while let Some(chunk) = chunker.next_chunk()? {
         updater.monitor.check().map_err(|_| IngestError::Cancelled)?;
-        let first_line = chunk.first_line;
-        let parsed = parse_chunk(chunk, &cfg);
-        record.lines += parsed.lines;
-        for e in &parsed.errors {
+        // Lines the reader refused (over the length limit).
+        for e in &chunk.errors {
             record.rejected += 1;
-            refused.push(ChangeProblem {
-                origin: origin(e.line),
-                change: format!("{} {}", if add { "add" } else { "retract" }, super::error::snippet(&e.text)),
-                problem: UpdateProblem::BadLine { kind: e.kind, detail: e.detail.clone() },
-            });
+            refused.push(bad_line(e));
         }
-        // Records carry no line numbers; a fact's line is counted from the chunk's first
-        // line past the rejected lines before it (one record per good line).
-        let mut line = first_line;
-        let mut errors = parsed.errors.iter().map(|e| e.line).peekable();
-        let text = |span: super::parse::Span| String::from_utf8_lossy(span.get(&parsed.arena)).into_owned();
-        for rec in &parsed.records {
-            while errors.peek() == Some(&line) {
-                errors.next();
-                line += 1;
+        // One line at a time, so every record knows its line (a blank line, a comment or a
+        // label in another language gives none): update files are small.
+        let mut line_no = chunk.first_line;
+        for text in chunk.data.split_inclusive(|&b| b == b'\n') {
+            while chunk.errors.iter().any(|e| e.line == line_no) {
+                line_no += 1;
             }
-            match *rec {
-                Record::Fact { s, r, o } => {
-                    let term = |t: super::parse::TermRef| Term { key: text(t.key), kind: t.kind, name: t.name.map(text) };
-                    let r = Term { key: text(r), kind: parsed.relation_kind, name: None };
-                    items.push((origin(line), Item::Fact { add, s: term(s), r, o: term(o) }));
-                    record.facts_read += 1;
+            let parsed = parse_chunk(super::input::Chunk { data: text.to_vec(), first_line: line_no, errors: Vec::new() }, &cfg);
+            record.lines += 1;
+            for e in &parsed.errors {
+                record.rejected += 1;
+                refused.push(bad_line(e));
+            }
+            let text_of = |span: super::parse::Span| String::from_utf8_lossy(span.get(&parsed.arena)).into_owned();
+            for rec in &parsed.records {
+                match *rec {
+                    Record::Fact { s, r, o } => {
+                        let term = |t: super::parse::TermRef| Term { key: text_of(t.key), kind: t.kind, name: t.name.map(text_of) };
+                        let r = Term { key: text_of(r), kind: parsed.relation_kind, name: None };
+                        items.push((origin(line_no), Item::Fact { add, s: term(s), r, o: term(o) }));
+                        record.facts_read += 1;
+                    }
+                    Record::Label { subject, text: t } if add => names.push((origin(line_no), Item::Label { key: text_of(subject), text: text_of(t) })),
+                    Record::Alias { subject, text: t } if add => names.push((origin(line_no), Item::FileAlias { key: text_of(subject), alias: text_of(t) })),
+                    Record::Label { .. } | Record::Alias { .. } => {}
                 }
-                Record::Label { subject, text: t } if add => labels.push((origin(line), Item::Label { key: text(subject), text: text(t) })),
-                Record::Alias { subject, text: t } if add => items.push((origin(line), Item::FileAlias { key: text(subject), alias: text(t) })),
-                Record::Label { .. } | Record::Alias { .. } => {}
             }
-            line += 1;
+            line_no += 1;
         }
     }
-    // Labels after the facts: a label names the entity the file adds, whatever the order.
-    items.extend(labels);
+    items.extend(names);
     Ok(record)
 }
 
@@ -652,6 +661,9 @@ impl<'a> Applier<'a> {
                     if let Err(p) = check_text(what, &t.key) {
                         return Ok(Err(p));
                     }
+                }
+                if !self.meta.reverse_prefix.is_empty() && r.key == self.meta.reverse_prefix {
+                    return Ok(Err(UpdateProblem::Empty { what: "relation after the reverse prefix" }));
                 }
                 let s = self.intern_entity(s)?;
                 let r = self.intern_relation(r)?;

@@ -75,6 +75,7 @@ fn link_generation(from: &Path, to: &Path) -> Result<(), WriteError> {
             std::fs::hard_link(&src, &dst).map_err(|e| WriteError::io(&dst, e))?;
         } else {
             std::fs::copy(&src, &dst).map_err(|e| WriteError::io(&dst, e))?;
+            std::fs::File::open(&dst).and_then(|f| f.sync_all()).map_err(|e| WriteError::io(&dst, e))?;
         }
     }
     layout::sync_dir(to)

@@ -310,7 +310,6 @@ impl Store {
     }
 
     fn open_generation(dir: &Path, number: u64, gen: PathBuf, pin: layout::ReaderPin) -> Result<Store, OpenError> {
-        let read_only = !matches!(pin, layout::ReaderPin::Writer(_));
         let cache = Cache::new_lru_cache(DEFAULT_CACHE_BYTES);
         let opts = open_options();
         // Check the version before asking for this build's column families: a store of
@@ -326,12 +325,10 @@ impl Store {
         if version < FORMAT_VERSION {
             return Err(OpenError::NeedsMigration { path: dir.into(), found: version, current: FORMAT_VERSION });
         }
-        let db = if read_only {
-            DB::open_cf_descriptors_read_only(&opts, &gen, descriptors(&cache), false)
-        } else {
-            DB::open_cf_descriptors(&opts, &gen, descriptors(&cache))
-        }
-        .map_err(OpenError::rocks(&gen))?;
+        // Read-only even for a writer's handle: a committed generation is never opened for
+        // writing (readers may be opening it; `store/generation.rs`), and every write goes
+        // through a new generation.
+        let db = DB::open_cf_descriptors_read_only(&opts, &gen, descriptors(&cache), false).map_err(OpenError::rocks(&gen))?;
         let meta = read_meta(&db)?;
         Ok(Store { db, dir: dir.to_path_buf(), generation: gen, number, meta, pin })
     }

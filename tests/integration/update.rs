@@ -521,3 +521,48 @@ fn kind_name(r: &trellis::retrieve::Retriever) -> &'static str {
         "a retriever"
     }
 }
+
+/// An added file's aliases and labels name the entities the file adds whatever the order of
+/// its lines (as a load does); refusals of a fact file name the right line past blank
+/// lines and comments.
+#[test]
+fn fact_files_apply_names_after_facts_and_refusals_name_their_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = base_store(dir.path());
+    let nt = write(
+        dir.path(),
+        "add.nt",
+        b"<http://x/n1> <http://www.w3.org/2004/02/skos/core#altLabel> \"Newish\" .\n<http://x/n1> <http://www.w3.org/2000/01/rdf-schema#label> \"New One\"@en .\n<http://x/n1> <http://x/p> <http://x/n2> .\n",
+    );
+    update(&store, OnError::Stop, vec![Change::AddFile(trellis::InputSpec::new(&nt))]).unwrap();
+    let s = Store::open_read_only(&store).unwrap();
+    let n1 = s.entity_by_key("http://x/n1").unwrap().unwrap();
+    assert_eq!(s.entity(n1).unwrap().unwrap().name, "New One");
+    assert_eq!(s.aliases(n1).unwrap(), vec!["Newish".to_string()]);
+    assert_eq!(s.entities_named("newish").unwrap(), vec![n1]);
+    drop(s);
+    let retract = write(dir.path(), "retract.tsv", b"\n\nE0\tr0\tE1\n\n\nE0\tr9\tE1\n");
+    let err = update(&store, OnError::Stop, vec![Change::RetractFile(trellis::InputSpec::new(&retract))]).unwrap_err().to_string();
+    assert!(err.contains("retract.tsv:6: retract E0\tr9\tE1: the store holds no fact"), "{err}");
+    assert!(!err.contains("retract.tsv:3"), "{err}");
+    let nt =
+        write(dir.path(), "retract.nt", b"# a comment\n<http://x/n1> <http://x/p> <http://x/n2> .\n\n# another\n<http://x/n1> <http://x/q> <http://x/n2> .\n");
+    let err = update(&store, OnError::Stop, vec![Change::RetractFile(trellis::InputSpec::new(&nt))]).unwrap_err().to_string();
+    assert!(err.contains("retract.nt:5: retract http://x/n1\thttp://x/q\thttp://x/n2: the store holds no fact"), "{err}");
+}
+
+/// A token index built before format 4 (no stored tokenizer) goes stale at the first update
+/// that changes the dictionaries, and a store with retired entities and such an index still
+/// validates.
+#[test]
+fn a_stale_token_index_and_retired_entities_validate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = base_store(dir.path());
+    forget_stored_tokenizers(&store);
+    let report = update(&store, OnError::Stop, vec![Change::DeleteEntity("E2".into())]).unwrap();
+    assert_eq!(report.token_indexes.stale.len(), 1);
+    let s = Store::open_read_only(&store).unwrap();
+    let v = s.validate().unwrap();
+    assert!(v.is_ok(), "{:?}", v.problems);
+    assert_eq!(v.retired, 1);
+}
