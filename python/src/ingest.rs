@@ -26,7 +26,7 @@ where
 }
 
 /// ingest(store, files, format=None, compression=None, on_error="stop", rejects=None,
-/// memory_mb=1024, threads=None, reverse_prefix="~", lang="en", progress=None) -> dict
+/// memory_mb=1024, threads=None, reverse_prefix="~", lang="en", progress=None, source=None) -> dict
 ///
 /// Loads triple files (TSV, pipe-separated or N-Triples, optionally gzip, bzip2 or zstd)
 /// into the store at ``store`` (a path, created when missing; a second load adds to it) as
@@ -40,10 +40,11 @@ where
 /// released; Ctrl-C (or an exception raised by ``progress``) cancels the load, leaving the
 /// store as it was, and is re-raised; a cancel that comes after the load's commit point is
 /// too late: the load completes and the exception has ``committed = True`` and a note.
+/// ``source`` names the load's facts (provenance: ``update(retract_source=...)``).
 #[pyfunction]
 #[pyo3(
-    signature = (store, files, format = None, compression = None, on_error = "stop", rejects = None, memory_mb = convert::AnyInt::of(1024), threads = None, reverse_prefix = "~", lang = "en", progress = None),
-    text_signature = "(store, files, format=None, compression=None, on_error='stop', rejects=None, memory_mb=1024, threads=None, reverse_prefix='~', lang='en', progress=None)"
+    signature = (store, files, format = None, compression = None, on_error = "stop", rejects = None, memory_mb = convert::AnyInt::of(1024), threads = None, reverse_prefix = "~", lang = "en", progress = None, source = None),
+    text_signature = "(store, files, format=None, compression=None, on_error='stop', rejects=None, memory_mb=1024, threads=None, reverse_prefix='~', lang='en', progress=None, source=None)"
 )]
 #[allow(clippy::too_many_arguments)]
 pub fn ingest<'py>(
@@ -59,6 +60,7 @@ pub fn ingest<'py>(
     reverse_prefix: &str,
     lang: &str,
     progress: Option<&Bound<'py, PyAny>>,
+    source: Option<String>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let dir = store_dir(store)?;
     crate::store::check_not_held_for_writing(&dir)?;
@@ -80,6 +82,9 @@ pub fn ingest<'py>(
     }
     if let Some(r) = rejects {
         loader = loader.with_rejects_file(r);
+    }
+    if let Some(s) = source {
+        loader = loader.with_source(s);
     }
     let report = monitored(py, progress, |monitor| loader.with_monitor(monitor.clone()).load(&inputs))?.map_err(errors::to_py)?;
     convert::serialized(py, &report)
@@ -158,6 +163,7 @@ pub fn changes_of(
     rename: Option<&Bound<'_, PyAny>>,
     alias: Option<&Bound<'_, PyAny>>,
     unalias: Option<&Bound<'_, PyAny>>,
+    retract_source: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Vec<trellis::ingest::SourcedChange>> {
     let format: Option<Format> = named(format)?;
     let mut out = Vec::new();
@@ -175,8 +181,9 @@ pub fn changes_of(
     out.extend(pairs(rename, "rename")?.into_iter().map(|(key, name)| (None, Change::Rename { key, name })));
     out.extend(pairs(alias, "alias")?.into_iter().map(|(key, alias)| (None, Change::Alias { key, alias })));
     out.extend(pairs(unalias, "unalias")?.into_iter().map(|(key, alias)| (None, Change::Unalias { key, alias })));
+    out.extend(strings(retract_source, "retract_source")?.into_iter().map(|s| (None, Change::RetractSource(s))));
     if out.is_empty() {
-        return Err(errors::setting("nothing to change: give changes, add, retract, delete, rename, alias or unalias"));
+        return Err(errors::setting("nothing to change: give changes, add, retract, delete, rename, alias, unalias or retract_source"));
     }
     Ok(out)
 }
@@ -188,27 +195,34 @@ pub fn run_update(
     changes: Vec<trellis::ingest::SourcedChange>,
     on_error: &str,
     lang: &str,
+    source: Option<String>,
     progress: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<UpdateReport> {
     crate::store::check_not_held_for_writing(dir)?;
     let on_error: OnError = named(Some(on_error))?.unwrap_or_default();
-    let updater = Updater::new(dir).on_error(on_error).with_lang(lang);
+    let mut updater = Updater::new(dir).on_error(on_error).with_lang(lang);
+    if let Some(s) = source {
+        updater = updater.with_source(s);
+    }
     monitored(py, progress, |monitor| updater.with_monitor(monitor.clone()).apply(changes))?.map_err(errors::to_py)
 }
 
 /// update(store, changes=None, add=None, retract=None, format=None, delete=None,
-/// rename=None, alias=None, unalias=None, on_error="stop", lang="en", progress=None) -> dict
+/// rename=None, alias=None, unalias=None, retract_source=None, source=None, on_error="stop",
+/// lang="en", progress=None) -> dict
 ///
 /// Changes the store at ``store`` while it serves, as ``trellis update`` does, in one atomic
 /// commit whose cost follows the change: ``changes`` (a list of dicts in the change file's
 /// shape, ``{"op": "add", "subject", "relation", "object"}`` etc., applied first, in order),
 /// then the facts of the ``add`` and ``retract`` files (any ingest format), the ``delete``d
 /// entities (keys or names), ``rename`` (``{key: name}`` or pairs), ``alias`` and ``unalias``
-/// (pairs of key and alias). ``on_error="stop"`` raises ``BadInputError`` listing every change
+/// (pairs of key and alias), ``retract_source`` (names: what those sources asserted and no
+/// other load or update asserts is retracted); ``source`` names what this update adds.
+/// ``on_error="stop"`` raises ``BadInputError`` listing every change
 /// that cannot be applied and commits nothing; ``"skip"`` commits the rest and lists them in
 /// the report's ``"skipped"``. Open handles keep their generation until ``refresh()``.
 #[pyfunction]
-#[pyo3(signature = (store, changes = None, add = None, retract = None, format = None, delete = None, rename = None, alias = None, unalias = None, on_error = "stop", lang = "en", progress = None))]
+#[pyo3(signature = (store, changes = None, add = None, retract = None, format = None, delete = None, rename = None, alias = None, unalias = None, retract_source = None, source = None, on_error = "stop", lang = "en", progress = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn update<'py>(
     py: Python<'py>,
@@ -221,12 +235,14 @@ pub fn update<'py>(
     rename: Option<&Bound<'py, PyAny>>,
     alias: Option<&Bound<'py, PyAny>>,
     unalias: Option<&Bound<'py, PyAny>>,
+    retract_source: Option<&Bound<'py, PyAny>>,
+    source: Option<String>,
     on_error: &str,
     lang: &str,
     progress: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let dir = store_dir(store)?;
-    let changes = changes_of(changes, add, retract, format, delete, rename, alias, unalias)?;
-    let report = run_update(py, &dir, changes, on_error, lang, progress)?;
+    let changes = changes_of(changes, add, retract, format, delete, rename, alias, unalias, retract_source)?;
+    let report = run_update(py, &dir, changes, on_error, lang, source, progress)?;
     convert::serialized(py, &report)
 }

@@ -195,11 +195,12 @@ impl PyStore {
     }
 
     /// update(changes=None, add=None, retract=None, format=None, delete=None, rename=None,
-    /// alias=None, unalias=None, on_error="stop", lang="en", progress=None) -> dict
+    /// alias=None, unalias=None, retract_source=None, source=None, on_error="stop", lang="en",
+    /// progress=None) -> dict
     ///
     /// ``trellis.update`` on this store's directory, then ``refresh()``: this handle reads
     /// the updated store. Refused on a handle opened for writing (it holds the lock).
-    #[pyo3(signature = (changes = None, add = None, retract = None, format = None, delete = None, rename = None, alias = None, unalias = None, on_error = "stop", lang = "en", progress = None))]
+    #[pyo3(signature = (changes = None, add = None, retract = None, format = None, delete = None, rename = None, alias = None, unalias = None, retract_source = None, source = None, on_error = "stop", lang = "en", progress = None))]
     #[allow(clippy::too_many_arguments)]
     fn update<'py>(
         &self,
@@ -212,12 +213,14 @@ impl PyStore {
         rename: Option<&Bound<'py, PyAny>>,
         alias: Option<&Bound<'py, PyAny>>,
         unalias: Option<&Bound<'py, PyAny>>,
+        retract_source: Option<&Bound<'py, PyAny>>,
+        source: Option<String>,
         on_error: &str,
         lang: &str,
         progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let changes = crate::ingest::changes_of(changes, add, retract, format, delete, rename, alias, unalias)?;
-        let report = crate::ingest::run_update(py, &self.path, changes, on_error, lang, progress)?;
+        let changes = crate::ingest::changes_of(changes, add, retract, format, delete, rename, alias, unalias, retract_source)?;
+        let report = crate::ingest::run_update(py, &self.path, changes, on_error, lang, source, progress)?;
         self.refresh(py)?;
         convert::serialized(py, &report)
     }

@@ -77,3 +77,20 @@ def test_bad_change_dicts_and_arguments(kg):
     with trellis.Store.open(kg) as writer:
         with pytest.raises(trellis.StoreError, match="holds the store open for writing"):
             trellis.update(writer, delete="Golf")
+
+
+def test_sources_are_recorded_and_retracted(tmp_path):
+    d = tmp_path / "kg"
+    a = tmp_path / "a.tsv"
+    a.write_text("A\tr\tB\nA\tr\tC\n")
+    b = tmp_path / "b.tsv"
+    b.write_text("A\tr\tC\n")
+    trellis.ingest(d, [a], source="wiki")
+    trellis.ingest(d, [b], source="news")
+    report = trellis.update(d, retract_source="wiki")
+    assert report["counts"]["facts_retracted"] == 1
+    store = trellis.Store(d)
+    assert [(f["head"], f["tail"]) for f in store.neighbors("A")] == [("A", "C")]
+    assert store.stats()["loads"] == 3
+    with pytest.raises(trellis.BadInputError, match='no load or update has the source "nobody"'):
+        store.update(retract_source=["nobody"], source="fix")

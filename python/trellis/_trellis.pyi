@@ -61,6 +61,8 @@ class Store:
         rename: Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]] = None,
         alias: Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]] = None,
         unalias: Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]] = None,
+        retract_source: Optional[Union[str, Sequence[str]]] = None,
+        source: Optional[str] = None,
         on_error: str = "stop",
         lang: str = "en",
         progress: Optional[ProgressCallback] = None,
@@ -161,6 +163,7 @@ def ingest(
     reverse_prefix: str = "~",
     lang: str = "en",
     progress: Optional[ProgressCallback] = None,
+    source: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Loads triple files into the store as one new generation; the load report."""
 
@@ -183,6 +186,8 @@ def update(
     rename: Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]] = None,
     alias: Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]] = None,
     unalias: Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]] = None,
+    retract_source: Optional[Union[str, Sequence[str]]] = None,
+    source: Optional[str] = None,
     on_error: str = "stop",
     lang: str = "en",
     progress: Optional[ProgressCallback] = None,

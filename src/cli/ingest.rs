@@ -44,6 +44,10 @@ pub struct IngestArgs {
     /// Keep RDF labels in this language (and labels without one); empty keeps all.
     #[arg(long, default_value = "en")]
     lang: String,
+    /// Name the source of this load's facts (provenance: `update --retract-source NAME`
+    /// removes what it asserted and nothing else asserts).
+    #[arg(long)]
+    source: Option<String>,
     /// Print the load report as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -69,6 +73,9 @@ pub fn run(args: IngestArgs) -> Result<ExitCode> {
     }
     if let Some(r) = args.rejects {
         loader = loader.with_rejects_file(r);
+    }
+    if let Some(s) = args.source {
+        loader = loader.with_source(s);
     }
     let result = loader.load(&inputs);
     bar.finish();

@@ -143,7 +143,11 @@ pub struct NeighborsArgs {
     /// At most this many facts per matching entity.
     #[arg(long, default_value_t = 100, value_parser = super::usize_in(&limits::LIMIT), allow_hyphen_values = true)]
     limit: usize,
-    /// JSON lines {"head","relation","tail","reverse","hop"}.
+    /// Also say which loads and updates assert each fact (their --source, else `load N` /
+    /// `update N`).
+    #[arg(long)]
+    sources: bool,
+    /// JSON lines {"head","relation","tail","reverse","hop"} (and "sources").
     #[arg(long)]
     json: bool,
 }
@@ -161,16 +165,22 @@ pub fn neighbors(args: NeighborsArgs) -> Result<ExitCode> {
             let (h, r, t) = step.fact();
             let (head, rel, tail) = (entity_name(&store, h)?, relation_name(&store, r)?, entity_name(&store, t)?);
             let reverse = step.edge.direction == Direction::In;
+            let sources: Vec<String> = if args.sources { store.fact_sources(h, r, t)?.into_iter().map(|n| store.source_name(n)).collect() } else { Vec::new() };
             if args.json {
-                outln!("{}", json!({"head": head, "relation": rel, "tail": tail, "reverse": reverse, "hop": step.hop}));
+                let mut line = json!({"head": head, "relation": rel, "tail": tail, "reverse": reverse, "hop": step.hop});
+                if args.sources {
+                    line["sources"] = json!(sources);
+                }
+                outln!("{line}");
             } else {
                 let indent = if step.hop == 1 { "  " } else { "      " };
                 let from = entity_name(&store, step.from)?;
                 let other = entity_name(&store, step.edge.other)?;
+                let said = if args.sources { format!("  [{}]", sources.join(", ")) } else { String::new() };
                 if reverse {
-                    outln!("{indent}{from} <-{rel}- {other}");
+                    outln!("{indent}{from} <-{rel}- {other}{said}");
                 } else {
-                    outln!("{indent}{from} -{rel}-> {other}");
+                    outln!("{indent}{from} -{rel}-> {other}{said}");
                 }
             }
         }

@@ -40,6 +40,13 @@ pub struct UpdateArgs {
     /// Remove an alias of the entity with key KEY (repeatable).
     #[arg(long, num_args = 2, value_names = ["KEY", "NAME"])]
     unalias: Vec<String>,
+    /// Remove what the loads and updates of this source asserted, except facts another
+    /// load or update also asserts (repeatable).
+    #[arg(long, value_name = "NAME")]
+    retract_source: Vec<String>,
+    /// Name the source of the facts this update adds (provenance).
+    #[arg(long)]
+    source: Option<String>,
     /// `stop`: any change that cannot be applied fails the update, every such change listed,
     /// nothing committed. `skip`: commit the rest and list the refused changes.
     #[arg(long, value_parser = super::named::<OnError>(OnError::NAMES), default_value_t = OnError::Stop)]
@@ -65,11 +72,19 @@ pub fn run(args: UpdateArgs) -> Result<ExitCode> {
     changes.extend(args.rename.chunks(2).map(|kv| (None, Change::Rename { key: kv[0].clone(), name: kv[1].clone() })));
     changes.extend(args.alias.chunks(2).map(|kv| (None, Change::Alias { key: kv[0].clone(), alias: kv[1].clone() })));
     changes.extend(args.unalias.chunks(2).map(|kv| (None, Change::Unalias { key: kv[0].clone(), alias: kv[1].clone() })));
+    changes.extend(args.retract_source.iter().map(|s| (None, Change::RetractSource(s.clone()))));
     if changes.is_empty() {
-        return Err(super::Usage("nothing to change: give --changes, --add, --retract, --delete-entity, --rename, --alias or --unalias".into()).into());
+        return Err(super::Usage(
+            "nothing to change: give --changes, --add, --retract, --delete-entity, --rename, --alias, --unalias or --retract-source".into(),
+        )
+        .into());
     }
     let bar = Bar::new();
-    let result = Updater::new(&args.store).on_error(args.on_error).with_lang(args.lang).with_monitor(bar.monitor()).apply(changes);
+    let mut updater = Updater::new(&args.store).on_error(args.on_error).with_lang(args.lang).with_monitor(bar.monitor());
+    if let Some(s) = args.source {
+        updater = updater.with_source(s);
+    }
+    let result = updater.apply(changes);
     bar.finish();
     let report = result?;
     if args.json {

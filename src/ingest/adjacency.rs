@@ -27,15 +27,17 @@ pub(super) fn write_adjacency_both(
     set: &SstOptions,
     monitor: &Monitor,
     inputs: usize,
+    load: u32,
 ) -> Result<(CfFiles, u64), IngestError> {
     let mut files = Vec::new();
     let mut added_out = 0;
     for (order, dir) in [(Order::Spo, Direction::Out), (Order::Ops, Direction::In)] {
         let t = Instant::now();
-        let (adj, deg, added) = write_adjacency(sorter, old, set, order, dir, monitor, inputs)?;
+        let (adj, deg, provenance, added) = write_adjacency(sorter, old, set, order, dir, monitor, inputs, load)?;
         tracing::info!(?dir, elapsed_ms = t.elapsed().as_millis() as u64, "wrote adjacency");
         files.push((CF_ADJACENCY, adj));
         files.push((CF_DEGREES, deg));
+        files.extend(provenance);
         if dir == Direction::Out {
             added_out = added;
         } else if added != added_out {
@@ -50,6 +52,9 @@ pub(super) fn write_adjacency_both(
     Ok((files, added_out))
 }
 
+/// One direction's adjacency and degrees; the outgoing pass also writes the load's
+/// provenance (`fact_sources`, `source_facts`: every fact the load read, stored before or not).
+#[allow(clippy::too_many_arguments)]
 fn write_adjacency(
     sorter: &mut TripleSorter,
     old: Option<&DB>,
@@ -58,21 +63,35 @@ fn write_adjacency(
     dir: Direction,
     monitor: &Monitor,
     inputs: usize,
-) -> Result<(Vec<PathBuf>, Vec<PathBuf>, u64), IngestError> {
+    load: u32,
+) -> Result<(Vec<PathBuf>, Vec<PathBuf>, CfFiles, u64), IngestError> {
     // The load's steps: one per input, both adjacency directions, the commit.
     let (step, steps) = (inputs + if dir == Direction::Out { 1 } else { 2 }, inputs + 3);
     let stage = if dir == Direction::Out { "write outgoing adjacency" } else { "write incoming adjacency" };
     let total = sorter.pushed();
     let mut adj = SstSink::new(set, CF_ADJACENCY)?;
     let mut deg = SstSink::new(set, CF_DEGREES)?;
+    let mut provenance = if dir == Direction::Out { Some((SstSink::new(set, CF_FACT_SOURCES)?, SstSink::new(set, CF_SOURCE_FACTS)?)) } else { None };
     let mut group: Option<(u32, u32)> = None;
     let mut others: Vec<u32> = Vec::new();
     let mut entity_added: u64 = 0;
     let mut added: u64 = 0;
     let mut seen: u64 = 0;
     let mut buf = Vec::new();
-    let mut flush_group = |group: Option<(u32, u32)>, others: &mut Vec<u32>, entity_added: &mut u64, adj: &mut SstSink<'_>| -> Result<(), IngestError> {
+    let mut flush_group = |group: Option<(u32, u32)>,
+                           others: &mut Vec<u32>,
+                           entity_added: &mut u64,
+                           adj: &mut SstSink<'_>,
+                           provenance: &mut Option<(SstSink<'_>, SstSink<'_>)>|
+     -> Result<(), IngestError> {
         let Some((e, r)) = group else { return Ok(()) };
+        // Runs are deduplicated each, not across each other.
+        others.dedup();
+        if let Some((sources, facts)) = provenance {
+            idlist::encode_ids(others, &mut buf);
+            sources.put(&codec::fact_source_key(EntityId(e), RelationId(r), load), &buf)?;
+            facts.put(&codec::source_fact_key(load, EntityId(e), RelationId(r)), &[])?;
+        }
         let key = codec::adj_key(dir, EntityId(e), RelationId(r));
         let stored = match old {
             Some(db) => match db.get_pinned_cf(db.cf_handle(CF_ADJACENCY).expect("cf"), key).rocks()? {
@@ -118,7 +137,7 @@ fn write_adjacency(
     let result = sorter.for_each(order, |t| {
         let (e, r, other) = (t[0], t[1], t[2]);
         if group != Some((e, r)) {
-            flush_group(group, &mut others, &mut entity_added, &mut adj)?;
+            flush_group(group, &mut others, &mut entity_added, &mut adj, &mut provenance)?;
             if let Some((prev_e, _)) = group {
                 if prev_e != e {
                     flush_entity(prev_e, entity_added, &mut deg)?;
@@ -137,10 +156,14 @@ fn write_adjacency(
         Ok(())
     });
     result?;
-    flush_group(group, &mut others, &mut entity_added, &mut adj)?;
+    flush_group(group, &mut others, &mut entity_added, &mut adj, &mut provenance)?;
     if let Some((e, _)) = group {
         flush_entity(e, entity_added, &mut deg)?;
         added += entity_added;
     }
-    Ok((adj.finish()?, deg.finish()?, added))
+    let provenance = match provenance {
+        Some((sources, facts)) => vec![(CF_FACT_SOURCES, sources.finish()?), (CF_SOURCE_FACTS, facts.finish()?)],
+        None => Vec::new(),
+    };
+    Ok((adj.finish()?, deg.finish()?, provenance, added))
 }

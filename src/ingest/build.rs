@@ -210,6 +210,7 @@ fn run_locked(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport
         new_entities: state.report.new_entities,
         new_relations: state.report.new_relations,
         rejected_lines: state.report.rejected_total(),
+        source: state.loader.source.clone(),
         update: None,
     });
     // The token indexes follow the load: its new names and relabeled entities are encoded,
@@ -251,8 +252,9 @@ impl Loading<'_> {
         let monitor = self.loader.monitor.clone();
         let inputs = self.report.inputs.len();
         let old = self.old;
+        let load = u32::try_from(self.load_number).unwrap_or(u32::MAX);
         let (adjacency, dictionaries) = std::thread::scope(|scope| {
-            let adjacency = scope.spawn(|| adjacency::write_adjacency_both(&mut sorter, old, set, &monitor, inputs));
+            let adjacency = scope.spawn(|| adjacency::write_adjacency_both(&mut sorter, old, set, &monitor, inputs, load));
             let dictionaries = self.write_dictionaries(set);
             (adjacency.join().expect("adjacency writer does not panic"), dictionaries)
         });

@@ -68,6 +68,7 @@ pub struct BulkLoader {
     rejects: Option<PathBuf>,
     reverse_prefix: String,
     lang: String,
+    source: Option<String>,
     monitor: Monitor,
 }
 
@@ -128,8 +129,17 @@ impl BulkLoader {
             rejects: None,
             reverse_prefix: "~".into(),
             lang: "en".into(),
+            source: None,
             monitor: Monitor::new(),
         }
+    }
+
+    /// Names the source of the load's facts (format 4 provenance): `Updater::retract_source`
+    /// (`trellis update --retract-source NAME`) later removes what it asserted and no other
+    /// load or update also asserts.
+    pub fn with_source(mut self, name: impl Into<String>) -> Self {
+        self.source = Some(name.into());
+        self
     }
 
     /// Memory budget for the sort buffers and dictionaries of the load (default 1024 MB).

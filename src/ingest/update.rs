@@ -79,6 +79,9 @@ pub enum Change {
         /// The alias.
         alias: String,
     },
+    /// Remove what the loads and updates of this source (`--source NAME`) asserted, except
+    /// the facts another load or update also asserts.
+    RetractSource(String),
 }
 
 impl Change {
@@ -94,6 +97,7 @@ impl Change {
             Change::Rename { key, name } => format!("rename {key:?} to {name:?}"),
             Change::Alias { key, alias } => format!("alias {key:?} as {alias:?}"),
             Change::Unalias { key, alias } => format!("unalias {alias:?} of {key:?}"),
+            Change::RetractSource(name) => format!("retract source {name:?}"),
         }
     }
 }
@@ -173,6 +177,12 @@ pub enum UpdateProblem {
         /// The alias.
         alias: String,
     },
+    /// A source no load or update was named after.
+    #[error("no load or update has the source {name:?}")]
+    UnknownSource {
+        /// The name given.
+        name: String,
+    },
     /// A name, alias or key that is empty or only white space.
     #[error("empty {what}")]
     Empty {
@@ -243,6 +253,7 @@ pub struct Updater {
     dir: PathBuf,
     on_error: OnError,
     lang: String,
+    source: Option<String>,
     monitor: Monitor,
 }
 
@@ -250,7 +261,14 @@ impl Updater {
     /// An updater of the store at `dir` (which must exist): strict (any refused change fails
     /// the whole update), English labels.
     pub fn new(dir: impl AsRef<Path>) -> Updater {
-        Updater { dir: dir.as_ref().to_path_buf(), on_error: OnError::Stop, lang: "en".into(), monitor: Monitor::new() }
+        Updater { dir: dir.as_ref().to_path_buf(), on_error: OnError::Stop, lang: "en".into(), source: None, monitor: Monitor::new() }
+    }
+
+    /// Names the source of the facts this update adds (provenance, as
+    /// `BulkLoader::with_source`); `Change::RetractSource` removes a source's facts.
+    pub fn with_source(mut self, name: impl Into<String>) -> Self {
+        self.source = Some(name.into());
+        self
     }
 
     /// `Stop` (default): a change that cannot be applied (or a malformed line of a fact
@@ -339,7 +357,7 @@ fn run(updater: Updater, changes: Vec<SourcedChange>) -> Result<UpdateReport, In
     updater.monitor.check().map_err(|_| IngestError::Cancelled)?;
     let next = NextGeneration::begin(&dir, Some(&gen), number + 1, &cache)?;
     let db = &next.db;
-    let mut state = Applier::new(db, before.clone());
+    let mut state = Applier::new(db, before.clone(), u32::try_from(load_number).unwrap_or(u32::MAX));
     for (_, item) in &items {
         if let Item::Label { key, text } = item {
             state.labels.entry(key.clone()).or_insert_with(|| text.clone());
@@ -392,6 +410,7 @@ fn run(updater: Updater, changes: Vec<SourcedChange>) -> Result<UpdateReport, In
         new_entities: counts.entities_added,
         new_relations: counts.relations_added,
         rejected_lines,
+        source: updater.source.clone(),
         update: Some(counts.clone()),
     });
     let changed = ChangedTerms {
@@ -618,6 +637,8 @@ impl<'a> Overlay<'a> {
 struct Applier<'a> {
     overlay: Overlay<'a>,
     meta: Meta,
+    /// This update's number among the store's loads (its facts' provenance).
+    load: u32,
     counts: UpdateCounts,
     changed_entities: BTreeSet<u32>,
     changed_relations: BTreeSet<u32>,
@@ -641,10 +662,11 @@ fn corrupt(cf: &'static str, key: &[u8], what: &'static str) -> IngestError {
 }
 
 impl<'a> Applier<'a> {
-    fn new(db: &'a DB, meta: Meta) -> Applier<'a> {
+    fn new(db: &'a DB, meta: Meta, load: u32) -> Applier<'a> {
         Applier {
             overlay: Overlay { db, writes: HashMap::new() },
             meta,
+            load,
             counts: UpdateCounts::default(),
             changed_entities: BTreeSet::new(),
             changed_relations: BTreeSet::new(),
@@ -747,6 +769,17 @@ impl<'a> Applier<'a> {
                     return Ok(Err(UpdateProblem::AliasAbsent { key: key.clone(), alias: alias.clone() }));
                 }
                 self.set_alias(e, alias, false)?;
+                Ok(Ok(()))
+            }
+            Change::RetractSource(name) => {
+                let loads: Vec<u32> =
+                    self.meta.loads.iter().enumerate().filter(|(_, l)| l.source.as_deref() == Some(name.as_str())).map(|(i, _)| i as u32 + 1).collect();
+                if loads.is_empty() {
+                    return Ok(Err(UpdateProblem::UnknownSource { name: name.clone() }));
+                }
+                for load in loads {
+                    self.retract_load(load)?;
+                }
                 Ok(Ok(()))
             }
             // Files were read into items before; these never reach the applier.
@@ -928,7 +961,79 @@ impl<'a> Applier<'a> {
         Ok(())
     }
 
+    /// Records that this update asserts the fact (its provenance).
+    fn assert_source(&mut self, s: u32, r: u32, o: u32) -> Result<(), IngestError> {
+        let key = codec::fact_source_key(EntityId(s), RelationId(r), self.load);
+        let mut list = match self.overlay.get(CF_FACT_SOURCES, &key)? {
+            Some(v) => idlist::decode_ids(&v).ok_or_else(|| corrupt(CF_FACT_SOURCES, &key, "malformed id list"))?,
+            None => Vec::new(),
+        };
+        if let Err(at) = list.binary_search(&o) {
+            list.insert(at, o);
+            let mut buf = Vec::new();
+            idlist::encode_ids(&list, &mut buf);
+            self.overlay.put(CF_FACT_SOURCES, key.to_vec(), buf);
+            self.overlay.put(CF_SOURCE_FACTS, codec::source_fact_key(self.load, EntityId(s), RelationId(r)).to_vec(), Vec::new());
+        }
+        Ok(())
+    }
+
+    /// The loads that assert `r(s, o)`, and each one's list for `(s, r)`.
+    fn sources_of(&self, s: u32, r: u32) -> Result<Vec<(u32, Vec<u32>)>, IngestError> {
+        let mut prefix = s.to_be_bytes().to_vec();
+        prefix.extend_from_slice(&r.to_be_bytes());
+        let mut out = Vec::new();
+        for (k, v) in self.overlay.scan(CF_FACT_SOURCES, &prefix)? {
+            let (_, _, load) = codec::decode_triple_key(&k).ok_or_else(|| corrupt(CF_FACT_SOURCES, &k, "malformed key"))?;
+            out.push((load, idlist::decode_ids(&v).ok_or_else(|| corrupt(CF_FACT_SOURCES, &k, "malformed id list"))?));
+        }
+        Ok(out)
+    }
+
+    /// Writes one load's list for `(s, r)` (removed with its `source_facts` key when empty).
+    fn set_source_list(&mut self, load: u32, s: u32, r: u32, list: &[u32]) {
+        let key = codec::fact_source_key(EntityId(s), RelationId(r), load).to_vec();
+        if list.is_empty() {
+            self.overlay.delete(CF_FACT_SOURCES, key);
+            self.overlay.delete(CF_SOURCE_FACTS, codec::source_fact_key(load, EntityId(s), RelationId(r)).to_vec());
+        } else {
+            let mut buf = Vec::new();
+            idlist::encode_ids(list, &mut buf);
+            self.overlay.put(CF_FACT_SOURCES, key, buf);
+        }
+    }
+
+    /// Removes `o` from every load's list of `(s, r)`: the fact is no longer asserted.
+    fn drop_sources(&mut self, s: u32, r: u32, o: u32) -> Result<(), IngestError> {
+        for (load, mut list) in self.sources_of(s, r)? {
+            if let Ok(at) = list.binary_search(&o) {
+                list.remove(at);
+                self.set_source_list(load, s, r, &list);
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes what load `load` asserted: its provenance, and the facts no other load asserts.
+    fn retract_load(&mut self, load: u32) -> Result<(), IngestError> {
+        for (k, _) in self.overlay.scan(CF_SOURCE_FACTS, &load.to_be_bytes())? {
+            let (_, s, r) = codec::decode_triple_key(&k).ok_or_else(|| corrupt(CF_SOURCE_FACTS, &k, "malformed key"))?;
+            let sources = self.sources_of(s, r)?;
+            let Some((_, mine)) = sources.iter().find(|(l, _)| *l == load) else { continue };
+            let others: BTreeSet<u32> = sources.iter().filter(|(l, _)| *l != load).flat_map(|(_, list)| list.iter().copied()).collect();
+            let mine = mine.clone();
+            self.set_source_list(load, s, r, &[]);
+            for o in mine {
+                if !others.contains(&o) {
+                    self.retract_fact(s, r, o)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn add_fact(&mut self, s: u32, r: u32, o: u32) -> Result<(), IngestError> {
+        self.assert_source(s, r, o)?;
         let mut out = self.list(Direction::Out, s, r)?;
         let Err(at) = out.binary_search(&o) else { return Ok(()) };
         out.insert(at, o);
@@ -960,6 +1065,7 @@ impl<'a> Applier<'a> {
         self.add_degree(Direction::In, o, -1)?;
         self.meta.facts = self.meta.facts.saturating_sub(1);
         self.counts.facts_retracted += 1;
+        self.drop_sources(s, r, o)?;
         Ok(true)
     }
 
@@ -1018,7 +1124,7 @@ pub enum ChangeFileProblem {
         field: String,
     },
     /// An `op` this build does not know.
-    #[error("unknown op {op:?} (add, retract, add_file, retract_file, delete_entity, rename, alias, unalias)")]
+    #[error("unknown op {op:?} (add, retract, add_file, retract_file, delete_entity, rename, alias, unalias, retract_source)")]
     UnknownOp {
         /// The op given.
         op: String,
@@ -1052,7 +1158,8 @@ pub enum ChangeFileProblem {
 /// `add` / `retract` with `subject`, `relation`, `object`; `add_file` / `retract_file` with
 /// `path` (relative to the change file's folder) and optional `format`; `delete_entity` with
 /// `entity` (key or name); `rename` with `entity` (key) and `name`; `alias` / `unalias` with
-/// `entity` (key) and `alias`. Each change carries its line for reports.
+/// `entity` (key) and `alias`; `retract_source` with `source`. Each change carries its line
+/// for reports.
 pub fn read_change_file(path: &Path) -> Result<Vec<SourcedChange>, IngestError> {
     use std::io::BufRead;
     let file = std::fs::File::open(path).map_err(|e| IngestError::io(path, e))?;
@@ -1093,7 +1200,7 @@ impl Change {
 fn change_of(value: &serde_json::Value, base: &Path) -> Result<Change, ChangeFileProblem> {
     let obj = value.as_object().ok_or(ChangeFileProblem::NotAChange)?;
     let op_text = obj.get("op").and_then(|v| v.as_str()).ok_or(ChangeFileProblem::NotAChange)?;
-    const OPS: [(&str, &[&str]); 8] = [
+    const OPS: [(&str, &[&str]); 9] = [
         ("add", &["subject", "relation", "object"]),
         ("retract", &["subject", "relation", "object"]),
         ("add_file", &["path", "format"]),
@@ -1102,6 +1209,7 @@ fn change_of(value: &serde_json::Value, base: &Path) -> Result<Change, ChangeFil
         ("rename", &["entity", "name"]),
         ("alias", &["entity", "alias"]),
         ("unalias", &["entity", "alias"]),
+        ("retract_source", &["source"]),
     ];
     let (op, fields) = OPS.iter().find(|(name, _)| *name == op_text).ok_or_else(|| ChangeFileProblem::UnknownOp { op: op_text.to_owned() })?;
     if let Some(field) = obj.keys().find(|k| *k != "op" && !fields.contains(&k.as_str())) {
@@ -1132,6 +1240,7 @@ fn change_of(value: &serde_json::Value, base: &Path) -> Result<Change, ChangeFil
         "delete_entity" => Change::DeleteEntity(need("entity")?),
         "rename" => Change::Rename { key: need("entity")?, name: need("name")? },
         "alias" => Change::Alias { key: need("entity")?, alias: need("alias")? },
+        "retract_source" => Change::RetractSource(need("source")?),
         _ => Change::Unalias { key: need("entity")?, alias: need("alias")? },
     })
 }

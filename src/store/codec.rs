@@ -238,6 +238,33 @@ pub fn get_varint(b: &[u8]) -> Option<(u64, usize)> {
     None
 }
 
+/// `fact_sources` key: subject ++ relation ++ load (u32 BE each; loads counted from 1, 0 for
+/// facts stored before format 4).
+pub fn fact_source_key(s: EntityId, r: RelationId, load: u32) -> [u8; 12] {
+    let mut k = [0u8; 12];
+    k[..4].copy_from_slice(&s.0.to_be_bytes());
+    k[4..8].copy_from_slice(&r.0.to_be_bytes());
+    k[8..].copy_from_slice(&load.to_be_bytes());
+    k
+}
+
+/// `source_facts` key: load ++ subject ++ relation.
+pub fn source_fact_key(load: u32, s: EntityId, r: RelationId) -> [u8; 12] {
+    let mut k = [0u8; 12];
+    k[..4].copy_from_slice(&load.to_be_bytes());
+    k[4..8].copy_from_slice(&s.0.to_be_bytes());
+    k[8..].copy_from_slice(&r.0.to_be_bytes());
+    k
+}
+
+/// (first, second, third) u32s of a 12-byte key of `fact_sources` or `source_facts`.
+pub fn decode_triple_key(k: &[u8]) -> Option<(u32, u32, u32)> {
+    if k.len() != 12 {
+        return None;
+    }
+    Some((be_u32(&k[..4])?, be_u32(&k[4..8])?, be_u32(&k[8..])?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,6 +49,10 @@ pub struct LoadRecord {
     pub new_entities: u64,
     pub new_relations: u64,
     pub rejected_lines: u64,
+    /// The source named by `--source` (format 4): `update --retract-source NAME` removes
+    /// what the loads and updates of that name asserted and no other one also asserts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// For an update (`trellis update`, format 4): what it changed. Absent for a load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update: Option<UpdateCounts>,

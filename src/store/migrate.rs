@@ -31,14 +31,34 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         from: 3,
-        description: "add the column families of live updates (the tokenizers of token indexes, retired entities), empty; token indexes keep working, and follow loads and updates once indexed again",
+        description: "add the column families of live updates (the tokenizers of token indexes, retired entities, provenance); every stored fact is recorded as asserted before format 4 (source 0); token indexes keep working, and follow loads and updates once indexed again",
         run: v3_to_v4,
     },
 ];
 
-/// `migrations/v3_to_v4.md`. The new column families are created, empty, by opening the new
-/// generation with this build's schema; no key or value of format 3 changes.
-fn v3_to_v4(_db: &DB) -> Result<(), MigrateError> {
+/// `migrations/v3_to_v4.md`. The new column families are created by opening the new
+/// generation with this build's schema; no key or value of format 3 changes. Provenance:
+/// which load asserted a fact was not recorded before, so every stored fact is recorded as
+/// asserted by load 0 ("before format 4"): its outgoing lists, copied.
+fn v3_to_v4(db: &DB) -> Result<(), MigrateError> {
+    use super::codec;
+    use super::schema::{CF_ADJACENCY, CF_FACT_SOURCES, CF_SOURCE_FACTS};
+    use crate::ids::Direction;
+    let cf = |n: &str| db.cf_handle(n).expect("column family exists");
+    let mut batch = rocksdb::WriteBatch::default();
+    let mut it = db.raw_iterator_cf(cf(CF_ADJACENCY));
+    it.seek([Direction::Out as u8]);
+    while let Some((k, v)) = it.item() {
+        let Some((Direction::Out, s, r)) = codec::decode_adj_key(k) else { break };
+        batch.put_cf(cf(CF_FACT_SOURCES), codec::fact_source_key(s, r, 0), v);
+        batch.put_cf(cf(CF_SOURCE_FACTS), codec::source_fact_key(0, s, r), []);
+        if batch.len() >= 20_000 {
+            db.write(std::mem::take(&mut batch)).rocks()?;
+        }
+        it.next();
+    }
+    it.status().rocks()?;
+    db.write(batch).rocks()?;
     Ok(())
 }
 

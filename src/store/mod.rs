@@ -371,6 +371,43 @@ impl Store {
         Ok(out)
     }
 
+    /// The loads and updates that assert fact `r(s, o)` (format 4 provenance): their numbers
+    /// in `meta().loads`, counted from 1 (0: stored before format 4, by a load not recorded),
+    /// ascending; empty when the fact is not stored.
+    pub fn fact_sources(&self, s: EntityId, r: RelationId, o: EntityId) -> Result<Vec<u32>, ReadError> {
+        let mut prefix = s.0.to_be_bytes().to_vec();
+        prefix.extend_from_slice(&r.0.to_be_bytes());
+        let mut out = Vec::new();
+        let mut it = self.db().raw_iterator_cf(self.cf(schema::CF_FACT_SOURCES));
+        it.seek(&prefix);
+        while let Some((k, v)) = it.item() {
+            if !k.starts_with(&prefix) {
+                break;
+            }
+            let (_, _, load) = codec::decode_triple_key(k).ok_or_else(|| ReadError::corrupt(schema::CF_FACT_SOURCES, k, "malformed key"))?;
+            let ids = idlist::decode_ids(v).ok_or_else(|| ReadError::corrupt(schema::CF_FACT_SOURCES, k, "malformed id list"))?;
+            if ids.binary_search(&o.0).is_ok() {
+                out.push(load);
+            }
+            it.next();
+        }
+        it.status().map_err(|e| self.read_error(e))?;
+        Ok(out)
+    }
+
+    /// How load or update `n` (from 1) is named for people: its `--source`, else `load N` or
+    /// `update N`; 0 is `before format 4`.
+    pub fn source_name(&self, n: u32) -> String {
+        match n.checked_sub(1).and_then(|i| self.meta.loads.get(i as usize)) {
+            None => "before format 4".into(),
+            Some(l) => match &l.source {
+                Some(s) => s.clone(),
+                None if l.update.is_some() => format!("update {n}"),
+                None => format!("load {n}"),
+            },
+        }
+    }
+
     /// Whether an update deleted entity `e`.
     pub fn is_retired(&self, e: EntityId) -> Result<bool, ReadError> {
         Ok(self.db().get_pinned_cf(self.cf(schema::CF_RETIRED), codec::id_key(e.0)).map_err(|err| self.read_error(err))?.is_some())

@@ -21,6 +21,8 @@ pub const CF_TERM_TOKENS: &str = "term_tokens";
 pub const CF_TOKEN_TRIE: &str = "token_trie";
 pub const CF_TOKENIZER_FILES: &str = "tokenizer_files";
 pub const CF_RETIRED: &str = "retired";
+pub const CF_FACT_SOURCES: &str = "fact_sources";
+pub const CF_SOURCE_FACTS: &str = "source_facts";
 
 /// How a column family is read, which decides its bloom filter and prefix extractor.
 #[derive(Clone, Copy)]
@@ -60,6 +62,10 @@ pub const COLUMN_FAMILIES: &[CfSpec] = &[
     // re-tokenize the names they change), and the entities deleted by updates.
     CfSpec { name: CF_TOKENIZER_FILES, access: Access::Dense },
     CfSpec { name: CF_RETIRED, access: Access::Dense },
+    // v4: provenance. subject ++ relation ++ load -> the objects that load asserted;
+    // load ++ subject ++ relation -> empty (what a load asserted, for retracting a source).
+    CfSpec { name: CF_FACT_SOURCES, access: Access::Prefix(8) },
+    CfSpec { name: CF_SOURCE_FACTS, access: Access::Prefix(4) },
 ];
 
 /// Options of one column family; the same options are used by the SST writers of the bulk

@@ -82,6 +82,7 @@ pub(super) fn validate(store: &Store) -> Result<ValidationReport, ReadError> {
         report.problem(format!("meta says {} aliases, `aliases` holds {}", meta.aliases, report.aliases));
     }
     check_adjacency(store, &retired, &mut report)?;
+    check_provenance(store, &mut report)?;
     check_token_index(store, &retired, &mut report)?;
     if report.facts_out != meta.facts {
         report.problem(format!("meta says {} facts, the outgoing adjacency holds {}", meta.facts, report.facts_out));
@@ -229,6 +230,83 @@ fn check_names(store: &Store, retired: &roaring::RoaringBitmap, report: &mut Val
         it.next();
     }
     it.status().map_err(|e| store.read_error(e))?;
+    Ok(())
+}
+
+/// Provenance (format 4): for every (subject, relation), the union of the loads' lists in
+/// `fact_sources` is exactly the outgoing adjacency list (every stored fact asserted by at
+/// least one load, no retracted fact still asserted), each list non-empty and naming a load
+/// that exists (0: before format 4), and `source_facts` holds exactly one key per list.
+fn check_provenance(store: &Store, report: &mut ValidationReport) -> Result<(), ReadError> {
+    let db = store.db();
+    let loads = store.meta().loads.len() as u32;
+    let mut it = db.raw_iterator_cf(store.cf(CF_FACT_SOURCES));
+    it.seek_to_first();
+    let mut group: Option<(u32, u32)> = None;
+    let mut union: Vec<u32> = Vec::new();
+    let mut groups = 0u64;
+    let mut lists = 0u64;
+    let mut finish = |group: Option<(u32, u32)>, union: &mut Vec<u32>, report: &mut ValidationReport| -> Result<(), ReadError> {
+        let Some((s, r)) = group else { return Ok(()) };
+        groups += 1;
+        union.sort_unstable();
+        union.dedup();
+        let key = codec::adj_key(Direction::Out, EntityId(s), RelationId(r));
+        let stored = match db.get_pinned_cf(store.cf(CF_ADJACENCY), key).map_err(|e| store.read_error(e))? {
+            Some(v) => idlist::decode_ids(&v).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        if stored != *union {
+            report.problem(format!("fact_sources: the loads of entity {s} relation {r} assert {} objects, the adjacency holds {}", union.len(), stored.len()));
+        }
+        union.clear();
+        Ok(())
+    };
+    while let Some((k, v)) = it.item() {
+        lists += 1;
+        match (codec::decode_triple_key(k), idlist::decode_ids(v)) {
+            (Some((s, r, load)), Some(ids)) => {
+                if group != Some((s, r)) {
+                    finish(group, &mut union, report)?;
+                    group = Some((s, r));
+                }
+                if ids.is_empty() || load > loads {
+                    report.problem(format!("fact_sources: entry {} is empty or names load {load} of {loads}", crate::store::error::hex(k)));
+                }
+                if db
+                    .get_pinned_cf(store.cf(CF_SOURCE_FACTS), codec::source_fact_key(load, EntityId(s), RelationId(r)))
+                    .map_err(|e| store.read_error(e))?
+                    .is_none()
+                {
+                    report.problem(format!("source_facts: no entry for load {load}, entity {s}, relation {r}"));
+                }
+                union.extend(ids);
+            }
+            _ => report.problem(format!("fact_sources: malformed entry {}", crate::store::error::hex(k))),
+        }
+        it.next();
+    }
+    it.status().map_err(|e| store.read_error(e))?;
+    finish(group, &mut union, report)?;
+    // Every outgoing list is asserted by some load: as many groups as outgoing keys.
+    let mut out_keys = 0u64;
+    let mut it = db.raw_iterator_cf(store.cf(CF_ADJACENCY));
+    it.seek([Direction::Out as u8]);
+    while let Some(k) = it.key() {
+        if k.first() != Some(&(Direction::Out as u8)) {
+            break;
+        }
+        out_keys += 1;
+        it.next();
+    }
+    it.status().map_err(|e| store.read_error(e))?;
+    if out_keys != groups {
+        report.problem(format!("fact_sources: provenance for {groups} (subject, relation) pairs, the adjacency has {out_keys}"));
+    }
+    let facts = count_keys(store, CF_SOURCE_FACTS)?;
+    if facts != lists {
+        report.problem(format!("source_facts holds {facts} entries, fact_sources {lists}"));
+    }
     Ok(())
 }
 
