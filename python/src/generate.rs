@@ -185,13 +185,33 @@ pub struct PyPipeline {
     store: Py<PyStore>,
     args: Py<PyDict>,
     spec: PipelineSpec,
+    refresh: trellis::pipeline::live::RefreshPolicy,
     handle: Handle<Pipeline>,
 }
 
 impl PyPipeline {
+    /// The pipeline for the next call: under ``refresh="auto"``, moved to the newest
+    /// generation first.
     fn get(&self, py: Python<'_>) -> PyResult<Arc<Pipeline>> {
+        let held = self.held(py)?;
+        if self.refresh == trellis::pipeline::live::RefreshPolicy::Auto && !held.retriever().store().is_current().map_err(errors::to_py)? {
+            self.move_on(py, &held)?;
+            return self.held(py);
+        }
+        Ok(held)
+    }
+
+    fn held(&self, py: Python<'_>) -> PyResult<Arc<Pipeline>> {
         let store = self.store.bind(py).get().get()?;
         self.handle.get(|| detached(py, || open_pipeline(store, &self.spec))?.map_err(errors::to_py), never_closed)
+    }
+
+    fn move_on(&self, py: Python<'_>, held: &Arc<Pipeline>) -> PyResult<bool> {
+        let held = held.clone();
+        match detached(py, move || held.refreshed())?.map_err(errors::to_py)? {
+            Some(newer) => Ok(self.handle.replace(newer)),
+            None => Ok(false),
+        }
     }
 }
 
@@ -217,15 +237,13 @@ impl PyPipeline {
     /// refresh() -> bool: moves this pipeline's retriever to the newest generation of its
     /// store (models and generator kept; ``True`` when it moved).
     fn refresh(&self, py: Python<'_>) -> PyResult<bool> {
-        let pipeline = self.get(py)?;
-        match detached(py, || pipeline.refreshed())?.map_err(errors::to_py)? {
-            Some(newer) => Ok(self.handle.replace(newer)),
-            None => Ok(false),
-        }
+        let held = self.held(py)?;
+        self.move_on(py, &held)
     }
 
     #[new]
-    #[pyo3(signature = (store, retriever = "gsr", model = None, generator = None, top = convert::AnyInt::of(3), **options), text_signature = "(store, retriever='gsr', model=None, generator=None, top=3, **options)")]
+    #[pyo3(signature = (store, retriever = "gsr", model = None, generator = None, top = convert::AnyInt::of(3), refresh = "manual", **options), text_signature = "(store, retriever='gsr', model=None, generator=None, top=3, refresh='manual', **options)")]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         store: &Bound<'_, PyAny>,
@@ -233,8 +251,10 @@ impl PyPipeline {
         model: Option<PathBuf>,
         generator: Option<PathBuf>,
         top: convert::AnyInt,
+        refresh: &str,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyPipeline> {
+        let policy = crate::retrieve::refresh_policy(refresh)?;
         let generator = generator.ok_or_else(|| errors::setting("a pipeline needs generator=DIR (an exported generator: see schema/model.md)"))?;
         let store = store_arg(py, store)?;
         let top = top.check(&limits::KNOWLEDGE_TOP)?;
@@ -261,7 +281,8 @@ impl PyPipeline {
         args.set_item("model", model.map(|m| m.display().to_string()))?;
         args.set_item("generator", spec.generator.display().to_string())?;
         args.set_item("top", top)?;
-        Ok(PyPipeline { store, args: args.unbind(), spec, handle: Handle::new(pipeline) })
+        args.set_item("refresh", refresh)?;
+        Ok(PyPipeline { store, args: args.unbind(), spec, refresh: policy, handle: Handle::new(pipeline) })
     }
 
     /// respond(history, knowledge=None, seed=None) -> dict.

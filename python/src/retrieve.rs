@@ -10,6 +10,7 @@ use serde_json::Value;
 use std::sync::Arc;
 use trellis::limits;
 use trellis::link::{LinkConfig, Linker};
+use trellis::pipeline::live::RefreshPolicy;
 use trellis::retrieve::jsonl::{answer_batch, parse_request, AnswerOptions, Request};
 use trellis::retrieve::{Retriever, RetrieverConfig};
 
@@ -109,14 +110,39 @@ pub struct PyRetriever {
     options: Py<PyDict>,
     cfg: RetrieverConfig,
     top: usize,
+    refresh: RefreshPolicy,
     handle: Handle<Retriever>,
 }
 
 impl PyRetriever {
+    /// The retriever for the next call: under ``refresh="auto"``, moved to the newest
+    /// generation first.
     fn get(&self, py: Python<'_>) -> PyResult<Arc<Retriever>> {
+        let held = self.held(py)?;
+        if self.refresh == RefreshPolicy::Auto && !held.store().is_current().map_err(errors::to_py)? {
+            self.move_on(py, &held)?;
+            return self.held(py);
+        }
+        Ok(held)
+    }
+
+    fn held(&self, py: Python<'_>) -> PyResult<Arc<Retriever>> {
         let store = self.store.bind(py).get().get()?;
         self.handle.get(|| detached(py, || Retriever::new(store, self.cfg.clone()))?.map_err(errors::to_py), never_closed)
     }
+
+    fn move_on(&self, py: Python<'_>, held: &Arc<Retriever>) -> PyResult<bool> {
+        let held = held.clone();
+        match detached(py, move || held.refreshed())?.map_err(errors::to_py)? {
+            Some(newer) => Ok(self.handle.replace(newer)),
+            None => Ok(false),
+        }
+    }
+}
+
+/// The ``refresh`` argument, read by the library's parser (`RefreshPolicy`).
+pub fn refresh_policy(text: &str) -> PyResult<RefreshPolicy> {
+    text.parse::<RefreshPolicy>().map_err(|e| errors::setting(e.to_string()))
 }
 
 /// One item of a batch: a request dict (`{"id", "history", "entities"}`, as `trellis
@@ -153,23 +179,22 @@ impl PyRetriever {
     /// one was committed since it was opened (its models kept; ``True`` when it moved).
     /// Calls running meanwhile finish on the generation they started with.
     fn refresh(&self, py: Python<'_>) -> PyResult<bool> {
-        let retriever = self.get(py)?;
-        match detached(py, || retriever.refreshed())?.map_err(errors::to_py)? {
-            Some(newer) => Ok(self.handle.replace(newer)),
-            None => Ok(false),
-        }
+        let held = self.held(py)?;
+        self.move_on(py, &held)
     }
 
     #[new]
-    #[pyo3(signature = (store, kind, model = None, top = convert::AnyInt::of(10), **options), text_signature = "(store, kind, model=None, top=10, **options)")]
+    #[pyo3(signature = (store, kind, model = None, top = convert::AnyInt::of(10), refresh = "manual", **options), text_signature = "(store, kind, model=None, top=10, refresh='manual', **options)")]
     fn new(
         py: Python<'_>,
         store: &Bound<'_, PyAny>,
         kind: &str,
         model: Option<std::path::PathBuf>,
         top: convert::AnyInt,
+        refresh: &str,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyRetriever> {
+        let policy = refresh_policy(refresh)?;
         let store = store_arg(py, store)?;
         let cfg = retriever_config(kind, model.as_deref(), options)?;
         let top = top.check(&limits::TOP)?;
@@ -178,6 +203,7 @@ impl PyRetriever {
         let retriever = detached(py, move || Retriever::new(arc, cfg2))?.map_err(errors::to_py)?;
         let options = options.map_or_else(|| Ok(PyDict::new(py)), |d| d.copy())?;
         options.set_item("top", top)?;
+        options.set_item("refresh", refresh)?;
         Ok(PyRetriever {
             store,
             kind: kind.to_owned(),
@@ -185,6 +211,7 @@ impl PyRetriever {
             options: options.unbind(),
             cfg,
             top,
+            refresh: policy,
             handle: Handle::new(retriever),
         })
     }

@@ -94,3 +94,16 @@ def test_sources_are_recorded_and_retracted(tmp_path):
     assert store.stats()["loads"] == 3
     with pytest.raises(trellis.BadInputError, match='no load or update has the source "nobody"'):
         store.update(retract_source=["nobody"], source="fix")
+
+
+def test_auto_refresh_follows_the_store(kg):
+    history = ["I loved Happy Gilmore."]
+    auto = trellis.Retriever(kg, "bm25", top=50, refresh="auto")
+    manual = trellis.Retriever(kg, "bm25", top=50)
+    fact = ("Happy Gilmore", "has_genre", "Golf")
+    assert fact in facts_of(auto.retrieve(history)) and fact in facts_of(manual.retrieve(history))
+    trellis.update(kg, changes=[{"op": "retract", "subject": fact[0], "relation": fact[1], "object": fact[2]}])
+    assert fact not in facts_of(auto.retrieve(history))
+    assert fact in facts_of(manual.retrieve(history))
+    with pytest.raises(trellis.SettingError, match="refresh policy"):
+        trellis.Retriever(kg, "bm25", refresh="sometimes")

@@ -90,7 +90,10 @@ class Retriever:
     """A retriever (``"all"``, ``"random"``, ``"bm25"``, ``"katz"``, ``"pcst"``, ``"gsr"``,
     ``"dense"``, ``"surge"``) over one store; ``options`` are ``trellis retrieve``'s flags without dashes."""
 
-    def __init__(self, store: Union[Store, StrPath], kind: str, model: Optional[StrPath] = None, top: int = 10, **options: Any) -> None: ...
+    def __init__(
+        self, store: Union[Store, StrPath], kind: str, model: Optional[StrPath] = None, top: int = 10, refresh: str = "manual", **options: Any
+    ) -> None:
+        """``refresh="auto"``: before each call, move to the newest generation of the store."""
     @property
     def kind(self) -> str: ...
     @property
@@ -141,6 +144,7 @@ class Pipeline:
         model: Optional[StrPath] = None,
         generator: Optional[StrPath] = None,
         top: int = 3,
+        refresh: str = "manual",
         **options: Any,
     ) -> None: ...
     def refresh(self) -> bool:

@@ -20,6 +20,7 @@ use std::time::Instant;
 
 pub mod doctor;
 pub mod jsonl;
+pub mod live;
 
 /// Why a batch got no replies: the store's, the models' or the settings' failure, or, as
 /// `Generate(GenerateError::Knowledge { input, .. })`, a request's given knowledge that is

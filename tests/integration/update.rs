@@ -632,3 +632,29 @@ fn retracting_a_source_keeps_what_another_source_asserts() {
     let err = update(&store, OnError::Stop, vec![Change::RetractSource("nobody".into())]).unwrap_err().to_string();
     assert!(err.contains("no load or update has the source \"nobody\""), "{err}");
 }
+
+/// `Live` under `Auto` hands out the retriever of the newest generation after a commit;
+/// under `Manual` only once asked.
+#[test]
+fn live_handles_follow_the_store_by_their_policy() {
+    use trellis::link::Message;
+    use trellis::pipeline::live::{Live, RefreshPolicy};
+    use trellis::retrieve::{Retriever, RetrieverConfig, RetrieverKind};
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = base_store(dir.path());
+    update(&store, OnError::Stop, vec![Change::Add(fact("Gamma Ray", "r0", "E0"))]).unwrap();
+    let open = || Retriever::new(Arc::new(Store::open_read_only(&store).unwrap()), RetrieverConfig::new(RetrieverKind::All)).unwrap();
+    let (auto, manual) = (Live::new(open(), RefreshPolicy::Auto), Live::new(open(), RefreshPolicy::Manual));
+    let history = vec![Message { speaker: "user".into(), text: "Tell me about Gamma Ray".into() }];
+    let count = |live: &Live<Retriever>| live.current().unwrap().retrieve(&history).unwrap().len();
+    assert_eq!((count(&auto), count(&manual)), (count(&manual), count(&auto)));
+    let before = count(&manual);
+    assert!(before > 0);
+    update(&store, OnError::Stop, vec![Change::Add(fact("Gamma Ray", "r1", "Delta Force"))]).unwrap();
+    assert!(count(&auto) > before);
+    assert_eq!(count(&manual), before);
+    assert!(manual.refresh().unwrap());
+    assert_eq!(count(&manual), count(&auto));
+    assert_eq!("auto".parse::<RefreshPolicy>().unwrap(), RefreshPolicy::Auto);
+    assert!("sometimes".parse::<RefreshPolicy>().unwrap_err().to_string().contains("refresh policy"));
+}
