@@ -13,9 +13,9 @@ use crate::store::codec::{decode_term, id_key};
 use crate::store::error::{OpenError, ReadError};
 use crate::store::generation::NextGeneration;
 use crate::store::meta::Meta;
-use crate::store::schema::{self, CF_ENTITIES, CF_RELATIONS, CF_RETIRED, CF_TERM_TOKENS, CF_TOKENIZERS, CF_TOKENIZER_FILES, CF_TOKEN_TRIE, FORMAT_VERSION};
+use crate::store::schema::{CF_ENTITIES, CF_RELATIONS, CF_RETIRED, CF_TERM_TOKENS, CF_TOKENIZERS, CF_TOKENIZER_FILES, CF_TOKEN_TRIE};
 use crate::store::tokens::{encode_tokens, fingerprint_range, term_key, tokenizer_key, trie_key, TokenizerInfo, END};
-use crate::store::{layout, open_options, read_meta, read_version};
+use crate::store::{layout, read_meta};
 use rocksdb::{Cache, WriteBatch, DB};
 use std::ops::Range;
 use std::path::Path;
@@ -42,18 +42,7 @@ pub(crate) fn index_tokens(dir: &Path, tokenizer: &NameTokenizer, name: &str, mo
     let (number, gen) = layout::current_generation(dir)?.ok_or_else(|| OpenError::NotAStore { path: dir.into() })?;
     layout::remove_stale(dir, Some(&gen))?;
     let cache = Cache::new_lru_cache(32 << 20);
-    let version = {
-        let db = DB::open_cf_descriptors_read_only(&open_options(), &gen, schema::existing_descriptors(&gen, &cache).rocks()?, false).rocks()?;
-        read_version(&db)?
-    };
-    if version != FORMAT_VERSION {
-        return Err(if version > FORMAT_VERSION {
-            OpenError::TooNew { path: dir.into(), found: version, supported: FORMAT_VERSION }
-        } else {
-            OpenError::NeedsMigration { path: dir.into(), found: version, current: FORMAT_VERSION }
-        }
-        .into());
-    }
+    crate::store::expect_current_format(dir, &gen, &cache)?;
     let next = NextGeneration::begin(dir, Some(&gen), number + 1, &cache)?;
     let db = &next.db;
     let meta = read_meta(db)?;

@@ -24,7 +24,7 @@ use crate::store::generation::NextGeneration;
 use crate::store::idlist;
 use crate::store::meta::{InputRecord, LoadRecord, Meta, UpdateCounts};
 use crate::store::schema::{self, *};
-use crate::store::{layout, open_options, read_meta, read_version, write_meta};
+use crate::store::{layout, open_options, read_meta, write_meta};
 use rocksdb::{Cache, WriteBatch, DB};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -310,18 +310,7 @@ fn run(updater: Updater, changes: Vec<SourcedChange>) -> Result<UpdateReport, In
     let (number, gen) = layout::current_generation(&dir)?.ok_or_else(|| OpenError::NotAStore { path: dir.clone() })?;
     layout::remove_stale(&dir, Some(&gen))?;
     let cache = Cache::new_lru_cache(32 << 20);
-    let version = {
-        let db = DB::open_cf_descriptors_read_only(&open_options(), &gen, schema::existing_descriptors(&gen, &cache).rocks()?, false).rocks()?;
-        read_version(&db)?
-    };
-    if version != FORMAT_VERSION {
-        return Err(if version > FORMAT_VERSION {
-            OpenError::TooNew { path: dir.clone(), found: version, supported: FORMAT_VERSION }
-        } else {
-            OpenError::NeedsMigration { path: dir.clone(), found: version, current: FORMAT_VERSION }
-        }
-        .into());
-    }
+    crate::store::expect_current_format(&dir, &gen, &cache)?;
     let before = {
         let db = DB::open_cf_descriptors_read_only(&open_options(), &gen, schema::descriptors(&cache), false).rocks()?;
         read_meta(&db)?

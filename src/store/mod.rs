@@ -817,6 +817,22 @@ pub(crate) fn read_aliases(db: &DB, e: EntityId) -> Result<Vec<String>, ReadErro
     Ok(out)
 }
 
+/// A writer's check of the generation it starts from (at `gen`, of the store at `dir`): this
+/// build's format, read without touching it (read-only, with the column families it has),
+/// so a store of another format stays exactly as it is.
+pub(crate) fn expect_current_format(dir: &Path, gen: &Path, cache: &Cache) -> Result<(), OpenError> {
+    let db = DB::open_cf_descriptors_read_only(&open_options(), gen, existing_descriptors(gen, cache).map_err(OpenError::rocks(gen))?, false)
+        .map_err(OpenError::rocks(gen))?;
+    let version = read_version(&db)?;
+    if version > FORMAT_VERSION {
+        return Err(OpenError::TooNew { path: dir.into(), found: version, supported: FORMAT_VERSION });
+    }
+    if version < FORMAT_VERSION {
+        return Err(OpenError::NeedsMigration { path: dir.into(), found: version, current: FORMAT_VERSION });
+    }
+    Ok(())
+}
+
 pub(crate) fn read_version(db: &DB) -> Result<u32, ReadError> {
     let cf = db.cf_handle(CF_META).expect("meta column family");
     let v = db

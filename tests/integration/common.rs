@@ -74,3 +74,17 @@ pub fn forget_stored_tokenizers(store_dir: &Path) {
     }
     db.flush_cf(cf).unwrap();
 }
+
+/// Copies a directory tree (a frozen store fixture, a store to damage or kill in).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}

@@ -352,19 +352,6 @@ fn one_writer_at_a_time() {
     assert!(Store::open_read_only(&s).is_ok());
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 /// Opens the current generation with RocksDB directly, to damage it on purpose.
 fn raw_db(store_dir: &std::path::Path) -> rocksdb::DB {
     let gen = std::fs::read_to_string(store_dir.join("CURRENT")).unwrap();

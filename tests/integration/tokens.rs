@@ -304,18 +304,6 @@ fn token_index_is_shared_by_threads() {
     shared::<TokenIndex>();
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
 /// `tests/fixtures/stores/v2-sample-tokens`: the sample, indexed by a format-2 build (its
 /// record has no dictionary epoch, so it cannot be trusted): migration removes it.
 #[test]

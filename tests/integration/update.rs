@@ -413,18 +413,6 @@ fn killed_updates_leave_old_or_new_state() {
     assert!(killed >= 2, "only {killed} updates were killed before finishing");
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
 /// Readers that open the store again and again while 1,000 updates each move one fact
 /// (retract `Token -at-> P(i)`, add `Token -at-> P(i+1)`) only ever see committed states:
 /// exactly one position, a valid count of facts, a generation that never goes back.
