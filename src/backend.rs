@@ -1,5 +1,5 @@
 //! [`BackendError`]: an error of a library Trellis builds on (RocksDB, ONNX Runtime, the
-//! tokenizers crate), carried inside Trellis's own errors as their source. Its message and
+//! tokenizers crate, tantivy), carried inside Trellis's own errors as their source. Its message and
 //! its chain are kept; its type is not part of Trellis's API, so those crates (`ort` is a
 //! release candidate) can change version without changing Trellis's.
 
@@ -17,6 +17,8 @@ pub enum Backend {
     Tokenizers,
     /// The system's dynamic loader (opening a shared library).
     Loader,
+    /// The text index's engine (`tantivy` crate).
+    Tantivy,
 }
 
 impl fmt::Display for Backend {
@@ -26,6 +28,7 @@ impl fmt::Display for Backend {
             Backend::OnnxRuntime => "ONNX Runtime",
             Backend::Tokenizers => "tokenizers",
             Backend::Loader => "dynamic loader",
+            Backend::Tantivy => "tantivy",
         })
     }
 }
@@ -103,6 +106,11 @@ impl<T> RocksResult<T> for Result<T, rocksdb::Error> {
 /// An error of opening a shared library (the dynamic loader's, or `ort`'s wrapper of it).
 pub(crate) fn loader(e: impl std::error::Error + Send + Sync + 'static) -> BackendError {
     BackendError::new(Backend::Loader, Box::new(e))
+}
+
+/// An error of the text index's engine.
+pub(crate) fn tantivy(e: tantivy::TantivyError) -> BackendError {
+    BackendError::new(Backend::Tantivy, Box::new(e))
 }
 
 /// The tokenizers crate's error is already a boxed error.

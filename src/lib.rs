@@ -9,7 +9,8 @@
 //!   every named one), [`backend`] (the opaque errors of RocksDB, ONNX Runtime, tokenizers),
 //!   [`progress`] (the [`Monitor`] every long piece of work reports to and is cancelled by).
 //! - [`dialog`]: a dialog's messages (what every layer above reads). [`store`]: the on-disk store (dictionaries, name index, adjacency, token index), its
-//!   format (`schema/`), validation and migrations; its error families.
+//!   format (`schema/`), validation and migrations; its error families. [`text`]: the text
+//!   index of a store's entities (`trellis index-text`, `search`), BM25+.
 //! - [`ingest`]: bulk loading of TSV, pipe and N-Triples dumps; the name tokenizer and the
 //!   token index it builds. [`graph`]: neighbourhood walks, candidate subgraphs,
 //!   informativeness, the PCST solver. [`link`]: entity linking from dialog text.
@@ -55,6 +56,7 @@ pub mod progress;
 pub mod retrieve;
 pub mod settings;
 pub mod store;
+pub mod text;
 
 pub use backend::BackendError;
 pub use error::Error;

@@ -26,6 +26,8 @@ pub enum Work {
     Load,
     /// Building a tokenizer's token index (`Store::index_tokens`).
     IndexTokens,
+    /// Building the text index (`text::index_text`).
+    IndexText,
     /// A live update (`Updater::apply`).
     Update,
     /// Ranking paths for a batch of dialog turns (`Retriever::retrieve_many`).
@@ -42,6 +44,7 @@ impl Work {
         match self {
             Work::Load => "load",
             Work::IndexTokens => "index-tokens",
+            Work::IndexText => "index-text",
             Work::Update => "update",
             Work::Retrieve => "retrieve",
             Work::Respond => "respond",
@@ -66,6 +69,8 @@ pub enum Unit {
     Requests,
     /// Changes of an update.
     Changes,
+    /// Entity documents of the text index.
+    Documents,
 }
 
 impl Unit {
@@ -78,6 +83,7 @@ impl Unit {
             Unit::Turns => "turns",
             Unit::Requests => "requests",
             Unit::Changes => "changes",
+            Unit::Documents => "documents",
         }
     }
 }

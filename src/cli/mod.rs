@@ -25,6 +25,7 @@ mod respond;
 mod retrieve;
 mod settings;
 mod targets;
+mod text;
 mod tokens;
 mod update;
 
@@ -160,6 +161,11 @@ enum Command {
     },
     /// Encode every entity and relation name with a tokenizer and store the token trie.
     IndexTokens(tokens::IndexTokensArgs),
+    /// Build the text index: one document per entity (name, aliases, facts), for `search`,
+    /// the query producer and `--retriever search`.
+    IndexText(text::IndexTextArgs),
+    /// Find entities by text: a name (misspelt or partial), a description, a fact.
+    Search(text::SearchArgs),
     /// Link the entities a text or a dialog mentions.
     Link(link::LinkArgs),
     /// Retrieve paths for every dialog of a JSON-lines file, in parallel, in input order.
@@ -192,6 +198,8 @@ pub fn main() -> ExitCode {
         Command::Validate { store, json } => query::validate(&store, json),
         Command::Migrate { store, json } => migrate::run(&store, json),
         Command::IndexTokens(args) => tokens::run(args),
+        Command::IndexText(args) => text::index(args),
+        Command::Search(args) => text::search(args),
         Command::Link(args) => link::link(args),
         Command::Retrieve(args) => retrieve::run(args),
         Command::Respond(args) => respond::respond(args),

@@ -10,7 +10,7 @@ use trellis::limits;
 use trellis::store::{EntityMatch, ReaderPin, WELL_KNOWN_PREFIXES};
 use trellis::{Direction, EntityId, RelationId, Store};
 
-fn open(store: &Path) -> Result<Store> {
+pub(crate) fn open(store: &Path) -> Result<Store> {
     let opened = Store::open_read_only(store).with_context(|| format!("opening store {}", store.display()))?;
     if let ReaderPin::Unregistered { readers, reason } = opened.reader_pin() {
         eprintln!(
@@ -191,8 +191,29 @@ pub fn neighbors(args: NeighborsArgs) -> Result<ExitCode> {
 pub fn validate(store_dir: &Path, as_json: bool) -> Result<ExitCode> {
     let store = open(store_dir)?;
     let report = store.validate()?;
+    // The text index is checked against the store it sits in: a document per live entity.
+    let text = match trellis::text::status(&store) {
+        Ok(trellis::text::TextIndexStatus::Missing) => Ok("none".to_owned()),
+        Ok(trellis::text::TextIndexStatus::Stale { record }) => {
+            Ok(format!("stale (built after write {} of the store; run `trellis index-text`)", record.writes))
+        }
+        Ok(trellis::text::TextIndexStatus::Current { .. }) => match trellis::text::validate(&store) {
+            Ok(n) => Ok(format!("{} documents, one per live entity", n.unwrap_or(0))),
+            Err(e) => Err(e.to_string()),
+        },
+        Err(e) => Err(e.to_string()),
+    };
+    let ok = report.is_ok() && text.is_ok();
     if as_json {
-        outln!("{}", serde_json::to_string_pretty(&report)?);
+        let mut v = serde_json::to_value(&report)?;
+        v["text_index"] = match &text {
+            Ok(s) => json!({ "ok": true, "status": s }),
+            Err(e) => json!({ "ok": false, "problem": e }),
+        };
+        outln!("{}", serde_json::to_string_pretty(&v)?);
+    } else if let (true, Err(e)) = (report.is_ok(), &text) {
+        outln!("INVALID: 1 problem(s)");
+        outln!("  {e}");
     } else if report.is_ok() {
         outln!(
             "ok: {} entities, {} relations, {} facts (both directions agree), {} names, {} aliases",
@@ -202,6 +223,9 @@ pub fn validate(store_dir: &Path, as_json: bool) -> Result<ExitCode> {
             report.names,
             report.aliases
         );
+        if let Ok(t) = &text {
+            outln!("text index: {t}");
+        }
     } else {
         outln!("INVALID: {} problem(s)", report.problems.len() as u64 + report.more_problems);
         for p in &report.problems {
@@ -211,5 +235,5 @@ pub fn validate(store_dir: &Path, as_json: bool) -> Result<ExitCode> {
             outln!("  ... and {} more", report.more_problems);
         }
     }
-    Ok(if report.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_FAILURE) })
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_FAILURE) })
 }

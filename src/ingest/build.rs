@@ -142,6 +142,7 @@ fn run_locked(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport
             facts: 0,
             sort_runs: 0,
             token_indexes: Default::default(),
+            text_index: Default::default(),
             elapsed: Default::default(),
         },
         load_number: old_meta.as_ref().map_or(0, |m| m.loads.len()) + 1,
@@ -221,6 +222,11 @@ fn run_locked(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport
         retired: Vec::new(),
     };
     state.report.token_indexes = super::tokens::follow_write(db, &before, &meta, &changed, &state.loader.monitor)?;
+    // A load can touch any part of the store: a text index it had is left stale (named
+    // when opened) for `index-text` to rebuild.
+    if crate::text::index_dir(next.staging_dir()).is_dir() {
+        state.report.text_index = crate::text::TextUpkeep::Stale;
+    }
     write_meta(db, &meta)?;
     let mut report = state.report;
     // Past this point a cancel is refused (`Monitor::cancel` returns false) and the load

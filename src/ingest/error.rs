@@ -218,6 +218,9 @@ pub enum IngestError {
         /// The name.
         name: String,
     },
+    /// The text index could not follow an update.
+    #[error(transparent)]
+    Text(#[from] crate::text::TextError),
     /// The store cannot be opened for the load.
     #[error(transparent)]
     Open(#[from] OpenError),

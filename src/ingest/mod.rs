@@ -105,6 +105,8 @@ pub struct LoadReport {
     /// The token indexes brought up to date with the load (only its new and relabeled
     /// names encoded), and those left stale.
     pub token_indexes: TokenUpkeep,
+    /// What the load did to the text index (a load leaves one stale).
+    pub text_index: crate::text::TextUpkeep,
     /// Wall time of the load.
     pub elapsed: Duration,
 }

@@ -13,6 +13,7 @@ use super::input::{open_input, LineChunker};
 use super::naming::{blank_prefix, default_name};
 use super::parse::{parse_chunk, ParseConfig, Record};
 use super::tokens::{follow_write, ChangedTerms, TokenUpkeep};
+use crate::text::{self, TextUpkeep, TouchedEntities};
 use super::{InputSpec, OnError};
 use crate::backend::RocksResult;
 use crate::ids::{Direction, EntityId, RelationId};
@@ -238,6 +239,8 @@ pub struct UpdateReport {
     pub skipped: Vec<ChangeProblem>,
     /// The token indexes it brought up to date, and those left stale.
     pub token_indexes: TokenUpkeep,
+    /// What it did to the text index.
+    pub text_index: TextUpkeep,
     /// Store totals after it.
     pub entities: u64,
     /// Relations after it.
@@ -370,7 +373,7 @@ fn run(updater: Updater, changes: Vec<SourcedChange>) -> Result<UpdateReport, In
         return Err(IngestError::UpdateRefused { problems: refused, more });
     }
     state.counts.skipped = refused.len() as u64;
-    let Applier { overlay, mut meta, mut counts, changed_entities, changed_relations, retired, .. } = state;
+    let Applier { overlay, mut meta, mut counts, changed_entities, changed_relations, retired, mut touched, renamed, .. } = state;
     if overlay.is_empty() {
         // Nothing changed (every fact already stored, or every change refused): no generation.
         drop(next);
@@ -381,6 +384,7 @@ fn run(updater: Updater, changes: Vec<SourcedChange>) -> Result<UpdateReport, In
             counts,
             skipped: refused,
             token_indexes: TokenUpkeep::default(),
+            text_index: TextUpkeep::default(),
             entities: before.entities,
             relations: before.relations,
             facts: before.facts,
@@ -409,6 +413,9 @@ fn run(updater: Updater, changes: Vec<SourcedChange>) -> Result<UpdateReport, In
     };
     updater.monitor.report(&Progress::new(Work::Update, (2, 2), "token indexes", 0, Some(changed.names()), Unit::Names));
     let token_indexes = follow_write(db, &before, &meta, &changed, &updater.monitor)?;
+    touched.extend(changed_entities.iter().copied());
+    let touched = TouchedEntities { documents: touched, renamed, retired };
+    let text_index = text::follow_write(next.staging_dir(), db, &before, &meta, number + 1, &touched, &updater.monitor)?;
     write_meta(db, &meta)?;
     let committing = updater.monitor.commit_point().map_err(|_| IngestError::Cancelled)?;
     next.commit()?;
@@ -419,6 +426,7 @@ fn run(updater: Updater, changes: Vec<SourcedChange>) -> Result<UpdateReport, In
         counts,
         skipped: refused,
         token_indexes,
+        text_index,
         entities: meta.entities,
         relations: meta.relations,
         facts: meta.facts,
@@ -632,6 +640,9 @@ struct Applier<'a> {
     changed_entities: BTreeSet<u32>,
     changed_relations: BTreeSet<u32>,
     retired: BTreeSet<u32>,
+    /// Entities whose text documents may have changed (facts, aliases), and those renamed.
+    touched: BTreeSet<u32>,
+    renamed: BTreeSet<u32>,
     /// Labels of added files by subject key: they name the entities the update adds.
     labels: HashMap<String, String>,
 }
@@ -660,6 +671,8 @@ impl<'a> Applier<'a> {
             changed_entities: BTreeSet::new(),
             changed_relations: BTreeSet::new(),
             retired: BTreeSet::new(),
+            touched: BTreeSet::new(),
+            renamed: BTreeSet::new(),
             labels: HashMap::new(),
         }
     }
@@ -894,6 +907,7 @@ impl<'a> Applier<'a> {
         self.rewrite_names(NameTarget::Entity(EntityId(e)), &codec::name_entries(&rec.name, &aliases), &codec::name_entries(name, &aliases));
         self.counts.renamed += 1;
         self.changed_entities.insert(e);
+        self.renamed.insert(e);
         Ok(())
     }
 
@@ -901,6 +915,7 @@ impl<'a> Applier<'a> {
         let rec = self.record(e)?;
         let before = self.aliases(e)?;
         let key = codec::alias_key(EntityId(e), alias);
+        self.touched.insert(e);
         let after: Vec<String> = if add {
             self.overlay.put(CF_ALIASES, key, Vec::new());
             self.meta.aliases += 1;
@@ -1036,6 +1051,7 @@ impl<'a> Applier<'a> {
         self.add_degree(Direction::In, o, 1)?;
         self.meta.facts += 1;
         self.counts.facts_added += 1;
+        self.touched.extend([s, o]);
         Ok(())
     }
 
@@ -1054,6 +1070,7 @@ impl<'a> Applier<'a> {
         self.add_degree(Direction::In, o, -1)?;
         self.meta.facts = self.meta.facts.saturating_sub(1);
         self.counts.facts_retracted += 1;
+        self.touched.extend([s, o]);
         self.drop_sources(s, r, o)?;
         Ok(true)
     }

@@ -39,6 +39,16 @@ impl NextGeneration {
         Ok(NextGeneration { db, dir: dir.to_path_buf(), number, staging })
     }
 
+    /// The staging directory the generation is written in (its text index goes inside).
+    pub fn staging_dir(&self) -> &Path {
+        &self.staging
+    }
+
+    /// The number this generation will have once committed.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
     /// Makes the generation durable and current; returns its directory.
     pub fn commit(self) -> Result<PathBuf, WriteError> {
         for spec in COLUMN_FAMILIES {
@@ -60,7 +70,10 @@ impl NextGeneration {
 }
 
 /// Hard-links the SST files of generation directory `from` into the new directory `to`
-/// and copies its other database files (RocksDB's own lock and info logs excepted).
+/// and copies its other database files (RocksDB's own lock and info logs excepted). The
+/// text index (subdirectory [`TEXT_INDEX_DIR`]) is hard-linked whole: its engine writes every
+/// file once and replaces its metadata by renaming a new file over it, so a file shared
+/// with the committed generation is never changed in place; its lock files are left behind.
 fn link_generation(from: &Path, to: &Path) -> Result<(), WriteError> {
     std::fs::create_dir(to).map_err(|e| WriteError::io(to, e))?;
     for entry in std::fs::read_dir(from).map_err(|e| WriteError::io(from, e))? {
@@ -71,12 +84,31 @@ fn link_generation(from: &Path, to: &Path) -> Result<(), WriteError> {
             continue;
         }
         let (src, dst) = (entry.path(), to.join(&name));
-        if text.ends_with(".sst") || text.ends_with(".blob") {
+        if text == TEXT_INDEX_DIR && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            link_text_index(&src, &dst)?;
+        } else if text.ends_with(".sst") || text.ends_with(".blob") {
             std::fs::hard_link(&src, &dst).map_err(|e| WriteError::io(&dst, e))?;
         } else {
             std::fs::copy(&src, &dst).map_err(|e| WriteError::io(&dst, e))?;
             std::fs::File::open(&dst).and_then(|f| f.sync_all()).map_err(|e| WriteError::io(&dst, e))?;
         }
+    }
+    layout::sync_dir(to)
+}
+
+/// The text index's directory inside a generation (`trellis index-text`; schema/v4.md).
+pub const TEXT_INDEX_DIR: &str = "text";
+
+fn link_text_index(from: &Path, to: &Path) -> Result<(), WriteError> {
+    std::fs::create_dir(to).map_err(|e| WriteError::io(to, e))?;
+    for entry in std::fs::read_dir(from).map_err(|e| WriteError::io(from, e))? {
+        let entry = entry.map_err(|e| WriteError::io(from, e))?;
+        let name = entry.file_name();
+        if name.to_string_lossy().ends_with(".lock") || !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        let dst = to.join(&name);
+        std::fs::hard_link(entry.path(), &dst).map_err(|e| WriteError::io(&dst, e))?;
     }
     layout::sync_dir(to)
 }

@@ -26,5 +26,6 @@ mod settings;
 mod shipped_model;
 mod surge;
 mod targets;
+mod text;
 mod tokens;
 mod update;

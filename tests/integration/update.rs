@@ -102,6 +102,19 @@ fn check(store: &Path, model: &Model, tokenizer: &NameTokenizer, universe: &[Str
         return Err(format!("{} facts stored, model has {}", s.meta().facts, model.facts.len()));
     }
     let index = TokenIndex::open(s.clone(), tokenizer.fingerprint(), tokenizer.linearization()).map_err(|e| format!("token index: {e}"))?;
+    // The text index the updates kept holds exactly the documents a rebuild would: one per
+    // live entity, each as the store now reads.
+    let text = trellis::text::TextIndex::open(&s).map_err(|e| format!("text index: {e}"))?;
+    let live: Vec<EntityId> = (0..s.entity_count() as u32).map(EntityId).filter(|&e| !s.is_retired(e).unwrap()).collect();
+    if text.entities().map_err(|e| e.to_string())? != live {
+        return Err(format!("text index documents {:?}, live entities {live:?}", text.entities()));
+    }
+    for &e in &live {
+        let (held, now) = (text.document(e).map_err(|e| e.to_string())?, trellis::text::document(&s, e).map_err(|e| e.to_string())?);
+        if held != now {
+            return Err(format!("text document of {e:?}: index {held:?}, store {now:?}"));
+        }
+    }
     for ((subject, relation, object), loads) in &model.facts {
         let (sid, oid) = (s.entity_by_key(subject).unwrap().unwrap(), s.entity_by_key(object).unwrap().unwrap());
         let rid = s.relation_by_key(relation).unwrap().unwrap();
@@ -185,6 +198,7 @@ fn base_store(dir: &Path) -> (PathBuf, Model) {
     let base = write(dir, "base.tsv", b"E0\tr0\tE1\nE1\tr1\tE2\nE2\tr0\tE0\n");
     ingest(&store, &[], &[&base]);
     stdout_of(trellis().arg("index-tokens").arg("--store").arg(&store).arg("--tokenizer").arg(fixture("tokenizer.json")));
+    stdout_of(trellis().arg("index-text").arg("--store").arg(&store));
     let mut model = Model { load: 1, ..Model::default() };
     for (s, r, o) in [("E0", "r0", "E1"), ("E1", "r1", "E2"), ("E2", "r0", "E0")] {
         model.apply(&Change::Add(fact(s, r, o)));
