@@ -115,4 +115,31 @@ mod tests {
         assert!(Bm25Plus::new::<String>(&[], Bm25Params::default()).scores(&["a"]).is_empty());
         assert_eq!(Bm25Plus::new(&docs(&["", ""]), Bm25Params::default()).scores(&["a"]), vec![0.0, 0.0]);
     }
+
+    #[derive(serde::Deserialize)]
+    struct Case {
+        corpus: Vec<Vec<String>>,
+        query: Vec<String>,
+        scores: Vec<f64>,
+    }
+
+    /// Scores from rank_bm25 0.2.2's BM25Plus (tools/reference/bm25plus.py), the same token
+    /// lists, the same floats bit for bit.
+    #[test]
+    fn agrees_with_rank_bm25_bm25plus() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/bm25plus_cases.json");
+        let cases: Vec<Case> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert_eq!(cases.len(), 40);
+        let (mut matched, mut delta_only) = (0, 0);
+        for (i, c) in cases.iter().enumerate() {
+            let got = Bm25Plus::new(&c.corpus, Bm25Params::default()).scores(&c.query);
+            assert_eq!(got.len(), c.scores.len(), "case {i}");
+            for (g, want) in got.iter().zip(&c.scores) {
+                assert_eq!(g.to_bits(), want.to_bits(), "case {i}: {g} vs {want}");
+            }
+            matched += c.scores.iter().filter(|&&s| s > 0.0).count();
+            delta_only += usize::from(c.corpus.iter().any(Vec::is_empty));
+        }
+        assert!(matched > 100 && delta_only >= 5, "the cases must exercise matches and empty documents ({matched}, {delta_only})");
+    }
 }
