@@ -53,6 +53,7 @@ pub mod model;
 pub mod normalize;
 pub mod pipeline;
 pub mod progress;
+pub mod queries;
 pub mod retrieve;
 pub mod settings;
 pub mod store;

@@ -52,6 +52,9 @@ pub enum EvalCommand {
     /// Link, retrieve and generate over OpenDialKG turns: response metrics with no, gold or
     /// retrieved knowledge, retrieval metrics, and the time of each stage.
     Pipeline(Box<super::eval_pipeline::EvalPipelineArgs>),
+    /// The query producer (seed 002): R@1/3/5 of its producers and label functions, the
+    /// candidate ceiling and count, on OpenDialKG turns (needs the store's text index).
+    Queries(super::eval_queries::EvalQueriesArgs),
     /// Recall of the gold start entity among a turn's linked entities (OpenDialKG csv).
     Linking {
         #[arg(long)]
@@ -152,6 +155,7 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         EvalCommand::Responses(args) => super::eval_responses::run(args),
+        EvalCommand::Queries(args) => super::eval_queries::run(args),
         EvalCommand::Pipeline(args) => super::eval_pipeline::eval_pipeline(*args),
         EvalCommand::Linking { store, input, actions, no_substring, misses, json, options } => {
             let store = open(&store)?;

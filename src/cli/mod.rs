@@ -14,6 +14,7 @@ mod dialogs;
 mod doctor;
 mod eval;
 mod eval_pipeline;
+mod eval_queries;
 mod eval_responses;
 mod hints;
 mod ingest;

@@ -30,7 +30,7 @@ use crate::store::{Meta, Store};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, BoostQuery, FuzzyTermQuery, Occur, Query, TermQuery};
+use tantivy::query::{BooleanQuery, BoostQuery, FuzzyTermQuery, Occur, PhraseQuery, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions, Value, STORED};
 use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
 
@@ -228,7 +228,8 @@ pub struct SearchHit {
     pub entity: EntityId,
     /// The engine's score: BM25 over name (weight 3), aliases (2) and facts (1), plus, for
     /// each query word of 4 letters or more found in the name or an alias within an edit or
-    /// two, twice the word's rarity in names (ln((N+1)/(df+1))).
+    /// two, twice the word's rarity in names (ln((N+1)/(df+1))); and for a text of 2 to 8
+    /// words, BM25 of the whole text as a phrase in the name (3), aliases (2) and facts (2).
     pub score: f32,
     /// Its document.
     pub document: EntityDocument,
@@ -244,6 +245,9 @@ pub struct TextIndex {
     fields: Fields,
     record: TextIndexRecord,
 }
+
+/// Longest text also matched as a phrase.
+const MAX_PHRASE_WORDS: usize = 8;
 
 /// A fuzzy name match's weight per unit of the word's rarity in names.
 const FUZZY_WEIGHT: f32 = 2.0;
@@ -326,6 +330,14 @@ impl TextIndex {
                     let q = FuzzyTermQuery::new(Term::from_field_text(field, w), distance, true);
                     clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), boost))));
                 }
+            }
+        }
+        // The whole text as a phrase: a document naming "Jordan Spieth" in its facts ranks
+        // above one whose name merely shares "Jordan".
+        if (2..=MAX_PHRASE_WORDS).contains(&words.len()) {
+            for (field, boost) in [(f.name, 3.0), (f.aliases, 2.0), (f.facts, 2.0)] {
+                let terms = words.iter().map(|w| Term::from_field_text(field, w)).collect();
+                clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(PhraseQuery::new(terms)), boost))));
             }
         }
         let query = BooleanQuery::new(clauses);
