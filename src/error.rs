@@ -106,6 +106,12 @@ pub enum Error {
     /// Decoding memory that no batch size fits.
     #[error(transparent)]
     Memory(#[from] crate::limits::TooMuchMemory),
+    /// The text index (building, opening, searching it).
+    #[error(transparent)]
+    Text(#[from] crate::text::TextError),
+    /// The query producer.
+    #[error(transparent)]
+    Query(#[from] crate::queries::QueryError),
     /// Work stopped by its [`Monitor`](crate::progress::Monitor), outside any family.
     #[error(transparent)]
     Cancelled(#[from] crate::progress::Cancelled),
@@ -124,6 +130,7 @@ impl Error {
             self,
             Error::Cancelled(_)
                 | Error::Ingest(IngestError::Cancelled)
+                | Error::Text(crate::text::TextError::Cancelled)
                 | Error::Retrieve(RetrieveError::Cancelled)
                 | Error::Pipeline(PipelineError::Cancelled | PipelineError::Retrieve(RetrieveError::Cancelled))
                 | Error::PipelineEval(PipelineEvalError::Pipeline(PipelineError::Cancelled | PipelineError::Retrieve(RetrieveError::Cancelled)))

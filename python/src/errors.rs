@@ -110,7 +110,24 @@ pub fn kind(e: &Error) -> Kind {
         Error::Answer(trellis::retrieve::jsonl::AnswerError::Request(_)) => Kind::BadInput { path: None, line: None },
         Error::Answer(trellis::retrieve::jsonl::AnswerError::Retrieve(r)) => retrieve_kind(r),
         Error::Encoder(_) => Kind::Model,
+        Error::Text(t) => text_kind(t),
+        Error::Query(trellis::queries::QueryError::Text(t)) => text_kind(t),
+        Error::Query(trellis::queries::QueryError::Read(_)) => Kind::Store { path: None },
+        Error::Query(trellis::queries::QueryError::Scorer(_)) => Kind::Model,
         _ => Kind::Other,
+    }
+}
+
+fn text_kind(t: &trellis::text::TextError) -> Kind {
+    use trellis::text::TextError as T;
+    match t {
+        T::Missing { dir } | T::Stale { dir, .. } => Kind::Store { path: Some(dir.clone()) },
+        T::Format { path, .. } | T::Corrupt { path, .. } | T::Engine { path, .. } => Kind::Store { path: Some(path.clone()) },
+        T::NoWords { .. } => Kind::BadInput { path: None, line: None },
+        T::OutOfRange(_) => Kind::Setting,
+        T::Open(o) => Kind::Store { path: open_path(o) },
+        T::Cancelled => Kind::Cancelled,
+        _ => Kind::Store { path: None },
     }
 }
 

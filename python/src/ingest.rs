@@ -1,4 +1,4 @@
-//! `trellis.ingest` and `trellis.index_tokens`: the writers.
+//! `trellis.ingest`, `trellis.index_tokens` and `trellis.index_text`: the writers.
 
 use crate::convert;
 use crate::errors;
@@ -115,6 +115,22 @@ pub fn index_tokens<'py>(
     let tok = detached(py, || NameTokenizer::from_file(&tokenizer, linearization))?.map_err(errors::to_py)?;
     let info = monitored(py, progress, |monitor| trellis::Store::index_tokens(&dir, &tok, &name, monitor))?.map_err(errors::to_py)?;
     convert::serialized(py, &info)
+}
+
+/// index_text(store, progress=None) -> dict
+///
+/// Builds the store's text index, as ``trellis index-text`` does: one document per entity
+/// (name, aliases, up to 32 facts), what ``Store.search`` and the query producer read.
+/// Returns ``{"record": ..., "documents": N}``. ``progress`` gets the same dicts as
+/// ``ingest``'s (``"work": "index-text"``, in documents). The GIL is released; Ctrl-C
+/// cancels (nothing is committed) and is re-raised.
+#[pyfunction]
+#[pyo3(signature = (store, progress = None))]
+pub fn index_text<'py>(py: Python<'py>, store: &Bound<'py, PyAny>, progress: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    let dir = store_dir(store)?;
+    crate::store::check_not_held_for_writing(&dir)?;
+    let report = monitored(py, progress, |monitor| trellis::Store::index_text(&dir, monitor))?.map_err(errors::to_py)?;
+    convert::serialized(py, &report)
 }
 
 /// Pairs `(key, text)` from a dict ``{key: text}`` or an iterable of pairs.

@@ -332,6 +332,43 @@ impl PyStore {
         Ok(list)
     }
 
+    /// search(text, top=10, exact=False) -> list of dicts: the entities whose text-index
+    /// documents best match ``text`` (``trellis search --json``'s hits): ``{"rank",
+    /// "entity", "name", "score", "aliases", "matched_facts": [[subject, relation, object],
+    /// ...]}``, best first. Needs the store's text index (``trellis index-text``); a stale or
+    /// missing one raises ``StoreError`` naming the command, a text without words
+    /// ``BadInputError``, ``top`` outside 1..=1000 ``SettingError``.
+    #[pyo3(signature = (text, top = convert::AnyInt::of(10), exact = false), text_signature = "($self, text, top=10, exact=False)")]
+    fn search<'py>(&self, py: Python<'py>, text: String, top: convert::AnyInt, exact: bool) -> PyResult<Bound<'py, PyList>> {
+        let top = top.check(&limits::TOP)?;
+        let store = self.get()?;
+        let rows = detached(py, || -> Result<Vec<serde_json::Value>, trellis::text::TextError> {
+            let index = trellis::text::TextIndex::open(&store)?;
+            let hits = index.search(&text, top, trellis::text::SearchOptions { fuzzy: !exact })?;
+            Ok(hits
+                .iter()
+                .enumerate()
+                .map(|(i, h)| {
+                    let facts: Vec<[&str; 3]> = h
+                        .matched
+                        .iter()
+                        .map(|&f| {
+                            let (s, r, o) = h.document.facts[f].triple(&h.document.name);
+                            [s, r, o]
+                        })
+                        .collect();
+                    json!({"rank": i + 1, "entity": h.entity.0, "name": h.document.name, "score": h.score, "aliases": h.document.aliases, "matched_facts": facts})
+                })
+                .collect())
+        })?
+        .map_err(errors::to_py)?;
+        let list = PyList::empty(py);
+        for row in &rows {
+            list.append(convert::to_py(py, row)?)?;
+        }
+        Ok(list)
+    }
+
     /// Checks that every index agrees with every other; a dict (``trellis validate
     /// --json``) whose ``"problems"`` list is empty for a sound store.
     fn validate<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

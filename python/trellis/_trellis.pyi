@@ -42,6 +42,8 @@ class Store:
     def entity(self, what: Union[str, int]) -> List[Dict[str, Any]]:
         """The entities ``what`` names: ``{"id", "kind", "key", "name", "aliases",
         "out_degree", "in_degree", "matched"}`` each; empty when none."""
+    def search(self, text: str, top: int = 10, exact: bool = False) -> List[Dict[str, Any]]:
+        """Entities whose text-index documents best match ``text`` (``trellis search --json``'s hits)."""
     def neighbors(self, entity: Union[str, int], relation: Optional[str] = None, hops: int = 1, limit: int = 100) -> List[Dict[str, Any]]:
         """Facts around the entity: ``{"start", "head", "relation", "tail", "reverse", "hop"}``."""
     def validate(self) -> Dict[str, Any]:
@@ -179,6 +181,12 @@ def index_tokens(
     progress: Optional[ProgressCallback] = None,
 ) -> Dict[str, Any]:
     """Builds the token index of a model's tokenizer in the store; its record."""
+
+def index_text(
+    store: Union[Store, StrPath],
+    progress: Optional[ProgressCallback] = None,
+) -> Dict[str, Any]:
+    """Builds the store's text index (one document per entity); ``{"record", "documents"}``."""
 
 def update(
     store: Union[Store, StrPath],

@@ -3,7 +3,7 @@
 
 pub mod linking;
 pub mod pipeline;
-pub mod queries;
 pub(crate) mod porter;
+pub mod queries;
 pub mod responses;
 pub mod retrieval;

@@ -92,14 +92,20 @@ pub struct TurnRecord {
 }
 
 enum Outcome {
-    Scored { ranks: Vec<[Option<usize>; 2]>, candidates: usize, hit_any: [bool; 2], record: Option<TurnRecord> },
+    Scored { ranks: Vec<[Option<usize>; 2]>, candidates: usize, hit_any: [bool; 2], record: Option<Box<TurnRecord>> },
     NoNewEntity,
     NotInStore,
 }
 
 /// The gold entities of a turn (see the module's rule); `Err(true)`: none in the store,
 /// `Err(false)`: none new.
-fn gold_entities(engine: &QueryEngine, path: &[(String, String, String)], context: &[Message], mentions: &[crate::link::Mention], reply: &str) -> Result<Result<Vec<EntityId>, bool>, QueryError> {
+fn gold_entities(
+    engine: &QueryEngine,
+    path: &[(String, String, String)],
+    context: &[Message],
+    mentions: &[crate::link::Mention],
+    reply: &str,
+) -> Result<Result<Vec<EntityId>, bool>, QueryError> {
     let store = engine.linker().store();
     let mut entities: Vec<(EntityId, String)> = Vec::new();
     for (h, _, t) in path {
@@ -143,7 +149,13 @@ fn first_hit(order: &[usize], hits: &[bool]) -> Option<usize> {
 
 /// Scores the producers on the samples of `dialogs`. `learned` adds its row; `records`
 /// asks for each scored turn's features and labels.
-pub fn evaluate(engine: &QueryEngine, dialogs: &[Dialog], learned: Option<&Producer>, records: bool, monitor: &Monitor) -> Result<(QueryReport, Vec<TurnRecord>), QueryError> {
+pub fn evaluate(
+    engine: &QueryEngine,
+    dialogs: &[Dialog],
+    learned: Option<&Producer>,
+    records: bool,
+    monitor: &Monitor,
+) -> Result<(QueryReport, Vec<TurnRecord>), QueryError> {
     let started = std::time::Instant::now();
     let total: u64 = dialogs.iter().map(|d| d.samples.len() as u64).sum();
     let done = std::sync::atomic::AtomicU64::new(0);
@@ -185,18 +197,22 @@ pub fn evaluate(engine: &QueryEngine, dialogs: &[Dialog], learned: Option<&Produ
                 let orders: Vec<Vec<usize>> =
                     producers.iter().map(|(_, p)| p.rank(&turn, key)).chain([&bm25qu, &bm25, &bm25pp].into_iter().map(|s| rank_by(s))).collect();
                 let ranks: Vec<[Option<usize>; 2]> = orders.iter().map(|o| [first_hit(o, &hits), first_hit(o, &fact_hits)]).collect();
-                let record = if !records { None } else { Some(TurnRecord {
-                    dialog: di,
-                    upto: s.upto,
-                    gold: engine.linker().store().entity_names(&gold)?.into_iter().flatten().collect(),
-                    candidates: turn.candidates.iter().map(|c| c.text.clone()).collect(),
-                    retrieved: turn.results.iter().map(|r| r.iter().map(|h| h.document.name.clone()).collect()).collect(),
-                    features: turn.candidates.iter().map(|c| c.features.vector()).collect(),
-                    bm25: bm25.clone(),
-                    bm25pp: bm25pp.clone(),
-                    hits: hits.clone(),
-                    fact_hits: fact_hits.clone(),
-                }) };
+                let record = if !records {
+                    None
+                } else {
+                    Some(Box::new(TurnRecord {
+                        dialog: di,
+                        upto: s.upto,
+                        gold: engine.linker().store().entity_names(&gold)?.into_iter().flatten().collect(),
+                        candidates: turn.candidates.iter().map(|c| c.text.clone()).collect(),
+                        retrieved: turn.results.iter().map(|r| r.iter().map(|h| h.document.name.clone()).collect()).collect(),
+                        features: turn.candidates.iter().map(|c| c.features.vector()).collect(),
+                        bm25: bm25.clone(),
+                        bm25pp: bm25pp.clone(),
+                        hits: hits.clone(),
+                        fact_hits: fact_hits.clone(),
+                    }))
+                };
                 out.push(Outcome::Scored { ranks, candidates: turn.candidates.len(), hit_any: [hits.contains(&true), fact_hits.contains(&true)], record });
             }
             let n = done.fetch_add(d.samples.len() as u64, std::sync::atomic::Ordering::Relaxed) + d.samples.len() as u64;
@@ -228,7 +244,7 @@ pub fn evaluate(engine: &QueryEngine, dialogs: &[Dialog], learned: Option<&Produ
                             }
                         }
                     }
-                    kept.extend(record);
+                    kept.extend(record.map(|r| *r));
                 }
             }
         }

@@ -17,9 +17,8 @@ use std::collections::{HashMap, HashSet};
 pub const MAX_KEYWORDS: usize = 8;
 
 /// Pronouns whose antecedents become candidates (and, in BM25++, expand the reply).
-pub(crate) const PRONOUNS: &[&str] = &[
-    "he", "she", "it", "they", "him", "her", "his", "hers", "its", "their", "theirs", "them", "himself", "herself", "itself", "themselves",
-];
+pub(crate) const PRONOUNS: &[&str] =
+    &["he", "she", "it", "they", "him", "her", "his", "hers", "its", "their", "theirs", "them", "himself", "herself", "itself", "themselves"];
 
 /// Where a candidate comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -101,7 +100,7 @@ pub(crate) fn pronouns(text: &str) -> Vec<usize> {
 
 /// The latest mention before byte `at` of message `message` (earlier messages count).
 pub(crate) fn antecedent(mentions: &[Mention], message: usize, at: usize) -> Option<usize> {
-    mentions.iter().enumerate().filter(|(_, m)| m.message < message || (m.message == message && m.end <= at)).map(|(i, _)| i).last()
+    mentions.iter().enumerate().filter(|(_, m)| m.message < message || (m.message == message && m.end <= at)).map(|(i, _)| i).next_back()
 }
 
 fn idf(index: &TextIndex, word: &str) -> Result<f32, TextError> {

@@ -75,7 +75,9 @@ impl Producer {
     /// producer's shuffle per turn.
     pub fn rank(&self, turn: &TurnQueries, key: u64) -> Vec<usize> {
         let scores: Vec<f64> = match self {
-            Producer::Random { seed } => (0..turn.candidates.len()).map(|i| unit_hash(*seed ^ key.rotate_left(17) ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))).collect(),
+            Producer::Random { seed } => {
+                (0..turn.candidates.len()).map(|i| unit_hash(*seed ^ key.rotate_left(17) ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))).collect()
+            }
             Producer::TfIdf => turn.candidates.iter().map(|c| f64::from(c.features.mean_idf)).collect(),
             Producer::Learned(scorer) => turn.candidates.iter().map(|c| scorer.score(&c.features)).collect(),
         };

@@ -139,7 +139,6 @@ impl<'a> DocumentReader<'a> {
         Ok(out)
     }
 
-
     /// The entities `e` shares a fact with, in either direction (every one of them:
     /// renaming `e` changes their documents).
     pub(crate) fn neighbours(&self, e: u32) -> Result<Vec<u32>, ReadError> {

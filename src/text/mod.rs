@@ -1,5 +1,5 @@
 //! The text index: one document per entity (name, aliases, verbalized facts; see
-//! [`document`]) in a full-text engine (tantivy) inside the store's generation directory, so
+//! [`mod@document`]) in a full-text engine (tantivy) inside the store's generation directory, so
 //! it is copied, committed and removed with the generation it describes. Built by
 //! [`index_text`] (`trellis index-text`), kept current by updates, searched by
 //! [`TextIndex::search`] (`trellis search`, the query producer's engine, `--retriever
@@ -19,8 +19,8 @@ mod follow;
 
 pub use build::{index_text, TextIndexReport};
 pub use document::{DocFact, EntityDocument, FACTS_PER_DOCUMENT};
-pub(crate) use follow::{follow_write, TouchedEntities};
 pub use follow::TextUpkeep;
+pub(crate) use follow::{follow_write, TouchedEntities};
 
 use crate::backend::BackendError;
 use crate::ids::EntityId;
@@ -161,7 +161,10 @@ struct Fields {
 
 fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
-    let text = || TextOptions::default().set_indexing_options(TextFieldIndexing::default().set_tokenizer(analyzer::NAME).set_index_option(IndexRecordOption::WithFreqsAndPositions));
+    let text = || {
+        TextOptions::default()
+            .set_indexing_options(TextFieldIndexing::default().set_tokenizer(analyzer::NAME).set_index_option(IndexRecordOption::WithFreqsAndPositions))
+    };
     let entity = b.add_u64_field("entity", NumericOptions::default().set_indexed().set_stored().set_fast());
     let name = b.add_text_field("name", text());
     let aliases = b.add_text_field("aliases", text());

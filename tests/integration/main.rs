@@ -18,6 +18,7 @@ mod metrics;
 mod model;
 mod pipeline;
 mod progress;
+mod queries;
 mod readers;
 mod real_data;
 mod resume;

@@ -98,11 +98,7 @@ fn search_refuses_what_it_cannot_do_with_a_reason() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("no text index") && err.contains("trellis index-text --store"), "{err}");
     index_text(&store);
-    for (args, code, says) in [
-        (vec!["--top", "0"], 2, "top"),
-        (vec!["--top", "1001"], 2, "top"),
-        (vec!["--top", "-3"], 2, "top"),
-    ] {
+    for (args, code, says) in [(vec!["--top", "0"], 2, "top"), (vec!["--top", "1001"], 2, "top"), (vec!["--top", "-3"], 2, "top")] {
         let out = trellis().arg("search").arg("--store").arg(&store).arg("Adam").args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");

@@ -1,0 +1,53 @@
+"""The text index from Python: trellis.index_text, Store.search (the same hits as
+`trellis search --json`), its refusals, and an update the index follows."""
+
+import json
+import subprocess
+
+import pytest
+
+import trellis
+
+from conftest import SAMPLE
+
+
+@pytest.fixture
+def kg(tmp_path):
+    d = tmp_path / "kg"
+    trellis.ingest(d, [SAMPLE])
+    return d
+
+
+def test_search_needs_the_index_and_finds_misspelt_names(kg, trellis_bin):
+    store = trellis.Store(kg)
+    with pytest.raises(trellis.StoreError, match="index-text"):
+        store.search("Adam Sandler")
+    store.close()
+    seen = []
+    report = trellis.index_text(kg, progress=seen.append)
+    assert report["documents"] > 100 and report["record"]["format"] == 1
+    assert seen and seen[-1]["work"] == "index-text"
+    store = trellis.Store(kg)
+    hits = store.search("Adam Sandlr", top=3)
+    assert hits[0]["name"] == "Adam Sandler" and hits[0]["rank"] == 1
+    # The same answer as the command line's.
+    cli = json.loads(subprocess.run([str(trellis_bin), "search", "--store", str(kg), "Adam Sandlr", "--top", "3", "--json"], check=True, capture_output=True, text=True).stdout)
+    assert [h["entity"] for h in hits] == [h["entity"] for h in cli["hits"]]
+    assert [h["matched_facts"] for h in hits] == [h["matched_facts"] for h in cli["hits"]]
+    assert all(h["name"] != "Happy Gilmore" for h in store.search("gilmor", exact=True))
+
+
+def test_search_refusals(kg):
+    trellis.index_text(kg)
+    store = trellis.Store(kg)
+    with pytest.raises(trellis.SettingError, match="top"):
+        store.search("Adam", top=0)
+    with pytest.raises(trellis.BadInputError, match="nothing to search for"):
+        store.search("?!")
+
+
+def test_updates_keep_the_index_current(kg):
+    trellis.index_text(kg)
+    trellis.update(kg, changes=[{"op": "add", "subject": "Quillon Verbatim", "relation": "wrote", "object": "Happy Gilmore"}])
+    store = trellis.Store(kg)
+    assert store.search("Quillon", top=1)[0]["name"] == "Quillon Verbatim"
