@@ -33,7 +33,11 @@ fn misspelt(name: &str) -> String {
 /// The share of `queries` whose top hit is named `names[i]` (None: not measured).
 fn found(index: &TextIndex, queries: &[String], names: Option<&[String]>, options: SearchOptions) -> String {
     let Some(names) = names else { return "-".into() };
-    let hits = queries.iter().zip(names).filter(|(q, n)| index.search(q, 1, options).ok().and_then(|h| h.first().map(|h| h.document.name == **n)).unwrap_or(false)).count();
+    let hits = queries
+        .iter()
+        .zip(names)
+        .filter(|(q, n)| index.search(q, 1, options).ok().and_then(|h| h.first().map(|h| h.document.name == **n)).unwrap_or(false))
+        .count();
     format!("{:.3}", hits as f64 / queries.len() as f64)
 }
 
@@ -68,7 +72,8 @@ fn main() {
     let store = Store::open_read_only(&store_dir).unwrap();
     let index = TextIndex::open(&store).unwrap();
     let step = (store.entity_count() / 500).max(1) as u32;
-    let names: Vec<String> = (0..store.entity_count() as u32).step_by(step as usize).take(500).filter_map(|e| store.entity(EntityId(e)).unwrap()).map(|r| r.name).collect();
+    let names: Vec<String> =
+        (0..store.entity_count() as u32).step_by(step as usize).take(500).filter_map(|e| store.entity(EntityId(e)).unwrap()).map(|r| r.name).collect();
     let typos: Vec<String> = names.iter().map(|n| misspelt(n)).collect();
     let dialogs = trellis::dataset::opendialkg::read(&data("dialogs_dev.csv")).unwrap();
     let replies: Vec<String> = dialogs
@@ -80,7 +85,9 @@ fn main() {
         .collect();
     println!("| queries | search | p50 ms | p99 ms | mean ms | top hit is the named entity |");
     println!("|---|---|---|---|---|---|");
-    for (what, qs, truth) in [("entity names", &names, Some(&names[..])), ("names, one letter dropped", &typos, Some(&names[..])), ("reply words (8)", &replies, None)] {
+    for (what, qs, truth) in
+        [("entity names", &names, Some(&names[..])), ("names, one letter dropped", &typos, Some(&names[..])), ("reply words (8)", &replies, None)]
+    {
         for (mode, options) in [("fuzzy (default)", SearchOptions { fuzzy: true }), ("exact", SearchOptions { fuzzy: false })] {
             let (p50, p99, mean) = time(&index, qs, options);
             println!("| {what} ({}) | {mode} | {p50:.3} | {p99:.3} | {mean:.3} | {} |", qs.len(), found(&index, qs, truth, options));
