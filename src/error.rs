@@ -112,6 +112,9 @@ pub enum Error {
     /// The query producer.
     #[error(transparent)]
     Query(#[from] crate::queries::QueryError),
+    /// The query producer's scorer file.
+    #[error(transparent)]
+    Scorer(#[from] crate::queries::ScorerError),
     /// Work stopped by its [`Monitor`](crate::progress::Monitor), outside any family.
     #[error(transparent)]
     Cancelled(#[from] crate::progress::Cancelled),

@@ -113,7 +113,7 @@ pub fn kind(e: &Error) -> Kind {
         Error::Text(t) => text_kind(t),
         Error::Query(trellis::queries::QueryError::Text(t)) => text_kind(t),
         Error::Query(trellis::queries::QueryError::Read(_)) => Kind::Store { path: None },
-        Error::Query(trellis::queries::QueryError::Scorer(_)) => Kind::Model,
+        Error::Query(trellis::queries::QueryError::Scorer(_)) | Error::Scorer(_) => Kind::Model,
         _ => Kind::Other,
     }
 }

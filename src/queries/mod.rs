@@ -13,7 +13,7 @@ mod scorer;
 
 pub use candidates::{Candidate, CandidateSource, Features, FEATURE_NAMES};
 pub use labels::{bm25_query_reply, label_scores, LabelFunction};
-pub use scorer::{LinearScorer, ScorerError};
+pub use scorer::{LinearScorer, ScorerError, ScorerProblem, SCORER_FILE};
 
 use crate::link::{Linker, Mention};
 use crate::store::error::ReadError;

@@ -25,8 +25,40 @@ pub enum ScorerError {
         /// The file.
         path: PathBuf,
         /// What is wrong.
-        problem: String,
+        problem: ScorerProblem,
     },
+}
+
+/// What is wrong with a scorer's JSON.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScorerProblem {
+    /// Not the expected JSON.
+    #[error("{0}")]
+    Json(serde_json::Error),
+    /// Another format or task.
+    #[error("format {format} task {task:?}; this build reads format 1, task \"query-producer\"")]
+    Kind {
+        /// Its format.
+        format: u32,
+        /// Its task.
+        task: String,
+    },
+    /// Other features than this build computes.
+    #[error("features {found:?}; this build computes {:?}", FEATURE_NAMES)]
+    Features {
+        /// Its feature names.
+        found: Vec<String>,
+    },
+    /// Lists of the wrong length.
+    #[error("mean, scale and weights must have {expected} numbers each")]
+    Lengths {
+        /// The number of features.
+        expected: usize,
+    },
+    /// A number that is not finite, or a scale that is not positive.
+    #[error("every number must be finite and every scale positive")]
+    Numbers,
 }
 
 #[derive(serde::Deserialize)]
@@ -62,21 +94,21 @@ impl LinearScorer {
     }
 
     /// Parses a scorer; the error says what is wrong.
-    pub fn from_json(text: &str) -> Result<LinearScorer, String> {
-        let f: File = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    pub fn from_json(text: &str) -> Result<LinearScorer, ScorerProblem> {
+        let f: File = serde_json::from_str(text).map_err(ScorerProblem::Json)?;
         let _ = f.trained_on;
         if f.format != 1 || f.task != "query-producer" {
-            return Err(format!("format {} task {:?}; this build reads format 1, task \"query-producer\"", f.format, f.task));
+            return Err(ScorerProblem::Kind { format: f.format, task: f.task });
         }
         if f.features != FEATURE_NAMES {
-            return Err(format!("features {:?}; this build computes {:?}", f.features, FEATURE_NAMES));
+            return Err(ScorerProblem::Features { found: f.features });
         }
         let n = FEATURE_NAMES.len();
         if f.mean.len() != n || f.scale.len() != n || f.weights.len() != n {
-            return Err(format!("mean, scale and weights must have {n} numbers each"));
+            return Err(ScorerProblem::Lengths { expected: n });
         }
         if f.mean.iter().chain(&f.weights).any(|x| !x.is_finite()) || f.scale.iter().any(|x| !x.is_finite() || *x <= 0.0) {
-            return Err("every number must be finite and every scale positive".into());
+            return Err(ScorerProblem::Numbers);
         }
         Ok(LinearScorer { mean: f.mean, scale: f.scale, weights: f.weights })
     }

@@ -83,7 +83,7 @@ pub enum TextError {
         /// The index directory.
         path: PathBuf,
         /// What is wrong.
-        what: String,
+        what: TextCorruption,
     },
     /// A search with no words in it.
     #[error("nothing to search for in {text:?}: it has no letters or digits")]
@@ -114,6 +114,44 @@ pub enum TextError {
     /// Cancelled through the monitor before the commit: the store is unchanged.
     #[error("cancelled: the store is unchanged")]
     Cancelled,
+}
+
+/// What is wrong with a text index's files or records.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TextCorruption {
+    /// Its schema is not the one this build writes.
+    #[error("the schema is not the text index's")]
+    Schema,
+    /// Its last commit has no record of what it was built from.
+    #[error("no record of what it was built from")]
+    NoRecord,
+    /// Its record does not parse.
+    #[error("its record does not parse: {0}")]
+    Record(serde_json::Error),
+    /// A document lacks a field.
+    #[error("a document without its {0}")]
+    MissingField(&'static str),
+    /// A stored document does not parse.
+    #[error("a stored document does not parse: {0}")]
+    Document(serde_json::Error),
+    /// An entity id past the 32-bit range.
+    #[error("an entity id past u32")]
+    EntityId,
+    /// An entity with no document, or more than one.
+    #[error("entity {entity} has no document, or more than one")]
+    EntityDocuments {
+        /// The entity id.
+        entity: u32,
+    },
+    /// More documents than live entities.
+    #[error("{documents} documents for {live} live entities")]
+    DocumentCount {
+        /// Documents in the index.
+        documents: usize,
+        /// Live entities in the store.
+        live: u64,
+    },
 }
 
 impl TextError {
@@ -184,12 +222,11 @@ fn open_index(path: &Path) -> Result<(Index, TextIndexRecord), TextError> {
     let (_, fields) = schema();
     let found = index.schema();
     if found.get_field("document").ok() != Some(fields.document) || found.get_field("entity").ok() != Some(fields.entity) {
-        return Err(TextError::Corrupt { path: path.into(), what: "the schema is not the text index's".into() });
+        return Err(TextError::Corrupt { path: path.into(), what: TextCorruption::Schema });
     }
     let metas = index.load_metas().map_err(|e| TextError::engine(path, e))?;
-    let payload = metas.payload.ok_or_else(|| TextError::Corrupt { path: path.into(), what: "no record of what it was built from".into() })?;
-    let record: TextIndexRecord =
-        serde_json::from_str(&payload).map_err(|e| TextError::Corrupt { path: path.into(), what: format!("its record does not parse: {e}") })?;
+    let payload = metas.payload.ok_or_else(|| TextError::Corrupt { path: path.into(), what: TextCorruption::NoRecord })?;
+    let record: TextIndexRecord = serde_json::from_str(&payload).map_err(|e| TextError::Corrupt { path: path.into(), what: TextCorruption::Record(e) })?;
     if record.format != TEXT_FORMAT {
         return Err(TextError::Format { path: path.into(), found: record.format, expected: TEXT_FORMAT });
     }
@@ -351,8 +388,8 @@ impl TextIndex {
         let query_words: HashSet<&str> = words.iter().map(String::as_str).collect();
         for (score, address) in found {
             let doc: TantivyDocument = searcher.doc(address).map_err(|e| TextError::engine(&self.path, e))?;
-            let json = doc.get_first(f.document).and_then(|v| v.as_str()).ok_or_else(|| self.corrupt("a document without its text"))?;
-            let document: EntityDocument = serde_json::from_str(json).map_err(|e| self.corrupt(&format!("a stored document does not parse: {e}")))?;
+            let json = doc.get_first(f.document).and_then(|v| v.as_str()).ok_or_else(|| self.corrupt(TextCorruption::MissingField("text")))?;
+            let document: EntityDocument = serde_json::from_str(json).map_err(|e| self.corrupt(TextCorruption::Document(e)))?;
             let matched = document
                 .facts
                 .iter()
@@ -373,12 +410,12 @@ impl TextIndex {
         let query = TermQuery::new(Term::from_field_u64(self.fields.entity, u64::from(entity.0)), IndexRecordOption::Basic);
         let found = searcher.search(&query, &TopDocs::with_limit(2).order_by_score()).map_err(|e| TextError::engine(&self.path, e))?;
         if found.len() > 1 {
-            return Err(self.corrupt(&format!("entity {} has more than one document", entity.0)));
+            return Err(self.corrupt(TextCorruption::EntityDocuments { entity: entity.0 }));
         }
         let Some((_, address)) = found.first() else { return Ok(None) };
         let doc: TantivyDocument = searcher.doc(*address).map_err(|e| TextError::engine(&self.path, e))?;
-        let json = doc.get_first(self.fields.document).and_then(|v| v.as_str()).ok_or_else(|| self.corrupt("a document without its text"))?;
-        serde_json::from_str(json).map(Some).map_err(|e| self.corrupt(&format!("a stored document does not parse: {e}")))
+        let json = doc.get_first(self.fields.document).and_then(|v| v.as_str()).ok_or_else(|| self.corrupt(TextCorruption::MissingField("text")))?;
+        serde_json::from_str(json).map(Some).map_err(|e| self.corrupt(TextCorruption::Document(e)))
     }
 
     /// The number of documents holding `word` (a word as [`analyzer::words`] gives it) in
@@ -399,16 +436,16 @@ impl TextIndex {
         for segment in searcher.segment_readers() {
             let column = segment.fast_fields().u64("entity").map_err(|e| TextError::engine(&self.path, e))?;
             for doc in segment.doc_ids_alive() {
-                let id = column.first(doc).ok_or_else(|| self.corrupt("a document without its entity"))?;
-                out.push(EntityId(u32::try_from(id).map_err(|_| self.corrupt("an entity id past u32"))?));
+                let id = column.first(doc).ok_or_else(|| self.corrupt(TextCorruption::MissingField("entity")))?;
+                out.push(EntityId(u32::try_from(id).map_err(|_| self.corrupt(TextCorruption::EntityId))?));
             }
         }
         out.sort_unstable();
         Ok(out)
     }
 
-    fn corrupt(&self, what: &str) -> TextError {
-        TextError::Corrupt { path: self.path.clone(), what: what.to_owned() }
+    fn corrupt(&self, what: TextCorruption) -> TextError {
+        TextError::Corrupt { path: self.path.clone(), what }
     }
 }
 
@@ -437,12 +474,12 @@ pub fn validate(store: &Store) -> Result<Option<u64>, TextError> {
         }
         expected += 1;
         if entities.get(at) != Some(&EntityId(e)) {
-            return Err(index.corrupt(&format!("entity {e} has no document, or more than one")));
+            return Err(index.corrupt(TextCorruption::EntityDocuments { entity: e }));
         }
         at += 1;
     }
     if at != entities.len() {
-        return Err(index.corrupt(&format!("{} documents for {expected} live entities", entities.len())));
+        return Err(index.corrupt(TextCorruption::DocumentCount { documents: entities.len(), live: expected }));
     }
     Ok(Some(expected))
 }

@@ -134,6 +134,8 @@ const CARRIED: &[(&str, &str)] = &[
     ("FieldProblem", "ModelDirError"),
     ("Corruption", "ReadError"),
     ("StaleReason", "TokenIndexError"),
+    ("TextCorruption", "TextError"),
+    ("ScorerProblem", "ScorerError"),
 ];
 
 /// Field names that hold what is wrong: a typed value, never free text.

@@ -173,7 +173,7 @@ fn bad_scorer_files_are_refused_with_the_reason() {
         for (k, x) in edit.as_object().unwrap() {
             bad[k] = x.clone();
         }
-        let e = LinearScorer::from_json(&bad.to_string()).unwrap_err();
+        let e = LinearScorer::from_json(&bad.to_string()).unwrap_err().to_string();
         assert!(e.contains(says), "{edit}: {e}");
     }
     v["weights"][0] = serde_json::json!("x");
