@@ -351,6 +351,8 @@ pub const RERANK_TOP: IntRange = IntRange::new("rerank_top", 1, 1000);
 /// The weight of the pooled retrievers' reciprocal ranks beside the cross-encoder's score
 /// (0: the cross-encoder alone).
 pub const RERANK_FUSION: FloatRange = FloatRange::closed("rerank_fusion", 0.0, 1000.0);
+/// Queries the search retriever searches per turn.
+pub const SEARCH_QUERIES: IntRange = IntRange::new("search_queries", 1, 64);
 
 // --- Store commands ---
 

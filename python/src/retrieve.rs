@@ -91,7 +91,8 @@ pub fn retriever_config(kind: &str, model: Option<&std::path::Path>, options: Op
 /// ``"bm25"``, ``"katz"``, ``"pcst"``, ``"gsr"`` (generative retrieval; needs ``model``,
 /// an exported retriever directory such as ``models/gsr-opendialkg``, and the store indexed
 /// with its tokenizer: ``trellis.index_tokens``), ``"dense"`` (needs ``dense_model``, an
-/// exported bi-encoder) or ``"surge"`` (needs ``surge_model``, an exported subgraph model). ``options`` are ``trellis retrieve``'s flags without dashes
+/// exported bi-encoder), ``"surge"`` (needs ``surge_model``, an exported subgraph model) or
+/// ``"search"`` (needs ``search_producer`` and the store's text index: ``trellis.index_text``). ``options`` are ``trellis retrieve``'s flags without dashes
 /// (``pcst_variant="g-retriever"``, ``pcst_scores="dense"``, ``bm25_turns=3``, ``beams=4``,
 /// ``batch=8``, ``window=8``, ``rerank=DIR``, ``rerank_top=20``,
 /// ``rerank_pool=["pcst"]``, ``rerank_fusion=1.0``, ...); a value outside its range, or an option this retriever

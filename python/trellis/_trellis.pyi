@@ -90,7 +90,7 @@ class Linker:
 
 class Retriever:
     """A retriever (``"all"``, ``"random"``, ``"bm25"``, ``"katz"``, ``"pcst"``, ``"gsr"``,
-    ``"dense"``, ``"surge"``) over one store; ``options`` are ``trellis retrieve``'s flags without dashes."""
+    ``"dense"``, ``"surge"``, ``"search"``) over one store; ``options`` are ``trellis retrieve``'s flags without dashes."""
 
     def __init__(
         self, store: Union[Store, StrPath], kind: str, model: Optional[StrPath] = None, top: int = 10, refresh: str = "manual", **options: Any

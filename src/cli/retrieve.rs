@@ -33,6 +33,9 @@ pub enum RetrieverName {
     /// SURGE: a graph neural network over the candidate subgraph scores each fact (needs
     /// --surge-model).
     Surge,
+    /// Knowledge from search: the query producer's top queries in the text index (needs
+    /// --search-producer and `trellis index-text`).
+    Search,
 }
 
 /// Which retriever, and its settings: the flags of `trellis::settings::RETRIEVER`, `LINK`

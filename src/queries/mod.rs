@@ -126,10 +126,18 @@ impl QueryEngine {
     /// The candidates of the turn that follows `messages` (all of them are its context), each
     /// searched; `mentions` are the linker's mentions of `messages`.
     pub fn turn(&self, messages: &[crate::dialog::Message], mentions: &[Mention]) -> Result<TurnQueries, QueryError> {
-        let mut candidates = candidates::candidates(&self.index, messages, mentions)?;
+        search_turn(&self.index, messages, mentions)
+    }
+}
+
+/// [`QueryEngine::turn`] with the parts given apart: the candidates of the turn after
+/// `messages` (whose mentions are `mentions`), each searched in `index`.
+pub fn search_turn(index: &TextIndex, messages: &[crate::dialog::Message], mentions: &[Mention]) -> Result<TurnQueries, QueryError> {
+    {
+        let mut candidates = candidates::candidates(index, messages, mentions)?;
         let mut results = Vec::with_capacity(candidates.len());
         for c in &candidates {
-            results.push(self.index.search(&c.text, DOCUMENTS_PER_QUERY, SearchOptions { fuzzy: false })?);
+            results.push(index.search(&c.text, DOCUMENTS_PER_QUERY, SearchOptions { fuzzy: false })?);
         }
         // The search-side features: how well the engine matched it.
         let best = results.iter().filter_map(|r| r.first().map(|h| h.score)).fold(0f32, f32::max);

@@ -10,6 +10,7 @@ pub mod gsr;
 pub mod jsonl;
 pub mod pcst;
 pub mod rerank;
+pub mod search;
 pub mod surge;
 pub mod targets;
 
@@ -53,6 +54,9 @@ pub enum RetrieveError {
     /// The newest generation of the store cannot be opened (`Retriever::refreshed`).
     #[error(transparent)]
     Open(#[from] crate::store::error::OpenError),
+    /// The search retriever's text index or query producer.
+    #[error("search retriever: {0}")]
+    Search(#[from] crate::queries::QueryError),
 }
 
 impl From<crate::progress::Cancelled> for RetrieveError {
@@ -131,13 +135,16 @@ pub enum RetrieverKind {
     /// neural network over the candidate subgraph against the dialog; a path by the mean of
     /// its facts.
     Surge(surge::SurgeOptions),
+    /// Knowledge from search (seed 002): the query producer's top queries searched in the
+    /// store's text index, the entities found turned into paths.
+    Search(search::SearchOptions),
 }
 
 impl RetrieverKind {
     /// The names, in the order of the variants.
-    pub const NAMES: &'static [&'static str] = &["all", "random", "bm25", "katz", "pcst", "gsr", "dense", "surge"];
+    pub const NAMES: &'static [&'static str] = &["all", "random", "bm25", "katz", "pcst", "gsr", "dense", "surge", "search"];
 
-    /// The retriever's name (`all`, `random`, `bm25`, `katz`, `pcst`, `gsr`, `dense`, `surge`).
+    /// The retriever's name (`all`, `random`, `bm25`, `katz`, `pcst`, `gsr`, `dense`, `surge`, `search`).
     pub fn name(&self) -> &'static str {
         match self {
             RetrieverKind::All => "all",
@@ -148,6 +155,7 @@ impl RetrieverKind {
             RetrieverKind::Gsr(_) => "gsr",
             RetrieverKind::Dense(_) => "dense",
             RetrieverKind::Surge(_) => "surge",
+            RetrieverKind::Search(_) => "search",
         }
     }
 }
@@ -208,6 +216,7 @@ impl RetrieverConfig {
                 RetrieverKind::Gsr(g) => g.validate()?,
                 RetrieverKind::Dense(d) => d.validate()?,
                 RetrieverKind::Surge(s) => s.validate()?,
+                RetrieverKind::Search(s) => s.validate()?,
                 _ => {}
             }
         }
@@ -233,6 +242,8 @@ pub struct Retriever {
     pcst_dense: Option<Arc<dense::DenseScorer>>,
     /// The `surge` retriever's subgraph model.
     surge: Option<Arc<crate::model::encoder::subgraph::SubgraphScorer>>,
+    /// The `search` retriever's producer and text index.
+    search: Option<search::SearchState>,
     rerank: Option<Reranking>,
 }
 
@@ -301,6 +312,10 @@ impl Retriever {
             RetrieverKind::Surge(opts) => Some(Arc::new(crate::model::encoder::subgraph::SubgraphScorer::open(&opts.model, &opts.runtime)?)),
             _ => None,
         };
+        let search = match &cfg.kind {
+            RetrieverKind::Search(opts) => Some(search::SearchState::open(&store, opts, None)?),
+            _ => None,
+        };
         let rerank = cfg.rerank.take();
         let mut r = Retriever {
             linker: Linker::new(store.clone(), cfg.link.clone())?,
@@ -311,6 +326,7 @@ impl Retriever {
             dense,
             pcst_dense,
             surge,
+            search,
             rerank: None,
         };
         r.cfg.rerank = rerank;
@@ -334,6 +350,11 @@ impl Retriever {
             }),
             None => None,
         };
+        // The text index is the generation's own; the producer (a loaded scorer) is kept.
+        let search = match (&self.search, &self.cfg.kind) {
+            (Some(s), RetrieverKind::Search(opts)) => Some(search::SearchState::open(&store, opts, Some(&s.producer))?),
+            _ => None,
+        };
         Ok(Retriever {
             linker: Linker::new(store.clone(), self.cfg.link.clone())?,
             store,
@@ -343,6 +364,7 @@ impl Retriever {
             dense: self.dense.clone(),
             pcst_dense: self.pcst_dense.clone(),
             surge: self.surge.clone(),
+            search,
             rerank,
         })
     }
@@ -597,6 +619,15 @@ impl Retriever {
             RetrieverKind::Surge(_) => {
                 let scorer = self.surge.as_ref().expect("a surge retriever has its model");
                 self.surge_paths(scorer, input, &cand, paths)?
+            }
+            RetrieverKind::Search(opts) => {
+                let state = self.search.as_ref().expect("a search retriever has its index");
+                let mentions = self.linker.link_dialog(input.history)?;
+                let found = state.found(input.history, &mentions, opts.queries)?;
+                match opts.paths {
+                    search::SearchPaths::Facts => search::fact_paths(&self.store, &found)?,
+                    search::SearchPaths::Paths => search::candidate_paths(paths, &found),
+                }
             }
             // Answered above: a gsr retriever always has its model.
             RetrieverKind::Gsr(_) => return self.rank_batch_own(std::slice::from_ref(input)).map(|mut v| v.pop().unwrap_or_default()),

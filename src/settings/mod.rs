@@ -170,6 +170,8 @@ pub enum Owner {
     DenseModel,
     /// The surge retriever's model directory.
     SurgeModel,
+    /// A setting of the search retriever.
+    Search,
     /// A setting of the pcst retriever.
     Pcst,
     /// A setting of the bm25 and pcst retrievers.
@@ -201,6 +203,7 @@ impl std::fmt::Display for Owner {
             Owner::Gsr => f.write_str("it is a setting of the gsr retriever"),
             Owner::DenseModel => f.write_str("it is the dense retriever's model (or pcst's, with pcst_scores dense)"),
             Owner::SurgeModel => f.write_str("it is the surge retriever's model"),
+            Owner::Search => f.write_str("it is a setting of the search retriever"),
             Owner::Pcst => f.write_str("it is a setting of the pcst retriever"),
             Owner::Bm25 => f.write_str("it is a setting of the bm25 and pcst retrievers"),
             Owner::RandomSeed => f.write_str("it is the random retriever's seed"),
@@ -382,7 +385,7 @@ enum Role {
 }
 
 /// A retriever's configuration from its name (`all`, `random`, `bm25`, `katz`, `pcst`,
-/// `gsr`, `dense`, `surge`) and settings ([`RETRIEVER`], [`LINK`], [`RUNTIME`]).
+/// `gsr`, `dense`, `surge`, `search`) and settings ([`RETRIEVER`], [`LINK`], [`RUNTIME`]).
 pub fn retriever(kind: &str, s: &Settings) -> Result<RetrieverConfig, SettingError> {
     let r = Reader::new(s, "");
     let runtime = read_runtime(&r)?;
@@ -505,6 +508,30 @@ fn read_retriever(kind: &str, r: &Reader<'_>, role: Role, runtime: &RuntimeOptio
         None
     };
 
+    let search = if in_play("search") {
+        let producer = match r.one("search_producer")? {
+            None => {
+                return Err(SettingError::Missing {
+                    component: "search retriever".into(),
+                    needs: "search_producer".into(),
+                    what: "tfidf, random, or a query producer's directory (models/query-producer-opendialkg)",
+                })
+            }
+            Some("tfidf") => crate::retrieve::search::SearchProducer::TfIdf,
+            Some("random") => crate::retrieve::search::SearchProducer::Random,
+            Some(_) => crate::retrieve::search::SearchProducer::Model(r.path("search_producer")?.expect("given: read above")),
+        };
+        let mut o = crate::retrieve::search::SearchOptions::new(producer);
+        o.queries = r.usize("search_queries", &limits::SEARCH_QUERIES)?.unwrap_or(o.queries);
+        o.paths = r.choice("search_paths")?.unwrap_or(o.paths);
+        Some(o)
+    } else {
+        for name in ["search_producer", "search_queries", "search_paths"] {
+            r.refuse(name, chosen.clone(), Owner::Search)?;
+        }
+        None
+    };
+
     let kind_of = |name: &str| -> RetrieverKind {
         match name {
             "all" => RetrieverKind::All,
@@ -514,6 +541,7 @@ fn read_retriever(kind: &str, r: &Reader<'_>, role: Role, runtime: &RuntimeOptio
             "pcst" => RetrieverKind::Pcst,
             "gsr" => RetrieverKind::Gsr(gsr.clone().expect("read above: gsr is in play")),
             "dense" => RetrieverKind::Dense(dense.clone().expect("read above: dense is in play")),
+            "search" => RetrieverKind::Search(search.clone().expect("read above: search is in play")),
             _ => RetrieverKind::Surge(surge.clone().expect("read above: surge is in play")),
         }
     };

@@ -102,6 +102,17 @@ pub const RETRIEVER: &[Spec] = &[
     }),
     spec("dense_model", "DIR", "dense, pcst_scores dense: the bi-encoder's directory (schema/model.md)."),
     spec("surge_model", "DIR", "surge: the subgraph model's directory (schema/model.md)."),
+    spec(
+        "search_producer",
+        "tfidf|random|DIR",
+        "search: how the query candidates are ranked: tfidf, random, or a learned scorer's directory (models/query-producer-opendialkg).",
+    ),
+    with_default(spec("search_queries", "N", "search: the top queries searched per turn (5 entity documents each)."), || "3".into()),
+    choice(
+        "search_paths",
+        crate::retrieve::search::SearchPaths::NAMES,
+        "search: the found entities' facts as one-hop paths, or the candidate paths that reach them (default facts).",
+    ),
     spec("rerank", "DIR", "Rerank with this cross-encoder: the union of the pooled retrievers' top rerank_top paths, in its order."),
     with_default(spec("rerank_top", "N", "rerank: paths taken from each pooled retriever."), || crate::retrieve::rerank::DEFAULT_TOP.to_string()),
     listed(spec("rerank_pool", "NAMES", "rerank: retrievers whose top paths join the retriever's (comma-separated: gsr,pcst).")),

@@ -183,3 +183,60 @@ fn bad_scorer_files_are_refused_with_the_reason() {
     assert!(e.contains(&path.display().to_string()) && e.contains("not a query producer scorer"), "{e}");
     let _ = Producer::TfIdf.name();
 }
+
+#[test]
+fn the_search_retriever_answers_from_the_produced_queries_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("kg");
+    ingest(&store, &[], &[&fixture("opendialkg-sample.tsv")]);
+    let requests = write(dir.path(), "req.jsonl", b"{\"history\": [\"I loved Happy Gilmore.\", \"Do you like golf?\"]}\n");
+    let out = dir.path().join("out.jsonl");
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/query-producer-opendialkg");
+    let run = |extra: &[&str]| {
+        trellis()
+            .args(["retrieve", "--store"])
+            .arg(&store)
+            .args(["--retriever", "search", "--top", "5", "--input"])
+            .arg(&requests)
+            .arg("--output")
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    // No text index: refused, naming the command.
+    let o = run(&["--search-producer", "tfidf"]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("trellis index-text"), "{}", String::from_utf8_lossy(&o.stderr));
+    stdout_of(trellis().arg("index-text").arg("--store").arg(&store));
+    let answer = |extra: &[&str]| -> serde_json::Value {
+        let o = run(extra);
+        assert!(o.status.success(), "{extra:?}: {}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_str(std::fs::read_to_string(&out).unwrap().lines().next().unwrap()).unwrap()
+    };
+    // Facts: every path is one fact of a found entity, explained by its query.
+    let facts = answer(&["--search-producer", shipped.to_str().unwrap()]);
+    let paths = facts["paths"].as_array().unwrap();
+    assert_eq!(paths.len(), 5, "{facts}");
+    for p in paths {
+        assert_eq!(p["triples"].as_array().unwrap().len(), 1, "{p}");
+        assert!(p["explanation"].as_str().unwrap().starts_with("search: a fact of a found entity, query "), "{p}");
+    }
+    let scores: Vec<f64> = paths.iter().map(|p| p["score"].as_f64().unwrap()).collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]) && scores[0] == 1.0, "{scores:?}");
+    // Paths: candidate paths from the mentioned entities, the ones reaching a found entity first.
+    let cands = answer(&["--search-producer", "tfidf", "--search-paths", "paths"]);
+    let first = &cands["paths"][0];
+    assert!(first["explanation"].as_str().unwrap().starts_with("search: reaches a found entity"), "{first}");
+    // The library gives the same answer as the command line (settings by name).
+    let s = Arc::new(Store::open_read_only(&store).unwrap());
+    let mut settings = trellis::settings::Settings::new();
+    settings.set("search_producer", shipped.to_str().unwrap());
+    let cfg = trellis::settings::retriever("search", &settings).unwrap();
+    let r = trellis::retrieve::Retriever::new(s, cfg).unwrap();
+    let got = r.retrieve(&[msg("user", "I loved Happy Gilmore."), msg("user", "Do you like golf?")]).unwrap();
+    assert!(got.len() >= 5, "{}", got.len());
+    for (g, want) in got.iter().zip(paths) {
+        assert_eq!(g.explanation, want["explanation"].as_str().unwrap());
+    }
+}
