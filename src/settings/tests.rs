@@ -154,8 +154,8 @@ fn every_setting_of_the_tables_is_read_somewhere() {
     // Each name of the retriever's table is accepted by some retriever (no dead entry).
     for spec in RETRIEVER.iter().chain(LINK).chain(RUNTIME) {
         let mut s = Settings::new();
-        s.set("model", "m").set("dense_model", "d").set("surge_model", "s").set("rerank", "r");
-        s.set_list("rerank_pool", ["gsr", "dense", "surge", "pcst", "random", "bm25"]);
+        s.set("model", "m").set("dense_model", "d").set("surge_model", "s").set("rerank", "r").set("search_producer", "tfidf");
+        s.set_list("rerank_pool", ["gsr", "dense", "surge", "pcst", "random", "bm25", "search"]);
         let value = match spec.name {
             "pcst_variant" => "seed003",
             "pruning" => "gw",
@@ -165,7 +165,9 @@ fn every_setting_of_the_tables_is_read_somewhere() {
             "prior_norm" => "softmax",
             "model_norm" => "allowed",
             "device" => "cpu",
-            "rerank_pool" => "gsr,dense,surge,pcst,random,bm25",
+            "rerank_pool" => "gsr,dense,surge,pcst,random,bm25,search",
+            "search_producer" => "tfidf",
+            "search_paths" => "paths",
             "alpha" | "decay" | "rerank_fusion" => "0.5",
             "model" | "dense_model" | "surge_model" | "rerank" => "x",
             _ => "1",
