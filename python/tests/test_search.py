@@ -8,7 +8,7 @@ import pytest
 
 import trellis
 
-from conftest import SAMPLE
+from conftest import REPO, SAMPLE
 
 
 @pytest.fixture
@@ -51,3 +51,17 @@ def test_updates_keep_the_index_current(kg):
     trellis.update(kg, changes=[{"op": "add", "subject": "Quillon Verbatim", "relation": "wrote", "object": "Happy Gilmore"}])
     store = trellis.Store(kg)
     assert store.search("Quillon", top=1)[0]["name"] == "Quillon Verbatim"
+
+
+def test_the_search_retriever_from_python(kg, tmp_path):
+    trellis.index_text(kg)
+    store = trellis.Store(kg)
+    with pytest.raises(trellis.SettingError, match="search_producer"):
+        trellis.Retriever(store, "search")
+    retriever = trellis.Retriever(store, "search", search_producer=str(REPO / "models" / "query-producer-opendialkg"), top=5)
+    answer = retriever.retrieve(["I loved Happy Gilmore.", "Do you like golf?"])
+    paths = answer["paths"]
+    assert len(paths) == 5
+    assert all(p["explanation"].startswith("search: a fact of a found entity, query ") for p in paths)
+    with pytest.raises(trellis.SettingError, match="search_queries"):
+        trellis.Retriever(store, "search", search_producer="tfidf", search_queries=0)
