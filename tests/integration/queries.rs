@@ -240,3 +240,35 @@ fn the_search_retriever_answers_from_the_produced_queries_documents() {
         assert_eq!(g.explanation, want["explanation"].as_str().unwrap());
     }
 }
+
+#[test]
+fn a_refreshed_search_retriever_reads_the_new_generation_s_text_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("kg");
+    ingest(&store, &[], &[&fixture("opendialkg-sample.tsv")]);
+    stdout_of(trellis().arg("index-text").arg("--store").arg(&store));
+    let mut settings = trellis::settings::Settings::new();
+    settings.set("search_producer", "tfidf");
+    let cfg = trellis::settings::retriever("search", &settings).unwrap();
+    let r = trellis::retrieve::Retriever::new(Arc::new(Store::open_read_only(&store).unwrap()), cfg).unwrap();
+    let history = [msg("user", "Have you read anything by Quillon Verbatim?")];
+    let facts = |r: &trellis::retrieve::Retriever| -> Vec<String> {
+        let names = |e: trellis::EntityId| r.store().entity(e).unwrap().unwrap().name;
+        r.retrieve(&history).unwrap().iter().map(|p| names(p.hops[0].fact().0) + " -> " + &names(p.hops[0].fact().2)).collect()
+    };
+    assert!(!facts(&r).iter().any(|f| f.contains("Quillon")));
+    trellis::Updater::new(&store)
+        .apply(vec![(
+            None,
+            trellis::ingest::Change::Add(trellis::ingest::FactKeys {
+                subject: "Quillon Verbatim".into(),
+                relation: "wrote".into(),
+                object: "Happy Gilmore".into(),
+            }),
+        )])
+        .unwrap();
+    // The old handle keeps its generation; the refreshed one finds the new entity's fact.
+    assert!(!facts(&r).iter().any(|f| f.contains("Quillon")));
+    let fresh = r.refreshed().unwrap().expect("a newer generation");
+    assert_eq!(facts(&fresh).first().map(String::as_str), Some("Quillon Verbatim -> Happy Gilmore"));
+}
