@@ -98,6 +98,9 @@ pub fn run(args: IngestArgs) -> Result<ExitCode> {
     );
     outln!("new: {} facts, {} entities, {} relations, {} aliases", report.new_facts, report.new_entities, report.new_relations, report.new_aliases);
     outln!("store: {} facts, {} entities, {} relations", report.facts, report.entities, report.relations);
+    if report.text_index == trellis::text::TextUpkeep::Stale {
+        outln!("text index: stale after this load (a load does not update it): run index-text again");
+    }
     if report.rejected_total() > 0 {
         outln!("rejected {} lines:", report.rejected_total());
         for (kind, n) in &report.rejected {

@@ -114,6 +114,11 @@ pub fn run(args: UpdateArgs) -> Result<ExitCode> {
     for index in &report.token_indexes.stale {
         outln!("token index {index}: not updated (built before this format, or stale already): run index-tokens again");
     }
+    match &report.text_index {
+        trellis::text::TextUpkeep::Updated { written, deleted } => outln!("text index: {written} document(s) written, {deleted} deleted"),
+        trellis::text::TextUpkeep::Stale => outln!("text index: not updated (stale already): run index-text again"),
+        _ => {}
+    }
     if !report.skipped.is_empty() {
         outln!("skipped {} change(s):", report.skipped.len());
         for p in &report.skipped {

@@ -133,22 +133,20 @@ impl QueryEngine {
 /// [`QueryEngine::turn`] with the parts given apart: the candidates of the turn after
 /// `messages` (whose mentions are `mentions`), each searched in `index`.
 pub fn search_turn(index: &TextIndex, messages: &[crate::dialog::Message], mentions: &[Mention]) -> Result<TurnQueries, QueryError> {
-    {
-        let mut candidates = candidates::candidates(index, messages, mentions)?;
-        let mut results = Vec::with_capacity(candidates.len());
-        for c in &candidates {
-            results.push(index.search(&c.text, DOCUMENTS_PER_QUERY, SearchOptions { fuzzy: false })?);
-        }
-        // The search-side features: how well the engine matched it.
-        let best = results.iter().filter_map(|r| r.first().map(|h| h.score)).fold(0f32, f32::max);
-        for (c, r) in candidates.iter_mut().zip(&results) {
-            let top = r.first().map_or(0.0, |h| h.score);
-            c.features.top_score = if best > 0.0 { top / best } else { 0.0 };
-            c.features.name_match = r.first().map_or(0.0, |h| {
-                let name = crate::text::analyzer::words(&h.document.name);
-                f32::from(name == crate::text::analyzer::words(&c.text))
-            });
-        }
-        Ok(TurnQueries { candidates, results })
+    let mut candidates = candidates::candidates(index, messages, mentions)?;
+    let mut results = Vec::with_capacity(candidates.len());
+    for c in &candidates {
+        results.push(index.search(&c.text, DOCUMENTS_PER_QUERY, SearchOptions { fuzzy: false })?);
     }
+    // The search-side features: how well the engine matched it.
+    let best = results.iter().filter_map(|r| r.first().map(|h| h.score)).fold(0f32, f32::max);
+    for (c, r) in candidates.iter_mut().zip(&results) {
+        let top = r.first().map_or(0.0, |h| h.score);
+        c.features.top_score = if best > 0.0 { top / best } else { 0.0 };
+        c.features.name_match = r.first().map_or(0.0, |h| {
+            let name = crate::text::analyzer::words(&h.document.name);
+            f32::from(name == crate::text::analyzer::words(&c.text))
+        });
+    }
+    Ok(TurnQueries { candidates, results })
 }

@@ -123,9 +123,27 @@ fn a_load_leaves_the_index_stale_and_index_text_rebuilds_it() {
     // Validation names it but a stale index is not an invalid store.
     let v = json_of(trellis().arg("validate").arg("--store").arg(&store).arg("--json"));
     assert!(v["text_index"]["status"].as_str().unwrap().starts_with("stale"), "{v}");
+    // The command line's report says so too.
+    let again = write(
+        dir.path(),
+        "again.tsv",
+        b"Zanzibar Quartet	formed_in	Stone Town
+",
+    );
+    let text = stdout_of(trellis().arg("ingest").arg("--store").arg(&store).arg(&again));
+    assert!(text.contains("text index: stale after this load"), "{text}");
     index_text(&store);
     assert_eq!(names(&search_json(&store, "Zanzibar", &["--top", "1"])), ["Zanzibar Quartet"]);
     assert_valid(&store);
+    // An update keeps it current and says what it wrote: two new entities, one fact each.
+    let add = write(
+        dir.path(),
+        "add.tsv",
+        b"Ola Brindle	coached	Mira Fenwick
+",
+    );
+    let text = stdout_of(trellis().arg("update").arg("--store").arg(&store).arg("--add").arg(&add));
+    assert!(text.contains("text index: 2 document(s) written, 0 deleted"), "{text}");
 }
 
 #[test]

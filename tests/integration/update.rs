@@ -370,6 +370,8 @@ fn killed_updates_leave_old_or_new_state() {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().join("base");
     ingest(&base, &["--on-error", "skip"], &[&shared_data("opendialkg/kg.tsv")]);
+    // With a text index: the update rewrites ~40,000 documents, all or none with the rest.
+    stdout_of(trellis().arg("index-text").arg("--store").arg(&base));
     let before = stats(&base)["facts"].as_u64().unwrap();
     // 20,000 new facts and 2,000 retractions of stored ones in one change file.
     let mut lines = String::new();
@@ -415,6 +417,8 @@ fn killed_updates_leave_old_or_new_state() {
         }
         child.wait().unwrap();
         assert_valid(&store);
+        let text = json_of(trellis().arg("validate").arg("--store").arg(&store).arg("--json"))["text_index"].clone();
+        assert!(text["ok"] == true && text["status"].as_str().unwrap().ends_with("one per live entity"), "killed after {ms} ms: {text}");
         let facts = stats(&store)["facts"].as_u64().unwrap();
         assert!(facts == before || facts == after, "killed after {ms} ms: {facts} facts, expected {before} or {after}");
         // The update runs again (when it had not committed) and completes.
