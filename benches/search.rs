@@ -67,7 +67,7 @@ fn main() {
         .load(&[InputSpec::new(data("kg.tsv")), InputSpec::new(data("kg_train_paths.tsv"))])
         .unwrap();
     let t = Instant::now();
-    let built = Store::index_text(&store_dir, &Monitor::new()).unwrap();
+    let built = Store::index_text(&store_dir, None, &Monitor::new()).unwrap();
     println!("index-text: {} documents in {:.2} s", built.documents, t.elapsed().as_secs_f64());
     let store = Store::open_read_only(&store_dir).unwrap();
     let index = TextIndex::open(&store).unwrap();

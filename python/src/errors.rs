@@ -124,6 +124,8 @@ fn text_kind(t: &trellis::text::TextError) -> Kind {
         T::Missing { dir } | T::Stale { dir, .. } => Kind::Store { path: Some(dir.clone()) },
         T::Format { path, .. } | T::Corrupt { path, .. } | T::Engine { path, .. } => Kind::Store { path: Some(path.clone()) },
         T::NoWords { .. } => Kind::BadInput { path: None, line: None },
+        T::Documents(d) => Kind::BadInput { path: Some(d.path.clone()), line: Some(d.line) },
+        T::DocumentsIo { path, .. } => Kind::BadInput { path: Some(path.clone()), line: None },
         T::OutOfRange(_) => Kind::Setting,
         T::Open(o) => Kind::Store { path: open_path(o) },
         T::Cancelled => Kind::Cancelled,

@@ -117,19 +117,36 @@ pub fn index_tokens<'py>(
     convert::serialized(py, &info)
 }
 
-/// index_text(store, progress=None) -> dict
+/// index_text(store, documents=None, on_error="stop", progress=None) -> dict
 ///
 /// Builds the store's text index, as ``trellis index-text`` does: one document per entity
 /// (name, aliases, up to 32 facts), what ``Store.search`` and the query producer read.
-/// Returns ``{"record": ..., "documents": N}``. ``progress`` gets the same dicts as
-/// ``ingest``'s (``"work": "index-text"``, in documents). The GIL is released; Ctrl-C
-/// cancels (nothing is committed) and is re-raised.
+/// ``documents``: a JSON-lines file of ``{"title", "text"}`` whose texts join the documents
+/// of the entities their titles name; ``on_error="skip"`` leaves out documents whose title
+/// names no entity (``"stop"`` refuses the file, naming the line).
+/// Returns ``{"record": ..., "documents": N, "texts": {"read", "matched", "skipped"}}``.
+/// ``progress`` gets the same dicts as ``ingest``'s (``"work": "index-text"``, in
+/// documents). The GIL is released; Ctrl-C cancels (nothing is committed) and is re-raised.
 #[pyfunction]
-#[pyo3(signature = (store, progress = None))]
-pub fn index_text<'py>(py: Python<'py>, store: &Bound<'py, PyAny>, progress: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+#[pyo3(signature = (store, documents = None, on_error = "stop", progress = None))]
+pub fn index_text<'py>(
+    py: Python<'py>,
+    store: &Bound<'py, PyAny>,
+    documents: Option<&Bound<'py, PyAny>>,
+    on_error: &str,
+    progress: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
     let dir = store_dir(store)?;
     crate::store::check_not_held_for_writing(&dir)?;
-    let report = monitored(py, progress, |monitor| trellis::Store::index_text(&dir, monitor))?.map_err(errors::to_py)?;
+    let on_error: OnError = named(Some(on_error))?.unwrap_or_default();
+    let documents = match documents {
+        None => None,
+        Some(p) => Some(trellis::text::DocumentsInput {
+            path: convert::path(p)?,
+            unmatched: if on_error == OnError::Skip { trellis::text::Unmatched::Skip } else { trellis::text::Unmatched::Stop },
+        }),
+    };
+    let report = monitored(py, progress, |monitor| trellis::Store::index_text(&dir, documents.as_ref(), monitor))?.map_err(errors::to_py)?;
     convert::serialized(py, &report)
 }
 

@@ -25,7 +25,7 @@ def test_search_needs_the_index_and_finds_misspelt_names(kg, trellis_bin):
     store.close()
     seen = []
     report = trellis.index_text(kg, progress=seen.append)
-    assert report["documents"] > 100 and report["record"]["format"] == 1
+    assert report["documents"] > 100 and report["record"]["format"] == 2
     assert seen and seen[-1]["work"] == "index-text"
     store = trellis.Store(kg)
     hits = store.search("Adam Sandlr", top=3)
@@ -65,3 +65,19 @@ def test_the_search_retriever_from_python(kg, tmp_path):
     assert all(p["explanation"].startswith("search: a fact of a found entity, query ") for p in paths)
     with pytest.raises(trellis.SettingError, match="search_queries"):
         trellis.Retriever(store, "search", search_producer="tfidf", search_queries=0)
+
+
+def test_documents_join_the_entities_their_titles_name(tmp_path):
+    wow = REPO / "tests" / "fixtures" / "wow"
+    kg = tmp_path / "wow"
+    trellis.ingest(kg, [wow / "kg.tsv"])
+    # Brakebills (line 6) names no entity: refused with its line, nothing committed.
+    with pytest.raises(trellis.BadInputError, match="Brakebills") as caught:
+        trellis.index_text(kg, documents=wow / "documents.jsonl")
+    assert caught.value.line == 6 and caught.value.path.endswith("documents.jsonl")
+    report = trellis.index_text(kg, documents=wow / "documents.jsonl", on_error="skip")
+    assert report["texts"] == {"read": 6, "matched": 5, "skipped": 1}
+    with trellis.Store(kg) as store:
+        assert store.search("secret college", top=1)[0]["name"] == "The Magicians"
+    with pytest.raises(trellis.SettingError):
+        trellis.index_text(kg, documents=wow / "documents.jsonl", on_error="ignore")

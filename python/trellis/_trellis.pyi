@@ -184,9 +184,12 @@ def index_tokens(
 
 def index_text(
     store: Union[Store, StrPath],
+    documents: Optional[StrPath] = None,
+    on_error: str = "stop",
     progress: Optional[ProgressCallback] = None,
 ) -> Dict[str, Any]:
-    """Builds the store's text index (one document per entity); ``{"record", "documents"}``."""
+    """Builds the store's text index (one document per entity, with the texts of a
+    ``documents`` JSON-lines file of ``{"title", "text"}``); ``{"record", "documents", "texts"}``."""
 
 def update(
     store: Union[Store, StrPath],

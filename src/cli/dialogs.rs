@@ -23,6 +23,11 @@ pub struct ActionsOption {
 }
 
 impl ActionsOption {
+    /// Whether every sample is kept (the default).
+    pub fn is_all(self) -> bool {
+        matches!(self.actions, Actions::All)
+    }
+
     pub fn apply(self, dialogs: &mut [Dialog]) {
         match self.actions {
             Actions::All => {}

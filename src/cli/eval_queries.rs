@@ -7,7 +7,7 @@ use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use trellis::dataset::opendialkg;
+use trellis::dataset::{opendialkg, wow};
 use trellis::eval::queries;
 use trellis::link::Linker;
 use trellis::queries::{LinearScorer, Producer, QueryEngine};
@@ -18,9 +18,13 @@ use trellis::Store;
 pub struct EvalQueriesArgs {
     #[arg(long)]
     store: PathBuf,
-    /// OpenDialKG dialogs csv.
+    /// The dialogs: OpenDialKG's csv, or Wizard of Wikipedia's JSON (`--dataset wow`).
     #[arg(long)]
     input: PathBuf,
+    /// The dialogs' format: `opendialkg` (gold: the path's new entities) or `wow` (gold:
+    /// the entity each wizard turn's checked passage title names).
+    #[arg(long, value_enum, default_value_t = QueryDataset::Opendialkg)]
+    dataset: QueryDataset,
     #[command(flatten)]
     actions: ActionsOption,
     /// The learned producer (a directory with query-producer.json, or the file): adds its row.
@@ -39,9 +43,23 @@ pub struct EvalQueriesArgs {
     link: LinkOptions,
 }
 
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum QueryDataset {
+    /// OpenDialKG dialogs csv.
+    Opendialkg,
+    /// Wizard of Wikipedia JSON (ParlAI's layout).
+    Wow,
+}
+
 pub fn run(args: EvalQueriesArgs) -> Result<ExitCode> {
     let store = Arc::new(Store::open_read_only(&args.store).with_context(|| format!("opening store {}", args.store.display()))?);
-    let mut dialogs = opendialkg::read(&args.input)?;
+    let mut dialogs = match args.dataset {
+        QueryDataset::Opendialkg => opendialkg::read(&args.input)?,
+        QueryDataset::Wow => {
+            anyhow::ensure!(args.actions.is_all(), "--actions picks OpenDialKG's speakers; Wizard of Wikipedia's samples are the wizard's turns");
+            wow::read(&args.input)?
+        }
+    };
     args.actions.apply(&mut dialogs);
     if let Some(n) = args.max_turns {
         keep_first_samples(&mut dialogs, n);
@@ -67,19 +85,31 @@ pub fn run(args: EvalQueriesArgs) -> Result<ExitCode> {
         outln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
     }
-    outln!(
-        "{} turns scored ({} excluded: the gold path names only entities the dialog had named; {} with no gold entity in the store)",
-        report.turns,
-        report.excluded_no_new_entity,
-        report.excluded_not_in_store
-    );
-    outln!("candidates per turn {:.2}; ceiling R@M {:.4}, fact R@M {:.4}", report.mean_candidates, report.ceiling, report.fact_ceiling);
-    outln!("| producer | R@1 | R@3 | R@5 | fact R@1 | fact R@3 | fact R@5 |");
-    outln!("|---|---|---|---|---|---|---|");
-    for row in &report.rows {
-        let r = |m: &std::collections::BTreeMap<usize, f64>, k: usize| m.get(&k).copied().unwrap_or(0.0);
-        let (a, b) = (&row.recall_at, &row.fact_recall_at);
-        outln!("| {} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} |", row.name, r(a, 1), r(a, 3), r(a, 5), r(b, 1), r(b, 3), r(b, 5));
+    let r = |m: &std::collections::BTreeMap<usize, f64>, k: usize| m.get(&k).copied().unwrap_or(0.0);
+    if let QueryDataset::Wow = args.dataset {
+        // No gold path: the fact columns do not apply.
+        outln!("{} turns scored ({} whose checked passage's title names no entity of the store)", report.turns, report.excluded_not_in_store);
+        outln!("candidates per turn {:.2}; ceiling R@M {:.4}", report.mean_candidates, report.ceiling);
+        outln!("| producer | R@1 | R@3 | R@5 |");
+        outln!("|---|---|---|---|");
+        for row in &report.rows {
+            let a = &row.recall_at;
+            outln!("| {} | {:.4} | {:.4} | {:.4} |", row.name, r(a, 1), r(a, 3), r(a, 5));
+        }
+    } else {
+        outln!(
+            "{} turns scored ({} excluded: the gold path names only entities the dialog had named; {} with no gold entity in the store)",
+            report.turns,
+            report.excluded_no_new_entity,
+            report.excluded_not_in_store
+        );
+        outln!("candidates per turn {:.2}; ceiling R@M {:.4}, fact R@M {:.4}", report.mean_candidates, report.ceiling, report.fact_ceiling);
+        outln!("| producer | R@1 | R@3 | R@5 | fact R@1 | fact R@3 | fact R@5 |");
+        outln!("|---|---|---|---|---|---|---|");
+        for row in &report.rows {
+            let (a, b) = (&row.recall_at, &row.fact_recall_at);
+            outln!("| {} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} | {:.4} |", row.name, r(a, 1), r(a, 3), r(a, 5), r(b, 1), r(b, 3), r(b, 5));
+        }
     }
     eprintln!("evaluated in {:.1} s ({} searches)", report.seconds, report.searches);
     Ok(ExitCode::SUCCESS)

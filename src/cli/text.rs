@@ -4,20 +4,38 @@ use anyhow::{Context, Result};
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use trellis::text::{SearchOptions, TextIndex};
+use trellis::ingest::OnError;
+use trellis::text::{DocumentsInput, SearchOptions, TextIndex, Unmatched};
 
 #[derive(Args)]
 pub struct IndexTextArgs {
     #[arg(long)]
     store: PathBuf,
+    /// Documents to add to the entities' documents: JSON lines of {"title": ..., "text": ...}
+    /// (an article dump); each text goes to the entity its title names (its key, else its
+    /// primary name), cut to 4096 bytes.
+    #[arg(long)]
+    documents: Option<PathBuf>,
+    /// `stop`: a document whose title names no entity (or one already given a document)
+    /// stops the build, the store unchanged. `skip`: leave such documents out, counted.
+    #[arg(long, value_parser = super::named::<OnError>(OnError::NAMES), default_value_t = OnError::Stop)]
+    on_error: OnError,
     /// Print what was built (the index's record and the documents written) as JSON.
     #[arg(long)]
     json: bool,
 }
 
 pub fn index(args: IndexTextArgs) -> Result<ExitCode> {
+    let documents = args.documents.map(|path| DocumentsInput {
+        path,
+        unmatched: match args.on_error {
+            OnError::Skip => Unmatched::Skip,
+            _ => Unmatched::Stop,
+        },
+    });
     let bar = super::progress::Bar::new();
-    let report = trellis::Store::index_text(&args.store, &bar.monitor()).with_context(|| format!("indexing the text of {}", args.store.display()))?;
+    let report = trellis::Store::index_text(&args.store, documents.as_ref(), &bar.monitor())
+        .with_context(|| format!("indexing the text of {}", args.store.display()))?;
     bar.finish();
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
@@ -29,6 +47,16 @@ pub fn index(args: IndexTextArgs) -> Result<ExitCode> {
         report.record.facts_per_document,
         report.record.generation
     );
+    if let Some(d) = &documents {
+        let t = report.texts;
+        outln!(
+            "documents of {}: {} read, {} added to entity documents, {} skipped (no entity by that title, or one already given a document)",
+            d.path.display(),
+            t.read,
+            t.matched,
+            t.skipped
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

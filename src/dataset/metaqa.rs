@@ -51,7 +51,10 @@ pub fn read(path: &std::path::Path) -> Result<Vec<Dialog>, DatasetError> {
         let paths = gold.iter().map(|t| vec![t.clone()]).collect();
         // The question marks its entity with brackets; linking reads the text as it is.
         let text = q.question.replace(['[', ']'], "");
-        out.push(Dialog { messages: vec![Message { speaker: "user".into(), text }], samples: vec![Sample { upto: 1, speaker: "user".into(), gold, paths }] });
+        out.push(Dialog {
+            messages: vec![Message { speaker: "user".into(), text }],
+            samples: vec![Sample { upto: 1, speaker: "user".into(), gold, paths, documents: Vec::new() }],
+        });
     }
     Ok(out)
 }

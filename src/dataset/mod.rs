@@ -1,9 +1,11 @@
 //! The dialog and question data sets Trellis trains and evaluates on, read into one shape
-//! ([`opendialkg::Dialog`]): OpenDialKG's CSV and MetaQA's question files. Below the
+//! ([`opendialkg::Dialog`]): OpenDialKG's CSV, MetaQA's question files and Wizard of
+//! Wikipedia's JSON. Below the
 //! retrievers and the generator, whose training targets read them, and the evaluations.
 
 pub mod metaqa;
 pub mod opendialkg;
+pub mod wow;
 
 /// Errors reading an evaluation data set: the file, or one of its lines (bad input).
 #[derive(Debug, thiserror::Error)]
@@ -54,4 +56,8 @@ pub enum DatasetProblem {
     /// A MetaQA line that is not a `{"question", "triples"}` object.
     #[error("not a MetaQA question: {0}")]
     NotAQuestion(serde_json::Error),
+    /// The file is not Wizard of Wikipedia's JSON (an array of dialogs with `dialog`
+    /// turns of `speaker` and `text`).
+    #[error("not Wizard of Wikipedia's JSON: {0}")]
+    NotWizardOfWikipedia(serde_json::Error),
 }

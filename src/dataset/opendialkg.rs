@@ -32,6 +32,9 @@ pub struct Sample {
     /// The exact paths that count as right (OpenDialKG: the annotated path; MetaQA: each
     /// answer triple on its own).
     pub paths: Vec<Vec<Triple>>,
+    /// Gold documents by title (Wizard of Wikipedia: the checked passage's); empty where
+    /// the gold is a path.
+    pub documents: Vec<String>,
 }
 
 #[derive(serde::Deserialize)]
@@ -68,7 +71,13 @@ pub fn read(path: &std::path::Path) -> Result<Vec<Dialog>, DatasetError> {
                 "action" => {
                     if let Some(gold) = a.metadata.as_ref().and_then(path_of) {
                         if !gold.is_empty() {
-                            dialog.samples.push(Sample { upto: dialog.messages.len(), speaker: a.sender.clone(), paths: vec![gold.clone()], gold });
+                            dialog.samples.push(Sample {
+                                upto: dialog.messages.len(),
+                                speaker: a.sender.clone(),
+                                paths: vec![gold.clone()],
+                                gold,
+                                documents: Vec::new(),
+                            });
                         }
                     }
                 }
@@ -97,7 +106,7 @@ pub fn add_turns_without_action(dialogs: &mut [Dialog]) {
         let taken: std::collections::HashSet<usize> = d.samples.iter().map(|s| s.upto).collect();
         let extra: Vec<Sample> = (1..d.messages.len())
             .filter(|i| !taken.contains(i))
-            .map(|upto| Sample { upto, speaker: d.messages[upto].speaker.clone(), gold: Vec::new(), paths: Vec::new() })
+            .map(|upto| Sample { upto, speaker: d.messages[upto].speaker.clone(), gold: Vec::new(), paths: Vec::new(), documents: Vec::new() })
             .collect();
         d.samples.extend(extra);
         // Stable: an action's samples keep their order among themselves.

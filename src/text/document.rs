@@ -2,7 +2,8 @@
 //! name, its aliases and up to [`FACTS_PER_DOCUMENT`] of its facts, each written as the
 //! relation and the other end, in a fixed order (outgoing facts first, by relation id then
 //! the other end's id, then incoming ones the same way), so the same store always gives the
-//! same documents, whether built whole or kept up to date by updates.
+//! same documents, whether built whole or kept up to date by updates. A documents input
+//! adds a text ([`super::documents`]).
 
 use crate::ids::{Direction, EntityId};
 use crate::store::codec::{adj_prefix, decode_adj_key, decode_term, id_key};
@@ -66,6 +67,9 @@ pub struct EntityDocument {
     pub aliases: Vec<String>,
     /// Its facts, at most [`FACTS_PER_DOCUMENT`], in the order the module describes.
     pub facts: Vec<DocFact>,
+    /// The text a documents input gave it ([`super::DocumentsInput`]), or empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub text: String,
 }
 
 impl EntityDocument {
@@ -76,6 +80,10 @@ impl EntityDocument {
         for a in &self.aliases {
             out.push('\n');
             out.push_str(a);
+        }
+        if !self.text.is_empty() {
+            out.push('\n');
+            out.push_str(&self.text);
         }
         for f in &self.facts {
             out.push('\n');
@@ -172,6 +180,6 @@ impl<'a> DocumentReader<'a> {
                 facts.push(DocFact { direction: dir, relation, other });
             }
         }
-        Ok(Some(EntityDocument { entity: EntityId(e), name, aliases, facts }))
+        Ok(Some(EntityDocument { entity: EntityId(e), name, aliases, facts, text: String::new() }))
     }
 }

@@ -55,6 +55,9 @@ impl Fields {
         for f in &doc.facts {
             t.add_text(self.facts, f.text());
         }
+        if !doc.text.is_empty() {
+            t.add_text(self.text, &doc.text);
+        }
         t.add_text(self.document, serde_json::to_string(doc).expect("a document serializes"));
         t
     }
@@ -84,7 +87,11 @@ pub(crate) fn follow_write(
     if !path.is_dir() {
         return Ok(TextUpkeep::None);
     }
-    let (index, record) = open_index(&path)?;
+    let (index, record) = match open_index(&path) {
+        // An index of another format is left for `trellis index-text` to rebuild.
+        Err(TextError::Format { .. }) => return Ok(TextUpkeep::Stale),
+        other => other?,
+    };
     if !record.is_current_with(before) || record.facts_per_document != FACTS_PER_DOCUMENT || record.format != TEXT_FORMAT {
         return Ok(TextUpkeep::Stale);
     }
@@ -97,18 +104,26 @@ pub(crate) fn follow_write(
         rewrite.extend(reader.neighbours(e)?);
     }
     rewrite.retain(|e| !touched.retired.contains(e));
+    // Texts from a documents input live only in the index: a rewritten document keeps its
+    // entity's, read before the writer deletes it.
+    let before_reader = index.reader_builder().reload_policy(tantivy::ReloadPolicy::Manual).try_into().map_err(|e| TextError::engine(&path, e))?;
+    let old_text = |e: u32| -> Result<String, TextError> { Ok(super::stored_document(&before_reader, fields, &path, e)?.map(|d| d.text).unwrap_or_default()) };
     let mut writer: IndexWriter<TantivyDocument> = index.writer_with_num_threads(1, 15 << 20).map_err(|e| TextError::engine(&path, e))?;
     let (mut written, mut deleted) = (0u64, 0u64);
+    let mut texts = record.texts;
     for (i, &e) in rewrite.iter().chain(touched.retired.iter()).enumerate() {
         if i % 1024 == 0 {
             monitor.check().map_err(|_| TextError::Cancelled)?;
         }
+        let text = if record.texts > 0 { old_text(e)? } else { String::new() };
         writer.delete_term(Term::from_field_u64(fields.entity, u64::from(e)));
         if touched.retired.contains(&e) {
             deleted += 1;
+            texts -= u64::from(!text.is_empty()).min(texts);
             continue;
         }
-        if let Some(doc) = reader.document(e)? {
+        if let Some(mut doc) = reader.document(e)? {
+            doc.text = text;
             writer.add_document(fields.tantivy_document(&doc)).map_err(|e| TextError::engine(&path, e))?;
             written += 1;
         }
@@ -118,6 +133,7 @@ pub(crate) fn follow_write(
         facts: after.facts,
         entities: after.entities,
         generation,
+        texts,
         written_by: crate::store::build_name(),
         ..record
     };

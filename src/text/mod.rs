@@ -15,10 +15,12 @@ pub mod analyzer;
 pub mod bm25;
 mod build;
 pub mod document;
+pub mod documents;
 mod follow;
 
 pub use build::{index_text, TextIndexReport};
 pub use document::{DocFact, EntityDocument, FACTS_PER_DOCUMENT};
+pub use documents::{DocumentLineError, DocumentProblem, DocumentsInput, Unmatched};
 pub use follow::TextUpkeep;
 pub(crate) use follow::{follow_write, TouchedEntities};
 
@@ -35,7 +37,8 @@ use tantivy::schema::{Field, IndexRecordOption, NumericOptions, Schema, TextFiel
 use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
 
 /// The text index's own format (its schema and document layout), recorded in its payload.
-pub const TEXT_FORMAT: u32 = 1;
+/// 2: a `text` field (a documents input's text).
+pub const TEXT_FORMAT: u32 = 2;
 
 /// Most words of a search's text used (the rest ignored); a long reply pasted as a query
 /// costs what its first words cost.
@@ -111,6 +114,17 @@ pub enum TextError {
     /// Writing the new generation.
     #[error(transparent)]
     Write(#[from] WriteError),
+    /// A bad line of a documents input (the store is unchanged).
+    #[error(transparent)]
+    Documents(#[from] DocumentLineError),
+    /// A documents input cannot be opened or read.
+    #[error("{path}: {source}")]
+    DocumentsIo {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
     /// Cancelled through the monitor before the commit: the store is unchanged.
     #[error("cancelled: the store is unchanged")]
     Cancelled,
@@ -173,6 +187,10 @@ pub struct TextIndexRecord {
     pub entities: u64,
     /// [`FACTS_PER_DOCUMENT`] of the build that wrote it.
     pub facts_per_document: usize,
+    /// Documents holding a text from a documents input ([`DocumentsInput`]); updates keep
+    /// an entity's text, a rebuild without the input drops them.
+    #[serde(default)]
+    pub texts: u64,
     /// The generation it was last written in.
     pub generation: u64,
     /// The build that wrote it last.
@@ -193,6 +211,8 @@ struct Fields {
     name: Field,
     aliases: Field,
     facts: Field,
+    /// A documents input's text.
+    text: Field,
     /// The document itself (JSON of [`EntityDocument`]), stored only: what a hit returns.
     document: Field,
 }
@@ -207,8 +227,9 @@ fn schema() -> (Schema, Fields) {
     let name = b.add_text_field("name", text());
     let aliases = b.add_text_field("aliases", text());
     let facts = b.add_text_field("facts", text());
+    let body = b.add_text_field("text", text());
     let document = b.add_text_field("document", STORED);
-    (b.build(), Fields { entity, name, aliases, facts, document })
+    (b.build(), Fields { entity, name, aliases, facts, text: body, document })
 }
 
 /// The directory of the text index of the generation at `generation_dir`.
@@ -221,14 +242,15 @@ fn open_index(path: &Path) -> Result<(Index, TextIndexRecord), TextError> {
     analyzer::register(&index);
     let (_, fields) = schema();
     let found = index.schema();
-    if found.get_field("document").ok() != Some(fields.document) || found.get_field("entity").ok() != Some(fields.entity) {
-        return Err(TextError::Corrupt { path: path.into(), what: TextCorruption::Schema });
-    }
+    let schema_ok = found.get_field("document").ok() == Some(fields.document) && found.get_field("entity").ok() == Some(fields.entity);
     let metas = index.load_metas().map_err(|e| TextError::engine(path, e))?;
     let payload = metas.payload.ok_or_else(|| TextError::Corrupt { path: path.into(), what: TextCorruption::NoRecord })?;
     let record: TextIndexRecord = serde_json::from_str(&payload).map_err(|e| TextError::Corrupt { path: path.into(), what: TextCorruption::Record(e) })?;
     if record.format != TEXT_FORMAT {
         return Err(TextError::Format { path: path.into(), found: record.format, expected: TEXT_FORMAT });
+    }
+    if !schema_ok || found.get_field("text").ok() != Some(fields.text) {
+        return Err(TextError::Corrupt { path: path.into(), what: TextCorruption::Schema });
     }
     Ok((index, record))
 }
@@ -355,7 +377,7 @@ impl TextIndex {
         let documents = searcher.num_docs() as f32;
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for w in &words {
-            for (field, boost) in [(f.name, 3.0), (f.aliases, 2.0), (f.facts, 1.0)] {
+            for (field, boost) in [(f.name, 3.0), (f.aliases, 2.0), (f.facts, 1.0), (f.text, 1.0)] {
                 let q = TermQuery::new(Term::from_field_text(field, w), IndexRecordOption::WithFreqs);
                 clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), boost))));
             }
@@ -375,7 +397,7 @@ impl TextIndex {
         // The whole text as a phrase: a document naming "Jordan Spieth" in its facts ranks
         // above one whose name merely shares "Jordan".
         if (2..=MAX_PHRASE_WORDS).contains(&words.len()) {
-            for (field, boost) in [(f.name, 3.0), (f.aliases, 2.0), (f.facts, 2.0)] {
+            for (field, boost) in [(f.name, 3.0), (f.aliases, 2.0), (f.facts, 2.0), (f.text, 2.0)] {
                 let terms = words.iter().map(|w| Term::from_field_text(field, w)).collect();
                 clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(PhraseQuery::new(terms)), boost))));
             }
@@ -406,16 +428,7 @@ impl TextIndex {
 
     /// The document the index holds for `entity` (`None`: none).
     pub fn document(&self, entity: EntityId) -> Result<Option<EntityDocument>, TextError> {
-        let searcher = self.reader.searcher();
-        let query = TermQuery::new(Term::from_field_u64(self.fields.entity, u64::from(entity.0)), IndexRecordOption::Basic);
-        let found = searcher.search(&query, &TopDocs::with_limit(2).order_by_score()).map_err(|e| TextError::engine(&self.path, e))?;
-        if found.len() > 1 {
-            return Err(self.corrupt(TextCorruption::EntityDocuments { entity: entity.0 }));
-        }
-        let Some((_, address)) = found.first() else { return Ok(None) };
-        let doc: TantivyDocument = searcher.doc(*address).map_err(|e| TextError::engine(&self.path, e))?;
-        let json = doc.get_first(self.fields.document).and_then(|v| v.as_str()).ok_or_else(|| self.corrupt(TextCorruption::MissingField("text")))?;
-        serde_json::from_str(json).map(Some).map_err(|e| self.corrupt(TextCorruption::Document(e)))
+        stored_document(&self.reader, self.fields, &self.path, entity.0)
     }
 
     /// The number of documents holding `word` (a word as [`analyzer::words`] gives it) in
@@ -423,7 +436,7 @@ impl TextIndex {
     pub fn document_frequency(&self, word: &str) -> Result<(u64, u64), TextError> {
         let searcher = self.reader.searcher();
         let mut best = 0u64;
-        for field in [self.fields.name, self.fields.aliases, self.fields.facts] {
+        for field in [self.fields.name, self.fields.aliases, self.fields.facts, self.fields.text] {
             best = best.max(searcher.doc_freq(&Term::from_field_text(field, word)).map_err(|e| TextError::engine(&self.path, e))?);
         }
         Ok((best, searcher.num_docs()))
@@ -447,6 +460,21 @@ impl TextIndex {
     fn corrupt(&self, what: TextCorruption) -> TextError {
         TextError::Corrupt { path: self.path.clone(), what }
     }
+}
+
+/// The document `reader`'s index holds for entity `e` (`None`: none).
+fn stored_document(reader: &IndexReader, fields: Fields, path: &Path, e: u32) -> Result<Option<EntityDocument>, TextError> {
+    let corrupt = |what| TextError::Corrupt { path: path.to_path_buf(), what };
+    let searcher = reader.searcher();
+    let query = TermQuery::new(Term::from_field_u64(fields.entity, u64::from(e)), IndexRecordOption::Basic);
+    let found = searcher.search(&query, &TopDocs::with_limit(2).order_by_score()).map_err(|err| TextError::engine(path, err))?;
+    if found.len() > 1 {
+        return Err(corrupt(TextCorruption::EntityDocuments { entity: e }));
+    }
+    let Some((_, address)) = found.first() else { return Ok(None) };
+    let doc: TantivyDocument = searcher.doc(*address).map_err(|err| TextError::engine(path, err))?;
+    let json = doc.get_first(fields.document).and_then(|v| v.as_str()).ok_or_else(|| corrupt(TextCorruption::MissingField("document")))?;
+    serde_json::from_str(json).map(Some).map_err(|err| corrupt(TextCorruption::Document(err)))
 }
 
 /// The document of entity `e` as the store holds it now (what the index should hold for

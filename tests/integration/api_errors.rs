@@ -118,6 +118,8 @@ const CARRIED: &[(&str, &str)] = &[
     ("LayoutProblem", "OpenError"),
     ("MessageProblem", "RequestError"),
     ("DialogTooLong", "RequestError"),
+    ("DocumentLineError", "TextError"),
+    ("DocumentProblem", "DocumentLineError"),
     ("KnowledgeProblem", "LineError"),
     ("InitFailure", "RuntimeError"),
     ("EncodingNameError", "SettingError"),

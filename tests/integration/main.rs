@@ -7,6 +7,7 @@ mod cli;
 mod common;
 mod crash;
 mod docs;
+mod documents;
 mod encoders;
 mod generate;
 mod graph;

@@ -81,6 +81,7 @@ fn a_hand_worked_three_turn_dialog() {
             speaker: "assistant".into(),
             gold: vec![("Lev Grossman".into(), "wrote".into(), "Codex Arcanum".into())],
             paths: vec![vec![("Lev Grossman".into(), "wrote".into(), "Codex Arcanum".into())]],
+            documents: Vec::new(),
         }],
     };
     let (report, records) = evaluate(&engine, &[dialog], None, true, &trellis::Monitor::new()).unwrap();

@@ -64,7 +64,7 @@ fn documents_hold_name_aliases_and_capped_facts_in_a_fixed_order() {
     assert!(doc.text().starts_with("Hub\nAxis\nThe Centre\nb_rel B00\n"));
     // A leaf: its one fact, seen from it.
     let leaf = trellis::text::document(&s, s.entity_by_key("A05").unwrap().unwrap()).unwrap().unwrap();
-    assert_eq!(leaf, EntityDocument { entity: leaf.entity, name: "A05".into(), aliases: vec![], facts: vec![inc("a_rel", "Hub")] });
+    assert_eq!(leaf, EntityDocument { entity: leaf.entity, name: "A05".into(), aliases: vec![], facts: vec![inc("a_rel", "Hub")], text: String::new() });
 }
 
 #[test]
@@ -195,7 +195,7 @@ fn a_cancelled_build_leaves_the_store_as_it_was() {
     let generation = stats(&store)["generation"].clone();
     let monitor = trellis::Monitor::new();
     monitor.cancel();
-    assert!(matches!(Store::index_text(&store, &monitor), Err(TextError::Cancelled)));
+    assert!(matches!(Store::index_text(&store, None, &monitor), Err(TextError::Cancelled)));
     assert_eq!(stats(&store)["generation"], generation);
     let s = Store::open_read_only(&store).unwrap();
     assert!(matches!(TextIndex::open(&s), Err(TextError::Missing { .. })));
@@ -220,4 +220,26 @@ fn validate_fails_on_a_damaged_index() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("text index"), "{text}");
+}
+
+#[test]
+fn an_index_of_an_older_format_is_refused_by_name_and_updates_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sample_store(dir.path());
+    // Rewrite the commit payload as a format-1 build wrote it (the file is replaced, not
+    // changed in place: earlier generations hard-link it).
+    let generation = format!("gen-{:06}", stats(&store)["generation"].as_u64().unwrap());
+    let meta = store.join(generation).join("text").join("meta.json");
+    let old = std::fs::read_to_string(&meta).unwrap().replace("\\\"format\\\":2", "\\\"format\\\":1");
+    assert!(old.contains("\\\"format\\\":1"), "{old}");
+    std::fs::remove_file(&meta).unwrap();
+    std::fs::write(&meta, old).unwrap();
+    let out = trellis().arg("search").arg("--store").arg(&store).arg("Adam").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("text index format 1, this build reads format 2") && err.contains("trellis index-text"), "{err}");
+    let add = write(dir.path(), "add.tsv", b"Ola Brindle\tcoached\tMira Fenwick\n");
+    let text = stdout_of(trellis().arg("update").arg("--store").arg(&store).arg("--add").arg(&add));
+    assert!(text.contains("text index: not updated"), "{text}");
+    index_text(&store);
+    assert_eq!(names(&search_json(&store, "Brindle", &["--top", "1"])), ["Ola Brindle"]);
 }
