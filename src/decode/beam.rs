@@ -76,6 +76,70 @@ pub enum Allowed {
     Listed,
     /// Every token of the vocabulary, with prior 0 (unconstrained decoding).
     Everything,
+    /// Every token but those written into the buffer (ascending; their priors ignored),
+    /// with prior 0. The model's log-probabilities stay normalized over the whole
+    /// vocabulary, so a hypothesis that takes no banned token scores as it would
+    /// unconstrained.
+    AllBut,
+}
+
+/// Every token but a fixed few, prior 0: the generator's ban of placeholders that name
+/// nothing in a request's knowledge. A tokenizer that writes a placeholder as a lone space
+/// piece then the placeholder (`▁`, `[E1]`) would still leave the space and stop there:
+/// after `space`, the end token is banned too, so a hypothesis that committed to a
+/// placeholder must write one it has, or something else, and one that cannot loses to the
+/// other beams.
+#[derive(Clone, Debug, Default)]
+pub struct BannedTokens {
+    banned: Vec<u32>,
+    /// `banned` with the end token, for the step after `space`.
+    after_space: Vec<u32>,
+    space: Option<u32>,
+}
+
+impl BannedTokens {
+    /// Bans `tokens` (any order, repeats allowed); after `space` (when given), `eos` too.
+    pub fn new(mut tokens: Vec<u32>, space: Option<u32>, eos: u32) -> BannedTokens {
+        tokens.sort_unstable();
+        tokens.dedup();
+        let mut after_space = tokens.clone();
+        if space.is_some() && !tokens.is_empty() {
+            after_space.push(eos);
+            after_space.sort_unstable();
+            after_space.dedup();
+        }
+        BannedTokens { banned: tokens, after_space, space }
+    }
+
+    /// The tokens banned after `last` (the previous token), ascending.
+    pub fn after(&self, last: Option<u32>) -> &[u32] {
+        if last.is_some() && last == self.space {
+            &self.after_space
+        } else {
+            &self.banned
+        }
+    }
+}
+
+impl Constraint for BannedTokens {
+    /// The last token taken.
+    type State = Option<u32>;
+    type Error = std::convert::Infallible;
+    fn start(&mut self) -> Result<Option<u32>, Self::Error> {
+        Ok(None)
+    }
+    fn allowed(&mut self, last: &Option<u32>, out: &mut Vec<(u32, f64)>) -> Result<Allowed, Self::Error> {
+        out.clear();
+        let banned = self.after(*last);
+        if banned.is_empty() {
+            return Ok(Allowed::Everything);
+        }
+        out.extend(banned.iter().map(|&t| (t, 0.0)));
+        Ok(Allowed::AllBut)
+    }
+    fn advance(&mut self, _: &Option<u32>, token: u32) -> Result<Option<u32>, Self::Error> {
+        Ok(Some(token))
+    }
 }
 
 /// The tokens a hypothesis may take next. One per input; its beams share it (and
@@ -358,6 +422,15 @@ fn score_candidates<S, C: Constraint<State = S>, E>(
         match listed {
             Allowed::Listed => buf.allowed.iter().for_each(|&(t, prior)| push(t, prior)),
             Allowed::Everything => (0..vocab as u32).for_each(|t| push(t, 0.0)),
+            Allowed::AllBut => {
+                let mut banned = buf.allowed.iter().map(|&(t, _)| t).peekable();
+                for t in 0..vocab as u32 {
+                    while banned.next_if(|&b| b < t).is_some() {}
+                    if banned.next_if_eq(&t).is_none() {
+                        push(t, 0.0);
+                    }
+                }
+            }
         }
     }
     Ok(())

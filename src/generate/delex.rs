@@ -25,7 +25,9 @@
 //!    character of its lowercase form (so a text and its folded form have the same
 //!    characters at the same positions).
 //! 5. In the generated text each placeholder is replaced by its entity's name as given (the
-//!    store's name, with its case); a placeholder the request has no entity for is removed,
+//!    store's name, with its case). Decoding never writes a placeholder the request has no
+//!    entity for (`decode::beam::BannedTokens`); should one come (from text decoded
+//!    elsewhere), it is removed,
 //!    with the space before it (at the start, the one after it).
 //! 6. The article "a"/"an" right before a replaced placeholder is made to agree with the
 //!    name's first letter (`agree_article`).

@@ -52,7 +52,7 @@ pub use config::GenerationConfig;
 pub use encoding::{InputEncoding, KnowledgePath, KnowledgeProblem, Template, TemplateError, Triple};
 pub use sampling::{Sampling, SplitMix64};
 
-use crate::decode::beam::{beam_search_processed, SearchConfig, Unconstrained};
+use crate::decode::beam::{beam_search_processed, BannedTokens, SearchConfig};
 pub use crate::decode::processors::Processors;
 use crate::limits::{self};
 use crate::model::dir::{ModelDir, TaskSection};
@@ -66,6 +66,11 @@ pub struct Generator {
     defaults: GenerateSettings,
     /// `generation.delexicalize` of `trellis.json`: part of the model, not of a call's settings.
     delexicalize: Option<delex::DelexConfig>,
+    /// The placeholders' token ids, in order (empty without `delexicalize`): decoding bans
+    /// those past a request's last entity, which would name nothing.
+    placeholder_ids: Vec<u32>,
+    /// The tokenizer's lone space piece (`▁`), which it writes before a placeholder.
+    space_id: Option<u32>,
 }
 
 impl std::fmt::Debug for Generator {
@@ -125,7 +130,11 @@ impl Generator {
         }
         let config: GenerationConfig = model_dir.section()?;
         let model = Seq2Seq::with_dir(model_dir, opts)?;
-        let generator = Generator { model, defaults: GenerateSettings::from_config(&config), delexicalize: config.delexicalize };
+        // Each placeholder is one token (checked when the directory was read).
+        let placeholder_ids =
+            config.delexicalize.iter().flat_map(|d| d.placeholders.iter()).filter_map(|p| model.dir().tokenizer().token_to_id(p)).collect();
+        let space_id = model.dir().tokenizer().token_to_id("\u{2581}");
+        let generator = Generator { model, defaults: GenerateSettings::from_config(&config), delexicalize: config.delexicalize, placeholder_ids, space_id };
         generator.check(&generator.defaults)?;
         Ok(generator)
     }
@@ -193,13 +202,20 @@ impl Generator {
                 ids.push(e.ids);
                 names.push(e.names);
             }
+            // A placeholder past the request's entities would be removed from the reply and
+            // leave a hole in it: it is never written.
+            let eos = self.model.config().eos_token_id;
+            let banned: Vec<BannedTokens> = names
+                .iter()
+                .map(|n: &Vec<String>| BannedTokens::new(self.placeholder_ids.get(n.len()..).unwrap_or_default().to_vec(), self.space_id, eos))
+                .collect();
             let mut guard = self.model.session()?;
             let got: Vec<Vec<Generated>> = match &settings.strategy {
-                Strategy::Beam(b) => self.beam(&mut guard, &ids, b, settings)?,
-                Strategy::Greedy => self.stepwise(&mut guard, &ids, None, &[], settings)?.into_iter().map(|g| vec![g]).collect(),
+                Strategy::Beam(b) => self.beam(&mut guard, &ids, banned, b, settings)?,
+                Strategy::Greedy => self.stepwise(&mut guard, &ids, &banned, None, &[], settings)?.into_iter().map(|g| vec![g]).collect(),
                 Strategy::Sample(p) => {
                     let seeds: Vec<u64> = chunk.iter().map(|i| i.seed.unwrap_or(p.seed)).collect();
-                    self.stepwise(&mut guard, &ids, Some(p), &seeds, settings)?.into_iter().map(|g| vec![g]).collect()
+                    self.stepwise(&mut guard, &ids, &banned, Some(p), &seeds, settings)?.into_iter().map(|g| vec![g]).collect()
                 }
             };
             match &self.delexicalize {
@@ -223,6 +239,7 @@ impl Generator {
         &self,
         guard: &mut SessionGuard<'_>,
         ids: &[Vec<u32>],
+        banned: &[BannedTokens],
         sampling: Option<&Sampling>,
         seeds: &[u64],
         settings: &GenerateSettings,
@@ -254,12 +271,20 @@ impl Generator {
                     return Err(GenerateError::NoFiniteLogit { row: r });
                 }
                 // The processors see the raw logits, the warpers what they leave.
-                let chosen_from = if processors.is_off() {
+                let ban = banned[i].after(seqs[i].tokens.last().copied());
+                let chosen_from = if processors.is_off() && ban.is_empty() {
                     row
                 } else {
                     processed.clear();
                     processed.extend_from_slice(row);
-                    processors.process_f32(cfg.decoder_start_token_id, &seqs[i].tokens, &mut processed, &mut changes);
+                    if !processors.is_off() {
+                        processors.process_f32(cfg.decoder_start_token_id, &seqs[i].tokens, &mut processed, &mut changes);
+                    }
+                    for &t in ban {
+                        if let Some(l) = processed.get_mut(t as usize) {
+                            *l = f32::NEG_INFINITY;
+                        }
+                    }
                     &processed[..]
                 };
                 let token = match sampling {
@@ -299,6 +324,7 @@ impl Generator {
         &self,
         guard: &mut SessionGuard<'_>,
         ids: &[Vec<u32>],
+        mut banned: Vec<BannedTokens>,
         b: &BeamSettings,
         settings: &GenerateSettings,
     ) -> Result<Vec<Vec<Generated>>, GenerateError> {
@@ -318,8 +344,7 @@ impl Generator {
             start_token: cfg.decoder_start_token_id,
             eos_token: cfg.eos_token_id,
         };
-        let mut free = vec![Unconstrained; ids.len()];
-        let hyps = beam_search_processed(&mut steps, &mut free, &search, &settings.processors(cfg.eos_token_id))?;
+        let hyps = beam_search_processed(&mut steps, &mut banned, &search, &settings.processors(cfg.eos_token_id))?;
         let mut out = Vec::with_capacity(hyps.len());
         for hs in hyps {
             let mut v = Vec::with_capacity(hs.len());

@@ -332,3 +332,56 @@ fn a_retriever_without_its_trellis_json_is_named_as_such() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("has no trellis.json, so its defaults were used (linearization dialoggsr)"), "{err}");
 }
+
+/// The shipped generator never writes a placeholder its request has no entity for (which
+/// relexicalization would drop, leaving a hole: "Do you like ", "written by Clint Eastwood and
+/// directed by "): on dev assistant turns, with the gold path as knowledge and with none,
+/// no generated token is a placeholder past the request's names, and no reply ends with the
+/// lone space piece the tokenizer writes before a placeholder. The first 150 turns here;
+/// `TRELLIS_DEV_TURNS=all` runs every dev turn (docs/results-2026-11-27.md).
+#[test]
+fn the_shipped_generator_writes_no_placeholder_without_an_entity() {
+    use trellis::generate::{GenerationInput, Generator, KnowledgePath, Triple};
+    use trellis::model::RuntimeOptions;
+    let raw = tokenizers::Tokenizer::from_file(shipped_generator().join("tokenizer.json")).unwrap();
+    let placeholders: Vec<u32> = (1..).map_while(|k| raw.token_to_id(&format!("[E{k}]"))).collect();
+    assert!(placeholders.len() >= 8, "{placeholders:?}");
+    let space = raw.token_to_id("\u{2581}").unwrap();
+    let mut opts = RuntimeOptions::default();
+    opts.threads = 2;
+    opts.sessions = 1;
+    let g = Generator::open(&shipped_generator(), &opts).unwrap();
+    let mut dialogs = trellis::dataset::opendialkg::read(&shared_data("opendialkg/dialogs_dev.csv")).unwrap();
+    trellis::dataset::opendialkg::keep_samples_of(&mut dialogs, "assistant");
+    let limit = match std::env::var("TRELLIS_DEV_TURNS").as_deref() {
+        Ok("all") => usize::MAX,
+        _ => 150,
+    };
+    let turns: Vec<(&[trellis::link::Message], KnowledgePath)> = dialogs
+        .iter()
+        .flat_map(|d| d.samples.iter().map(move |s| (&d.messages[..s.upto], s.gold.iter().map(|(h, r, t)| Triple::new(h, r, t)).collect())))
+        .filter(|(history, _)| !history.is_empty())
+        .take(limit)
+        .collect();
+    let (mut replies, mut with_placeholders) = (0usize, 0usize);
+    for chunk in turns.chunks(32) {
+        for with_knowledge in [true, false] {
+            let knowledge: Vec<Vec<KnowledgePath>> = chunk.iter().map(|(_, k)| if with_knowledge { vec![k.clone()] } else { vec![] }).collect();
+            let inputs: Vec<GenerationInput<'_>> = chunk.iter().zip(&knowledge).map(|((h, _), k)| GenerationInput::new(h, k)).collect();
+            let out = g.generate_batch(&inputs, g.settings()).unwrap();
+            for (input, seqs) in inputs.iter().zip(&out) {
+                let names = g.encoder_input(input, &g.settings().encoding).unwrap().names.len();
+                let tokens = &seqs[0].tokens;
+                let bad: Vec<u32> = tokens.iter().copied().filter(|t| placeholders[names.min(placeholders.len())..].contains(t)).collect();
+                assert!(bad.is_empty(), "{names} names, placeholders {bad:?} written: {:?}", seqs[0].text);
+                // Nor the lone space the tokenizer writes before a placeholder, then the end.
+                assert!(!tokens.windows(2).any(|w| w == [space, 1]), "a space then the end: {:?}", seqs[0].text);
+                with_placeholders += usize::from(tokens.iter().any(|t| placeholders.contains(t)));
+                replies += 1;
+            }
+        }
+    }
+    // The model still writes the placeholders it has entities for.
+    assert!(with_placeholders * 4 >= replies / 2, "{with_placeholders} of {replies}");
+    eprintln!("{replies} replies, {with_placeholders} with a placeholder, none without its entity");
+}
