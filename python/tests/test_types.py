@@ -68,3 +68,20 @@ def test_a_typed_use_of_the_package_passes_mypy():
     bad.write_text("import trellis\ndef f(r: trellis.Retriever) -> int:\n    return r.retrieve(['x'])['pathz']\n", encoding="utf-8")
     out, _, code = mypy.run(["--strict", "--no-incremental", str(bad)])
     assert code != 0 and "pathz" in out, out
+
+
+def test_a_resolved_mention_has_its_declared_shape(tmp_path):
+    g = tmp_path / "g.tsv"
+    g.write_text("Lev Grossman\tGender\tMale\nThe Magician's Land\twritten_by\tLev Grossman\n")
+    trellis.ingest(tmp_path / "kg", [g])
+    linker = trellis.Linker(tmp_path / "kg", rewrite=True)
+    mentions = linker.link([{"speaker": "user", "text": "Do you know Lev Grossman?"}, {"speaker": "assistant", "text": "He wrote The Magician's Land."}])
+    he = [m for m in mentions if m["kind"] == "resolved"]
+    assert [(m["text"], m["entities"][0]["name"]) for m in he] == [("He", "Lev Grossman")]
+    assert he[0]["resolution"]["agreed"] == [["Lev Grossman", "Gender", "Male"]]
+    for m in mentions:
+        check(m, types.Mention, "Mention")
+    # The same dialog without the rewrite: no resolution anywhere.
+    assert all("resolution" not in m for m in trellis.Linker(tmp_path / "kg").link([{"speaker": "user", "text": "He wrote it."}]))
+    with pytest.raises(trellis.SettingError, match="maybe"):
+        trellis.Linker(tmp_path / "kg", rewrite="maybe")

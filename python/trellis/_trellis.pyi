@@ -79,7 +79,7 @@ class Store:
 
 class Linker:
     """Entity linking against one store; ``options``: window, max_ngram, max_entities,
-    min_word_chars, decay."""
+    min_word_chars, decay, rewrite (resolve pronouns and references by the graph)."""
 
     def __init__(self, store: Union[Store, StrPath], **options: Any) -> None: ...
     @property

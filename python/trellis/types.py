@@ -6,7 +6,7 @@ checks them against real outputs, and runs mypy on a typed use of the package.""
 
 from typing import Any, Dict, List, TypedDict
 
-__all__ = ["StoredTriple", "Path", "Answer", "LinkedEntity", "Mention", "Generated", "Sequence_", "Timings", "ReplyPath", "Reply"]
+__all__ = ["StoredTriple", "Path", "Answer", "LinkedEntity", "Resolution", "Mention", "Generated", "Sequence_", "Timings", "ReplyPath", "Reply"]
 
 
 class StoredTriple(TypedDict):
@@ -41,10 +41,16 @@ class LinkedEntity(TypedDict):
     name: str
     degree: int
 
-class Mention(TypedDict):
-    """A mention ``Linker.link`` found (``start``/``end`` in UTF-8 bytes, ``char_*`` in
-    characters)."""
+class Resolution(TypedDict):
+    """Why the rewrite resolved a pronoun or reference (``rewrite=True``) to its entity."""
 
+    agreement: str
+    agreed: List[List[str]]
+    messages_back: int
+    possessive: bool
+    also_agreed: List[int]
+
+class _MentionRequired(TypedDict):
     message: int
     speaker: str
     start: int
@@ -54,6 +60,12 @@ class Mention(TypedDict):
     text: str
     kind: str
     entities: List[LinkedEntity]
+
+class Mention(_MentionRequired, total=False):
+    """A mention ``Linker.link`` found (``start``/``end`` in UTF-8 bytes, ``char_*`` in
+    characters; ``resolution`` for a word the rewrite resolved, ``kind`` ``"resolved"``)."""
+
+    resolution: Resolution
 
 class Sequence_(TypedDict):
     text: str

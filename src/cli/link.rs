@@ -152,6 +152,16 @@ pub fn link(args: LinkArgs) -> Result<ExitCode> {
     for m in &mentions {
         let names: Vec<String> = m.entities.iter().map(|e| format!("{} (#{}, degree {})", e.name, e.id, e.degree)).collect();
         outln!("message {} [{}..{}] {:?} -> {}", m.message, m.start, m.end, m.text, names.join(" | "));
+        if let Some(r) = &m.resolution {
+            let facts: Vec<String> = r.agreed.iter().map(|[s, p, o]| format!("{s} {p} {o}")).collect();
+            let why = if facts.is_empty() { "no gender fact".to_owned() } else { facts.join("; ") };
+            outln!("  resolved ({:?}, {} message(s) back): {why}", r.agreement, r.messages_back);
+        }
+    }
+    for (i, message) in messages.iter().enumerate() {
+        if mentions.iter().any(|m| m.message == i && m.resolution.is_some()) {
+            outln!("rewritten message {i}: {}", trellis::link::rewrite::rewritten_text(&message.text, i, &mentions));
+        }
     }
     let set: Vec<String> =
         turn.iter().map(|&(e, w)| Ok(format!("{} ({w:.2})", store.entity(e)?.map_or(String::new(), |r| r.name)))).collect::<Result<_, trellis::ReadError>>()?;

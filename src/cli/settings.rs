@@ -18,6 +18,11 @@ fn augment(mut cmd: Command, tables: &[&[Spec]], prefix: &str) -> Command {
             help.push_str(&format!(" [possible values: {}]", spec.choices.join(", ")));
         }
         let flag = spec.flag(prefix);
+        if spec.switch {
+            // A flag without a value: given, it hands the library `true`.
+            cmd = cmd.arg(Arg::new(id).long(flag.trim_start_matches("--").to_owned()).help(help).action(ArgAction::SetTrue));
+            continue;
+        }
         let mut arg = Arg::new(id)
             .long(flag.trim_start_matches("--").to_owned())
             .value_name(spec.value)
@@ -36,6 +41,12 @@ fn collect(m: &ArgMatches, tables: &[&[Spec]], prefix: &str) -> Settings {
     let mut s = Settings::new();
     for spec in tables.iter().flat_map(|t| t.iter()) {
         let id = format!("{prefix}{}", spec.name);
+        if spec.switch {
+            if m.try_get_one::<bool>(&id).ok().flatten() == Some(&true) {
+                s.set(id, "true");
+            }
+            continue;
+        }
         if let Ok(Some(values)) = m.try_get_many::<String>(&id) {
             s.set_list(id, values.cloned());
         }

@@ -9,7 +9,10 @@
 //! linked earlier in the dialog ("Spieth" after "Jordan Spieth") links to that entity.
 //! Several entities sharing a name are all returned, primary names before aliases, then by
 //! degree. Nothing is loaded into memory: every lookup is a prefix scan of the index.
+//! With `rewrite`, pronouns and references resolved to earlier entities are mentions too
+//! (`rewrite.rs`).
 
+pub mod rewrite;
 pub(crate) mod stopwords;
 pub mod words;
 
@@ -40,11 +43,14 @@ pub struct LinkConfig {
     pub window: usize,
     /// Weight of a mention one message further back (recency decay).
     pub decay: f32,
+    /// Resolve pronouns and references to entities of the history ([`rewrite`]): each
+    /// resolved word becomes a mention of its entity.
+    pub rewrite: bool,
 }
 
 impl Default for LinkConfig {
     fn default() -> Self {
-        LinkConfig { max_ngram: 32, min_single_word_chars: 3, max_entities_per_mention: 3, window: 8, decay: 0.5 }
+        LinkConfig { max_ngram: 32, min_single_word_chars: 3, max_entities_per_mention: 3, window: 8, decay: 0.5, rewrite: false }
     }
 }
 
@@ -69,6 +75,8 @@ pub enum MatchKind {
     Name,
     /// One word of a multi-word name linked earlier in the dialog.
     PartialName,
+    /// A pronoun or reference the rewrite resolved to an entity of the history.
+    Resolved,
 }
 
 /// A candidate entity of a mention.
@@ -103,6 +111,9 @@ pub struct Mention {
     pub kind: MatchKind,
     /// Candidate entities, best first.
     pub entities: Vec<LinkedEntity>,
+    /// For a resolved pronoun or reference: why its entity ([`rewrite`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<rewrite::Resolution>,
 }
 
 /// Links dialog text against one store. Owns its handle (`Arc<Store>`), so it is
@@ -110,6 +121,8 @@ pub struct Mention {
 pub struct Linker {
     store: Arc<Store>,
     cfg: LinkConfig,
+    /// The relations the rewrite reads, looked up at its first use.
+    agreement: std::sync::OnceLock<rewrite::AgreementRelations>,
 }
 
 /// Words of multi-word names linked so far in a dialog -> the entity.
@@ -145,7 +158,7 @@ impl Linker {
     /// A linker with `cfg`, refused outside the ranges of [`LinkConfig::validate`].
     pub fn new(store: Arc<Store>, cfg: LinkConfig) -> Result<Linker, OutOfRange> {
         cfg.validate()?;
-        Ok(Linker { store, cfg })
+        Ok(Linker { store, cfg, agreement: std::sync::OnceLock::new() })
     }
 
     /// The store it links against.
@@ -169,7 +182,21 @@ impl Linker {
 
     /// Links the next message of a dialog; returns its mentions.
     pub fn push<'d>(&self, state: &'d mut DialogState, message: &Message) -> Result<&'d [Mention], ReadError> {
-        let found = self.link_message(state.messages, message, &mut state.partial)?;
+        let mut found = self.link_message(state.messages, message, &mut state.partial)?;
+        if self.cfg.rewrite {
+            let relations = match self.agreement.get() {
+                Some(r) => r,
+                None => {
+                    let r = rewrite::AgreementRelations::of(&self.store)?;
+                    self.agreement.get_or_init(|| r)
+                }
+            };
+            let resolved = rewrite::resolve(&self.store, relations, self.cfg.window, &state.mentions, state.messages, message, &found)?;
+            if !resolved.is_empty() {
+                found.extend(resolved);
+                found.sort_by_key(|m| m.start);
+            }
+        }
         state.messages += 1;
         let from = state.mentions.len();
         state.mentions.extend(found);
@@ -268,6 +295,7 @@ impl Linker {
                         text: text[start..end].to_owned(),
                         kind,
                         entities,
+                        resolution: None,
                     });
                     i += n;
                 }

@@ -277,6 +277,16 @@ impl<'a> Reader<'a> {
         Ok(self.one(name)?.map(str::parse).transpose()?)
     }
 
+    /// A switch: `true`/`false` in any case (Python's `True`), also `on`/`off`, `yes`/`no`, `1`/`0`.
+    fn switch(&self, name: &'static str) -> Result<Option<bool>, SettingError> {
+        let Some(t) = self.one(name)? else { return Ok(None) };
+        match t.trim().to_ascii_lowercase().as_str() {
+            "true" | "on" | "yes" | "1" => Ok(Some(true)),
+            "false" | "off" | "no" | "0" => Ok(Some(false)),
+            _ => Err(UnknownName { what: name, value: t.to_owned(), allowed: &["true", "false"] }.into()),
+        }
+    }
+
     fn path(&self, name: &str) -> Result<Option<PathBuf>, SettingError> {
         Ok(self.one(name)?.map(PathBuf::from))
     }
@@ -354,6 +364,7 @@ fn read_link(r: &Reader<'_>) -> Result<LinkConfig, SettingError> {
     c.max_entities_per_mention = r.usize("max_entities", &limits::MAX_ENTITIES)?.unwrap_or(c.max_entities_per_mention);
     c.min_single_word_chars = r.usize("min_word_chars", &limits::MIN_WORD_CHARS)?.unwrap_or(c.min_single_word_chars);
     c.decay = r.float("decay", &limits::LINK_DECAY)?.map_or(c.decay, |d| d as f32);
+    c.rewrite = r.switch("rewrite")?.unwrap_or(c.rewrite);
     Ok(c)
 }
 

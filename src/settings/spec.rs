@@ -21,6 +21,8 @@ pub struct Spec {
     pub choices: &'static [&'static str],
     /// Whether it takes several values (comma-separated, or the setting repeated).
     pub list: bool,
+    /// Whether it is a switch: `true` or `false` (a flag without a value on the command line).
+    pub switch: bool,
     /// What it does.
     pub help: &'static str,
     /// The library's default, as text (`None`: none, or the model's `trellis.json`).
@@ -28,15 +30,19 @@ pub struct Spec {
 }
 
 const fn spec(name: &'static str, value: &'static str, help: &'static str) -> Spec {
-    Spec { name, value, choices: &[], list: false, help, default: None }
+    Spec { name, value, choices: &[], list: false, switch: false, help, default: None }
 }
 
 const fn choice(name: &'static str, choices: &'static [&'static str], help: &'static str) -> Spec {
-    Spec { name, value: "NAME", choices, list: false, help, default: None }
+    Spec { name, value: "NAME", choices, list: false, switch: false, help, default: None }
 }
 
 const fn with_default(s: Spec, default: fn() -> String) -> Spec {
     Spec { default: Some(default), ..s }
+}
+
+const fn switch(s: Spec) -> Spec {
+    Spec { switch: true, ..s }
 }
 
 const fn listed(s: Spec) -> Spec {
@@ -59,6 +65,14 @@ pub const LINK: &[Spec] = &[
         LinkConfig::default().min_single_word_chars.to_string()
     }),
     with_default(spec("decay", "X", "Weight of a mention one message further back."), || LinkConfig::default().decay.to_string()),
+    with_default(
+        switch(spec(
+            "rewrite",
+            "",
+            "Resolve pronouns and references (he, the movie) to entities of the history, agreeing by the graph's gender and type facts.",
+        )),
+        || LinkConfig::default().rewrite.to_string(),
+    ),
 ];
 
 /// Where and how models run: every component with a model.

@@ -178,6 +178,16 @@ fn every_setting_of_the_tables_is_read_somewhere() {
 }
 
 #[test]
+fn a_switch_takes_true_or_false_in_any_spelling_and_refuses_the_rest() {
+    for (text, want) in [("true", true), ("True", true), ("on", true), ("1", true), ("false", false), ("False", false), ("off", false), ("0", false)] {
+        assert_eq!(link(&given(&[("rewrite", text)])).unwrap().rewrite, want, "{text}");
+    }
+    assert!(!link(&Settings::new()).unwrap().rewrite);
+    let e = link(&given(&[("rewrite", "maybe")])).unwrap_err().to_string();
+    assert_eq!(e, "unknown rewrite \"maybe\" (true, false)");
+}
+
+#[test]
 fn edit_distance_is_levenshtein() {
     assert_eq!(edit_distance("kitten", "sitting"), 3);
     assert_eq!(edit_distance("", "abc"), 3);

@@ -24,6 +24,7 @@ mod readers;
 mod real_data;
 mod resume;
 mod retrieval;
+mod rewrite;
 mod settings;
 mod shipped_model;
 mod surge;

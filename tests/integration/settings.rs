@@ -75,7 +75,11 @@ fn flags(case: &Case) -> Vec<String> {
     let mut out = Vec::new();
     for (n, values) in &case.settings {
         out.push(format!("--{}", n.replace('_', "-")));
-        out.push(values.join(","));
+        // A switch is a flag without a value.
+        let switch = trellis::settings::LINK.iter().any(|s| s.name == n && s.switch);
+        if !(switch && values == &["true"]) {
+            out.push(values.join(","));
+        }
     }
     out
 }
