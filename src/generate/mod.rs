@@ -131,8 +131,7 @@ impl Generator {
         let config: GenerationConfig = model_dir.section()?;
         let model = Seq2Seq::with_dir(model_dir, opts)?;
         // Each placeholder is one token (checked when the directory was read).
-        let placeholder_ids =
-            config.delexicalize.iter().flat_map(|d| d.placeholders.iter()).filter_map(|p| model.dir().tokenizer().token_to_id(p)).collect();
+        let placeholder_ids = config.delexicalize.iter().flat_map(|d| d.placeholders.iter()).filter_map(|p| model.dir().tokenizer().token_to_id(p)).collect();
         let space_id = model.dir().tokenizer().token_to_id("\u{2581}");
         let generator = Generator { model, defaults: GenerateSettings::from_config(&config), delexicalize: config.delexicalize, placeholder_ids, space_id };
         generator.check(&generator.defaults)?;

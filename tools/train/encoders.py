@@ -341,6 +341,10 @@ def export(model, task, tok_path, max_length, turns, out, quantize):
             ref, got = mean_normalized(ref, m), mean_normalized(got, m)
         worst = float((ref - got).abs().max())
         tol = 0.05 if quantize else 1e-4
+        if task == "rerank" and quantize:
+            # A cross-encoder's logits are unbounded (a trained one spreads them over ~10):
+            # int8's error is judged against that spread, and the order check below.
+            tol = 0.1 * max(1.0, float(ref.max() - ref.min()))
         assert worst < tol, f"onnxruntime differs from PyTorch by {worst} (tolerance {tol})"
         if task == "rerank" and quantize:
             # The order of each query's paths is what reranking uses: int8 must keep it.
