@@ -335,7 +335,7 @@ impl PyStore {
     /// search(text, top=10, exact=False) -> list of dicts: the entities whose text-index
     /// documents best match ``text`` (``trellis search --json``'s hits): ``{"rank",
     /// "entity", "name", "score", "aliases", "matched_facts": [[subject, relation, object],
-    /// ...]}``, best first. Needs the store's text index (``trellis index-text``); a stale or
+    /// ...]}`` (and ``"text"`` for an entity a documents input gave one), best first. Needs the store's text index (``trellis index-text``); a stale or
     /// missing one raises ``StoreError`` naming the command, a text without words
     /// ``BadInputError``, ``top`` outside 1..=1000 ``SettingError``.
     #[pyo3(signature = (text, top = convert::AnyInt::of(10), exact = false), text_signature = "($self, text, top=10, exact=False)")]
@@ -357,7 +357,11 @@ impl PyStore {
                             [s, r, o]
                         })
                         .collect();
-                    json!({"rank": i + 1, "entity": h.entity.0, "name": h.document.name, "score": h.score, "aliases": h.document.aliases, "matched_facts": facts})
+                    let mut row = json!({"rank": i + 1, "entity": h.entity.0, "name": h.document.name, "score": h.score, "aliases": h.document.aliases, "matched_facts": facts});
+                    if !h.document.text.is_empty() {
+                        row["text"] = json!(h.document.text);
+                    }
+                    row
                 })
                 .collect())
         })?

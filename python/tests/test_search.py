@@ -78,6 +78,8 @@ def test_documents_join_the_entities_their_titles_name(tmp_path):
     report = trellis.index_text(kg, documents=wow / "documents.jsonl", on_error="skip")
     assert report["texts"] == {"read": 6, "matched": 5, "skipped": 1}
     with trellis.Store(kg) as store:
-        assert store.search("secret college", top=1)[0]["name"] == "The Magicians"
+        hit = store.search("secret college", top=1)[0]
+        assert hit["name"] == "The Magicians" and hit["text"].startswith("The Magicians is a fantasy novel")
+        assert "text" not in store.search("Fantasy", top=1, exact=True)[0]
     with pytest.raises(trellis.SettingError):
         trellis.index_text(kg, documents=wow / "documents.jsonl", on_error="ignore")

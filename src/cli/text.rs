@@ -85,6 +85,9 @@ struct HitView<'a> {
     score: f32,
     aliases: &'a [String],
     matched_facts: Vec<[&'a str; 3]>,
+    /// The text a documents input gave the entity, when it has one.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    text: &'a str,
 }
 
 pub fn search(args: SearchArgs) -> Result<ExitCode> {
@@ -108,6 +111,7 @@ pub fn search(args: SearchArgs) -> Result<ExitCode> {
                     [s, r, o]
                 })
                 .collect(),
+            text: &h.document.text,
         })
         .collect();
     if args.json {
@@ -121,6 +125,10 @@ pub fn search(args: SearchArgs) -> Result<ExitCode> {
         outln!("{:>3}. {}  (score {:.3}, entity {})", v.rank, v.name, v.score, v.entity);
         for [s, r, o] in &v.matched_facts {
             outln!("       {s} | {r} | {o}");
+        }
+        if !v.text.is_empty() {
+            let head: String = v.text.chars().take(160).collect();
+            outln!("       {head}{}", if head.len() < v.text.len() { "..." } else { "" });
         }
     }
     Ok(ExitCode::SUCCESS)

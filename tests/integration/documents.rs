@@ -72,6 +72,10 @@ fn documents_add_their_text_to_the_entities_their_titles_name() {
     assert_eq!(search(&store, "little armoured one")[0], "Armadillo");
     let doc = json_of(trellis().arg("search").arg("--store").arg(&store).arg("primary colours").arg("--top").arg("1").arg("--json"));
     assert_eq!(doc["hits"][0]["name"], "Blue", "{doc}");
+    assert!(doc["hits"][0]["text"].as_str().unwrap().starts_with("Blue is one of the three primary colours"), "{doc}");
+    // An entity without a text has no "text" key.
+    let plain = json_of(trellis().arg("search").arg("--store").arg(&store).arg("Color").arg("--exact").arg("--json"));
+    assert!(plain["hits"].as_array().unwrap().iter().any(|h| h["name"] == "Color" && h.get("text").is_none()), "{plain}");
     assert_valid(&store);
     // An update keeps the texts of the documents it rewrites; a deleted entity takes its own.
     let add = write(dir.path(), "add.tsv", b"The Magicians\tadapted_as\tThe Magicians TV series\n");
