@@ -470,3 +470,47 @@ proptest! {
         }
     }
 }
+
+/// The generator's ban, against an enumeration written out here: no sequence takes a banned
+/// token or ends right after the space token, and every other sequence scores exactly what
+/// it scores unconstrained (the model's log-softmax over the whole vocabulary).
+#[test]
+fn banned_tokens_match_the_brute_force_over_the_sequences_they_leave() {
+    let (vocab, max, space, banned) = (5usize, 3usize, 3u32, 4u32);
+    for seed in 0..20 {
+        let mut model = ToyModel::new(1, vocab, seed);
+        let mut ban = [BannedTokens::new(vec![banned, banned], Some(space), 1)];
+        let out = beam_search(&mut model, &mut ban, &cfg(64, max, None)).unwrap();
+        let mut want: Vec<(Vec<u32>, f64)> = Vec::new();
+        let mut stack = vec![(Vec::<u32>::new(), 0.0f64)];
+        while let Some((seq, sum)) = stack.pop() {
+            let mut fed = vec![1000, 0];
+            fed.extend(&seq);
+            let lp = log_softmax(&toy_logits(seed, &fed, vocab));
+            for t in 0..vocab as u32 {
+                if t == banned || (t == 1 && seq.last() == Some(&space)) {
+                    continue;
+                }
+                let mut next = seq.clone();
+                next.push(t);
+                let s = sum + lp[t as usize];
+                if t == 1 || next.len() == max {
+                    want.push((next, s));
+                } else {
+                    stack.push((next, s));
+                }
+            }
+        }
+        want.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let got = &out[0];
+        assert_eq!(got.len(), want.len(), "seed {seed}");
+        for (h, (seq, sum)) in got.iter().zip(&want) {
+            assert_eq!(&h.tokens, seq, "seed {seed}");
+            assert!((h.sum - sum).abs() < 1e-9, "seed {seed}");
+        }
+    }
+    // Nothing to ban: every token, as unconstrained decoding.
+    let mut none = BannedTokens::new(Vec::new(), Some(space), 1);
+    let mut buf = Vec::new();
+    assert_eq!(none.allowed(&Some(space), &mut buf).unwrap(), Allowed::Everything);
+}

@@ -22,7 +22,8 @@
 //!    agreed are kept as the explanation.
 //! 4. **Choice.** Of the agreeing candidates the most recent (fewest messages back; in the
 //!    same message, the nearest before the word), then the most mentioned, then the lowest
-//!    id. No agreeing candidate: the word stays unresolved. A store without gender
+//!    id. No agreeing candidate: the word stays unresolved. At most
+//!    [`MAX_RESOLVED_PER_MESSAGE`] words of a message are resolved. A store without gender
 //!    relations resolves no masculine or feminine word: the rewrite never guesses.
 //!
 //! A resolved word becomes a mention of its entity ([`super::MatchKind::Resolved`], with a
@@ -63,6 +64,13 @@ pub const REFERENCE_NOUNS: &[(&str, &[&str])] = &[
 /// Words after which "it" is part of an idiom, not a reference.
 const IDIOM_BEFORE_IT: &[&str] = &["got", "get", "gets", "getting", "about", "here", "make", "made"];
 
+/// Words resolved per message at most (the rest stay as written): a message is short, and
+/// a pasted text full of pronouns must not cost its square.
+pub const MAX_RESOLVED_PER_MESSAGE: usize = 64;
+
+/// Other agreeing candidates an explanation lists at most.
+const ALSO_AGREED: usize = 4;
+
 const DETERMINERS: &[&str] = &["the", "that", "this", "these", "those"];
 
 /// What a word must agree with.
@@ -94,7 +102,7 @@ pub struct Resolution {
     pub messages_back: usize,
     /// Whether the word is possessive (his, her, its, their): the rewritten text adds `'s`.
     pub possessive: bool,
-    /// The other candidates that agreed, in order of preference (ids).
+    /// The other candidates that agreed, in order of preference (ids; at most four).
     pub also_agreed: Vec<u32>,
 }
 
@@ -299,29 +307,38 @@ pub(crate) fn resolve(
     if targets.is_empty() {
         return Ok(Vec::new());
     }
+    // Candidates: entity -> (messages back, distance in the message, mentions, entity),
+    // most recent first. The window's are counted once; the message's own join as the
+    // words are passed (mentions come in message order, and in text order within one).
     let first = index.saturating_sub(window);
+    let window_mentions = &earlier[earlier.partition_point(|m| m.message < first)..];
+    let mut base: HashMap<u32, (usize, usize, usize, LinkedEntity)> = HashMap::new();
+    let count = |seen: &mut HashMap<u32, (usize, usize, usize, LinkedEntity)>, m: &Mention, back: usize, near: usize| {
+        let Some(e) = m.entities.first() else { return };
+        let entry = seen.entry(e.id).or_insert((back, near, 0, e.clone()));
+        if (back, near) < (entry.0, entry.1) {
+            (entry.0, entry.1) = (back, near);
+        }
+        entry.2 += 1;
+    };
+    for m in window_mentions.iter().filter(|m| m.message < index) {
+        count(&mut base, m, index - m.message, usize::MAX - m.start);
+    }
     let mut profiles: HashMap<u32, Profile> = HashMap::new();
     let mut out: Vec<Mention> = Vec::new();
-    for t in targets {
-        // Candidates: (messages back, distance in the message, entity), most recent first.
-        let mut seen: HashMap<u32, (usize, usize, usize, LinkedEntity)> = HashMap::new();
-        let before = earlier.iter().filter(|m| m.message >= first && m.message < index);
-        let here = found.iter().chain(out.iter()).filter(|m| m.end <= t.start);
-        for m in before.chain(here) {
-            let Some(e) = m.entities.first() else { continue };
-            let back = index - m.message;
-            let near = if back == 0 { t.start - m.end } else { usize::MAX - m.start };
-            let entry = seen.entry(e.id).or_insert((back, near, 0, e.clone()));
-            if (back, near) < (entry.0, entry.1) {
-                (entry.0, entry.1) = (back, near);
-            }
-            entry.2 += 1;
+    for t in targets.into_iter().take(MAX_RESOLVED_PER_MESSAGE) {
+        let mut seen = base.clone();
+        for m in found.iter().chain(out.iter()).filter(|m| m.end <= t.start) {
+            count(&mut seen, m, 0, t.start - m.end);
         }
         let mut ranked: Vec<(usize, usize, usize, LinkedEntity)> = seen.into_values().collect();
         ranked.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)).then(b.2.cmp(&a.2)).then(a.3.id.cmp(&b.3.id)));
         let mut chosen: Option<(usize, LinkedEntity, Vec<[String; 3]>)> = None;
         let mut also = Vec::new();
         for (back, _, _, e) in ranked {
+            if chosen.is_some() && also.len() >= ALSO_AGREED {
+                break;
+            }
             let p = match profiles.entry(e.id) {
                 std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => v.insert(profile(store, relations, EntityId(e.id))?),

@@ -119,7 +119,7 @@ pub(crate) fn follow_write(
         writer.delete_term(Term::from_field_u64(fields.entity, u64::from(e)));
         if touched.retired.contains(&e) {
             deleted += 1;
-            texts -= u64::from(!text.is_empty()).min(texts);
+            texts = texts.saturating_sub(u64::from(!text.is_empty()));
             continue;
         }
         if let Some(mut doc) = reader.document(e)? {

@@ -137,3 +137,14 @@ fn link_rewrite_on_the_command_line_explains_each_resolution() {
     let out = stdout_of(trellis().arg("link").arg("--store").arg(&store).arg("--input").arg(&input).arg("--json"));
     assert!(!out.contains("resolution"), "{out}");
 }
+
+#[test]
+fn a_message_full_of_pronouns_resolves_at_most_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path(), GRAPH);
+    let messages = vec![says("user", "I loved Happy Gilmore."), says("assistant", &"it ".repeat(1000))];
+    let mentions = linker(&store, true).link_dialog(&messages).unwrap();
+    let resolved: Vec<&str> = mentions.iter().filter(|m| m.resolution.is_some()).map(|m| m.entities[0].name.as_str()).collect();
+    assert_eq!(resolved.len(), rewrite::MAX_RESOLVED_PER_MESSAGE);
+    assert!(resolved.iter().all(|n| *n == "Happy Gilmore"), "{resolved:?}");
+}
