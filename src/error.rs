@@ -115,6 +115,15 @@ pub enum Error {
     /// The query producer's scorer file.
     #[error(transparent)]
     Scorer(#[from] crate::queries::ScorerError),
+    /// The fact checker's file.
+    #[error(transparent)]
+    Checker(#[from] crate::check::CheckerError),
+    /// Making a fact checker.
+    #[error(transparent)]
+    FactCheck(#[from] crate::check::FactCheckError),
+    /// A `trellis check` input line.
+    #[error(transparent)]
+    CheckLine(#[from] crate::pipeline::jsonl::CheckLineError),
     /// Work stopped by its [`Monitor`](crate::progress::Monitor), outside any family.
     #[error(transparent)]
     Cancelled(#[from] crate::progress::Cancelled),

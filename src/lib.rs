@@ -15,7 +15,8 @@
 //!   token index it builds. [`graph`]: neighbourhood walks, candidate subgraphs,
 //!   informativeness, the PCST solver. [`link`]: entity linking from dialog text.
 //! - [`dataset`]: the OpenDialKG and MetaQA readers. [`decode`]: the constraint automaton,
-//!   the graph prior and beam search.
+//!   the graph prior and beam search. [`check`]: the fact check of a reply against the store
+//!   (claims, verdicts, the fact score).
 //! - [`model`]: ONNX Runtime loading, model directories and the T5 encoder-decoder
 //!   ([`model::Seq2Seq`]).
 //! - [`retrieve`]: one retriever interface, the non-neural retrievers and the generative one
@@ -34,6 +35,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod check;
 pub mod dataset;
 pub mod decode;
 pub mod dialog;
@@ -52,6 +54,7 @@ pub mod link;
 pub mod model;
 pub mod normalize;
 pub mod pipeline;
+pub(crate) mod porter;
 pub mod progress;
 pub mod queries;
 pub mod retrieve;

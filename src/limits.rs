@@ -258,6 +258,8 @@ fn show(v: f64) -> String {
 pub const BEAMS: IntRange = IntRange::new("beams", 1, 64);
 /// Also at most `beams` (checked with [`IntRange::up_to`]).
 pub const RETURN_SEQUENCES: IntRange = IntRange::new("return_sequences", 1, 64);
+/// Generated sequences a pipeline checks against the store (0: none).
+pub const GEN_CHECK: IntRange = IntRange::new("gen_check", 0, 64);
 /// Tokens a decoding writes at most.
 pub const MAX_NEW_TOKENS: IntRange = IntRange::new("max_new_tokens", 1, 1024);
 /// Beam search's length penalty: scores are divided by length^penalty.

@@ -103,6 +103,8 @@ pub fn kind(e: &Error) -> Kind {
             trellis::pipeline::PipelineError::Read(_) => Kind::Store { path: None },
             trellis::pipeline::PipelineError::Retrieve(r) => retrieve_kind(r),
             trellis::pipeline::PipelineError::Generate(g) => generate_kind(g),
+            trellis::pipeline::PipelineError::RewriteWithoutLinker => Kind::Setting,
+            trellis::pipeline::PipelineError::Check(trellis::check::FactCheckError::Read(_)) => Kind::Store { path: None },
             _ => Kind::Other,
         },
         Error::Setting(_) | Error::Settings(_) | Error::Memory(_) | Error::Template(_) | Error::Linearize(_) => Kind::Setting,
@@ -113,7 +115,10 @@ pub fn kind(e: &Error) -> Kind {
         Error::Text(t) => text_kind(t),
         Error::Query(trellis::queries::QueryError::Text(t)) => text_kind(t),
         Error::Query(trellis::queries::QueryError::Read(_)) => Kind::Store { path: None },
-        Error::Query(trellis::queries::QueryError::Scorer(_)) | Error::Scorer(_) => Kind::Model,
+        Error::Query(trellis::queries::QueryError::Scorer(_)) | Error::Scorer(_) | Error::Checker(_) => Kind::Model,
+        Error::FactCheck(trellis::check::FactCheckError::Read(_)) => Kind::Store { path: None },
+        Error::FactCheck(_) => Kind::Setting,
+        Error::CheckLine(_) => Kind::BadInput { path: None, line: None },
         _ => Kind::Other,
     }
 }

@@ -269,7 +269,8 @@ impl PyPipeline {
             let settings = read.generator.apply(r.settings()).map_err(errors::to_py)?;
             (r, settings)
         };
-        let spec = PipelineSpec { cfg: read.retriever, generator, runtime, settings: PipelineSettings::new(top, opened.1) };
+        let settings = detached(py, || read.settings(top, opened.1))?.map_err(|e| errors::to_py(trellis::Error::from(e)))?;
+        let spec = PipelineSpec { cfg: read.retriever, generator, runtime, settings };
         let arc = store.bind(py).get().get()?;
         let pipeline = detached(py, || -> Result<Pipeline, trellis::Error> {
             let retriever = trellis::retrieve::Retriever::new(arc, spec.cfg.clone())?;

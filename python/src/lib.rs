@@ -3,6 +3,7 @@
 //! store read, retrieval, generation and load, and maps errors to the exception classes of
 //! `trellis/errors.py`. The Python API is documented in `python/README.md` and the stubs.
 
+mod check;
 mod convert;
 mod errors;
 mod generate;
@@ -18,6 +19,7 @@ use pyo3::prelude::*;
 fn _trellis(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyStore>()?;
     m.add_class::<retrieve::PyLinker>()?;
+    m.add_class::<check::PyFactChecker>()?;
     m.add_class::<retrieve::PyRetriever>()?;
     m.add_class::<generate::PyGenerator>()?;
     m.add_class::<generate::PyPipeline>()?;

@@ -17,6 +17,7 @@ what reopens them (paths and options).
 
 from . import arrow, metrics, types
 from ._trellis import (
+    FactChecker,
     Generator,
     Linker,
     Pipeline,
@@ -36,6 +37,7 @@ from .errors import BadInputError, CancelledError, ModelError, SettingError, Sto
 __all__ = [
     "Store",
     "Linker",
+    "FactChecker",
     "Retriever",
     "Generator",
     "Pipeline",

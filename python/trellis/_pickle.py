@@ -9,6 +9,10 @@ def linker(store: "_trellis.Store", options: Dict[str, Any]) -> "_trellis.Linker
     return _trellis.Linker(store, **options)
 
 
+def fact_checker(store: "_trellis.Store", checker: Optional[str], options: Dict[str, Any]) -> "_trellis.FactChecker":
+    return _trellis.FactChecker(store, checker, **options)
+
+
 def retriever(store: "_trellis.Store", kind: str, model: Optional[str], options: Dict[str, Any]) -> "_trellis.Retriever":
     return _trellis.Retriever(store, kind, model=model, **options)
 

@@ -88,6 +88,17 @@ class Linker:
         """Mentions: ``{"message", "speaker", "start", "end", "char_start", "char_end",
         "text", "kind", "entities": [{"id", "name", "degree"}]}``."""
 
+class FactChecker:
+    """Judges replies against one store (``trellis check``): ``checker`` a fact checker's
+    directory (models/check-opendialkg) or file; ``options`` the linker's."""
+
+    def __init__(self, store: Union[Store, StrPath], checker: Optional[StrPath] = None, **options: Any) -> None: ...
+    @property
+    def store(self) -> Store: ...
+    def check(self, history: History, reply: str) -> Dict[str, Any]:
+        """``{"fact_score", "neip", "supported", "refuted", "not_enough_info", "claims": [{"sentence",
+        "subject", "object", "phrase", "relations", "verdict", "evidence"}]}``."""
+
 class Retriever:
     """A retriever (``"all"``, ``"random"``, ``"bm25"``, ``"katz"``, ``"pcst"``, ``"gsr"``,
     ``"dense"``, ``"surge"``, ``"search"``) over one store; ``options`` are ``trellis retrieve``'s flags without dashes."""

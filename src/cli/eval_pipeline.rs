@@ -103,6 +103,21 @@ pub fn eval_pipeline(args: EvalPipelineArgs) -> Result<ExitCode> {
             r.top_start_entity
         );
     }
+    if let Some(c) = &report.fact_check {
+        let f = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.4}"));
+        for (what, t) in [("replies", &c.replies), ("references", &c.references)] {
+            outln!(
+                "fact check, {what}: fact score {}, NEIP {} ({} of {} with claims; claims: {} supported, {} refuted, {} not enough information)",
+                f(t.fact_score),
+                f(t.neip),
+                t.replies_with_claims,
+                t.replies,
+                t.supported,
+                t.refuted,
+                t.not_enough_info
+            );
+        }
+    }
     let t = &report.timings;
     outln!("per reply: link {:.2} ms, retrieve {:.2} ms, generate {:.2} ms; {:.2} replies/s", t.link_ms, t.retrieve_ms, t.generate_ms, report.replies_per_s);
     Ok(ExitCode::SUCCESS)

@@ -10,6 +10,7 @@ macro_rules! outln {
 }
 
 mod batch;
+mod check;
 mod dialogs;
 mod doctor;
 mod eval;
@@ -169,6 +170,8 @@ enum Command {
     Search(text::SearchArgs),
     /// Link the entities a text or a dialog mentions.
     Link(link::LinkArgs),
+    /// Check replies against the store: each claim supported, refuted or not enough information.
+    Check(check::CheckArgs),
     /// Retrieve paths for every dialog of a JSON-lines file, in parallel, in input order.
     Retrieve(retrieve::RetrieveArgs),
     /// Reply to one dialog: link its entities, retrieve knowledge, generate the reply.
@@ -202,6 +205,7 @@ pub fn main() -> ExitCode {
         Command::IndexText(args) => text::index(args),
         Command::Search(args) => text::search(args),
         Command::Link(args) => link::link(args),
+        Command::Check(args) => check::check(args),
         Command::Retrieve(args) => retrieve::run(args),
         Command::Respond(args) => respond::respond(args),
         Command::Run(args) => respond::run(args),

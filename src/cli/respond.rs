@@ -12,7 +12,7 @@ use trellis::ingest::OnError;
 use trellis::limits;
 use trellis::link::Message;
 use trellis::pipeline::jsonl::{parse_line_bytes, render, LineError, PipelineLine};
-use trellis::pipeline::{KnowledgeSource, Pipeline, PipelineError, PipelineRequest, PipelineSettings};
+use trellis::pipeline::{KnowledgeSource, Pipeline, PipelineError, PipelineRequest};
 use trellis::retrieve::jsonl::resolve_entities;
 use trellis::settings::PipelineSpec;
 use trellis::Store;
@@ -30,12 +30,14 @@ pub struct GeneratorOptions {
     pub top: usize,
     #[command(flatten)]
     pub flags: super::settings::GeneratorFlags,
+    #[command(flatten)]
+    pub check: super::settings::CheckFlags,
 }
 
 /// A pipeline of the store's retriever and the generator, and the settings it was made
 /// with (one runtime for both models, one batch).
 pub(super) fn open_pipeline(store: Arc<Store>, retriever: &RetrieverOptions, generator: &GeneratorOptions) -> Result<(Pipeline, PipelineSpec)> {
-    let spec = retriever.pipeline(&generator.flags)?;
+    let spec = retriever.pipeline(&generator.flags, &generator.check)?;
     let r = super::retrieve::open_config(store, spec.retriever.clone())?;
     let g = Generator::open(&generator.generator, &spec.runtime).with_context(|| format!("opening the generator {}", generator.generator.display()))?;
     let generate = spec.generator.apply(g.settings())?;
@@ -44,7 +46,7 @@ pub(super) fn open_pipeline(store: Arc<Store>, retriever: &RetrieverOptions, gen
         _ => 1,
     };
     super::retrieve::note_batch("generator", generate.batch, g.batch_for(&generate)?, beams);
-    let settings = PipelineSettings::new(generator.top, generate);
+    let settings = spec.settings(generator.top, generate)?;
     Ok((Pipeline::new(r, g, Some(settings))?, spec))
 }
 

@@ -63,8 +63,8 @@ impl RetrieverOptions {
 
     /// The library's configuration of a pipeline with this retriever and `generator`'s
     /// flags (`--gen-*`): one runtime and one batch for both.
-    pub fn pipeline(&self, generator: &super::settings::GeneratorFlags) -> Result<PipelineSpec> {
-        Ok(PipelineSpec::read(self.name(), &self.flags.0.merged(&generator.0))?)
+    pub fn pipeline(&self, generator: &super::settings::GeneratorFlags, check: &super::settings::CheckFlags) -> Result<PipelineSpec> {
+        Ok(PipelineSpec::read(self.name(), &self.flags.0.merged(&generator.0).merged(&check.0))?)
     }
 
     /// The retriever of [`config`](Self::config), with its models loaded.

@@ -4,7 +4,7 @@
 //! it does for Python. Only the syntax is the command line's.
 
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
-use trellis::settings::{Settings, Spec, GENERATOR, LINK, RETRIEVER, RUNTIME};
+use trellis::settings::{Settings, Spec, GENERATOR, LINK, PIPELINE, RETRIEVER, RUNTIME};
 
 /// The flags of `tables` on `cmd`, their names prefixed with `prefix`.
 fn augment(mut cmd: Command, tables: &[&[Spec]], prefix: &str) -> Command {
@@ -102,4 +102,10 @@ setting_flags!(
     GeneratorFlags,
     [GENERATOR],
     "gen_"
+);
+setting_flags!(
+    /// A pipeline's own settings as flags (`--checker`, `--gen-check`, `--gen-rewrite`).
+    CheckFlags,
+    [PIPELINE],
+    ""
 );

@@ -3,7 +3,6 @@
 
 pub mod linking;
 pub mod pipeline;
-pub(crate) mod porter;
 pub mod queries;
 pub mod responses;
 pub mod retrieval;

@@ -10,10 +10,14 @@
 //! read, written `head relation tail` per triple, a relation without its `~` and with `_`
 //! as spaces; with no knowledge there is no KF1. The grounding figures ask which entities of
 //! that knowledge (its paths' heads and tails) each reply and its reference name; with no
-//! knowledge there are none. Distinct replies count the generated replies.
+//! knowledge there are none. Distinct replies count the generated replies. With a pipeline
+//! that checks its replies (`checker`), the fact score and NEIP of the replies and of the
+//! references ([`FactCheckScores`]); `replies_per_s` covers the generation's checks (the
+//! references' come after the clock stops).
 
 use super::responses::{self, ResponsePair, ResponseScores, ResponsesError};
 use super::retrieval::resolve;
+use crate::check::CheckTotals;
 use crate::dataset::opendialkg::{Dialog, Sample};
 use crate::generate::delex::knowledge_entities;
 use crate::generate::targets::{gold_knowledge, reply_of};
@@ -92,6 +96,18 @@ pub struct PipelineReport {
     pub timings: StageMeans,
     /// Samples over the wall time of the whole run.
     pub replies_per_s: f64,
+    /// The fact check of the replies and of the references (`None` without a checker).
+    pub fact_check: Option<FactCheckScores>,
+}
+
+/// Fact score and NEIP ([`crate::check`]) of the generated replies and of the gold replies,
+/// each checked with its dialog before it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct FactCheckScores {
+    /// The generated replies.
+    pub replies: CheckTotals,
+    /// The gold replies.
+    pub references: CheckTotals,
 }
 
 /// One scored sample, for error analysis and `eval responses`.
@@ -186,6 +202,20 @@ pub fn evaluate(
         })
         .collect();
     let scores = responses::score(&pairs)?;
+    let fact_check = match pipeline.checker() {
+        None => None,
+        Some(checker) => {
+            let mut scores = FactCheckScores { replies: CheckTotals::default(), references: CheckTotals::default() };
+            for ((_, d, s, reference, _), r) in samples.iter().zip(&replies) {
+                match r.checks.first() {
+                    Some(c) => scores.replies.add(c),
+                    None => scores.replies.add(&checker.check(&d.messages[..s.upto], r.text()).map_err(PipelineError::from)?),
+                }
+                scores.references.add(&checker.check(&d.messages[..s.upto], reference).map_err(PipelineError::from)?);
+            }
+            Some(scores)
+        }
+    };
     let predictions = samples
         .iter()
         .zip(replies)
@@ -205,6 +235,7 @@ pub fn evaluate(
         retrieval,
         timings,
         replies_per_s: samples.len() as f64 / seconds.max(1e-9),
+        fact_check,
     };
     Ok((report, predictions))
 }

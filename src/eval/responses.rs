@@ -33,7 +33,7 @@
 //! - `rouge` and `rouge_stemmed`: rouge-score's `RougeScorer(["rouge1", "rouge2", "rougeL"],
 //!   use_stemmer=False / True).score(reference, prediction)` F-measures, averaged over pairs.
 //!   Its tokens: lowercase, every run of characters other than `a-z0-9` a separator; with the
-//!   stemmer, tokens longer than 3 characters go through NLTK's Porter stemmer (`eval::porter`).
+//!   stemmer, tokens longer than 3 characters go through NLTK's Porter stemmer (`crate::porter`).
 //! - `f1`: unigram F1 between prediction and reference after SQuAD's normalization (lowercase;
 //!   delete ASCII punctuation; remove the words `a`, `an`, `the`; split on whitespace),
 //!   averaged over pairs; 0 for a pair with no common token (two empty texts included).
@@ -651,7 +651,7 @@ fn rouge_tokens(text: &str, stem: bool) -> Vec<String> {
     lower
         .split(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit()))
         .filter(|t| !t.is_empty())
-        .map(|t| if stem && t.len() > 3 { super::porter::stem(t) } else { t.to_string() })
+        .map(|t| if stem && t.len() > 3 { crate::porter::stem(t) } else { t.to_string() })
         .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
         .collect()
 }

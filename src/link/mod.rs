@@ -361,9 +361,14 @@ impl Linker {
         Ok(false)
     }
 
-    /// Stop-word-only spans and short single words are never mentions.
+    /// Stop-word-only spans and short single words are never mentions; a stop word with
+    /// "'s" is a contraction ("it's", "that's"), not a possessive of the novel "It".
     fn worth_looking_up(&self, span: &[words::Word<'_>]) -> bool {
-        if span.iter().all(|w| is_stop_word(&normalize_name(w.text))) {
+        let stop = |w: &words::Word<'_>| {
+            let n = normalize_name(w.text);
+            is_stop_word(&n) || n.strip_suffix("'s").or_else(|| n.strip_suffix("’s")).is_some_and(is_stop_word)
+        };
+        if span.iter().all(stop) {
             return false;
         }
         if span.len() == 1 && span[0].text.chars().count() < self.cfg.min_single_word_chars {

@@ -11,7 +11,8 @@
 //! "paths": [{"score", "triples"}] (retrieved only), "knowledge": [[[head, relation, tail],
 //! ...], ...] (what the generator read, walking order), "timings": {"link_ms",
 //! "retrieve_ms", "generate_ms", "batch"}}`, and `"responses": [{"text", "score", "finish"}]`
-//! when more than one sequence was asked for.
+//! when more than one sequence was asked for (with `"fact_score"` when checked); with a
+//! checker, `"fact_check"`: the reply's claims and scores as `trellis check` writes them.
 
 use super::Reply;
 use crate::generate::{KnowledgePath, Triple};
@@ -136,7 +137,26 @@ pub fn render(id: &Value, reply: &Reply) -> Value {
         v["paths"] = Value::Array(paths);
     }
     if reply.responses.len() > 1 {
-        v["responses"] = json!(reply.responses.iter().map(|g| json!({"text": g.text, "score": g.score, "finish": g.finish})).collect::<Vec<_>>());
+        let checked = |i: usize| reply.checks.get(i).map(|c| c.fact_score);
+        v["responses"] = json!(reply
+            .responses
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let mut r = json!({"text": g.text, "score": g.score, "finish": g.finish});
+                if let Some(f) = checked(i) {
+                    r["fact_score"] = json!(f);
+                }
+                r
+            })
+            .collect::<Vec<_>>());
+    }
+    if let Some(c) = reply.checks.first() {
+        let mut check = render_check(&Value::Null, c);
+        if let Some(o) = check.as_object_mut() {
+            o.remove("id");
+        }
+        v["fact_check"] = check;
     }
     v
 }
@@ -170,4 +190,69 @@ mod tests {
         assert_eq!(err(r#"{"history": [], "seed": -1}"#), "\"seed\" must be a non-negative integer");
         assert_eq!(err(r#"{"history": 1}"#), "no \"history\" list");
     }
+}
+
+/// A `trellis check` input line: a `trellis run` request's `"id"` and `"history"` and the
+/// `"reply"` to check (`"response"`, as `trellis run` writes it, is read too).
+pub struct CheckLine {
+    /// The request's id and history (its `"entities"`, if any, are not read).
+    pub request: Request,
+    /// The reply to check.
+    pub reply: String,
+}
+
+/// What is wrong with a `trellis check` input line.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckLineError {
+    /// The request part is malformed.
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// No `"reply"` (or `"response"`) string, or both.
+    #[error("needs one \"reply\" (or \"response\") string")]
+    NoReply,
+    /// A reply longer than a dialog may hold.
+    #[error("the reply is {bytes} bytes, over the limit of {limit}")]
+    ReplyTooLong {
+        /// Its length.
+        bytes: usize,
+        /// The limit (`limits::DIALOG_BYTES`).
+        limit: usize,
+    },
+}
+
+/// Parses one `trellis check` line as read from a file.
+pub fn parse_check_line_bytes(line: &[u8]) -> Result<CheckLine, CheckLineError> {
+    let text = std::str::from_utf8(line).map_err(|e| RequestError::InvalidUtf8 { byte: e.valid_up_to() })?;
+    parse_check_line(text)
+}
+
+/// Parses one `trellis check` line; the error says what is wrong with it.
+pub fn parse_check_line(line: &str) -> Result<CheckLine, CheckLineError> {
+    let request = parse_request(line)?;
+    let v: Value = serde_json::from_str(line).map_err(RequestError::InvalidJson)?;
+    let reply = match (v.get("reply"), v.get("response")) {
+        (Some(Value::String(r)), None) | (None, Some(Value::String(r))) => r.clone(),
+        _ => return Err(CheckLineError::NoReply),
+    };
+    let limit = crate::limits::DIALOG_BYTES;
+    let total = request.history.iter().map(|m| m.text.len()).sum::<usize>() + reply.len();
+    if total > limit {
+        return Err(CheckLineError::ReplyTooLong { bytes: reply.len(), limit });
+    }
+    Ok(CheckLine { request, reply })
+}
+
+/// The output line of one checked reply: `{"id", "fact_score", "neip", "supported",
+/// "refuted", "not_enough_info", "claims": [...]}`.
+pub fn render_check(id: &Value, check: &crate::check::ReplyCheck) -> Value {
+    json!({
+        "id": id,
+        "fact_score": check.fact_score,
+        "neip": check.neip,
+        "supported": check.supported,
+        "refuted": check.refuted,
+        "not_enough_info": check.not_enough_info,
+        "claims": check.claims,
+    })
 }

@@ -8,6 +8,7 @@
 //! (the generative retriever decodes its requests as rows of one decoder call) and generated
 //! together.
 
+use crate::check::{CheckerModel, FactCheckError, FactChecker, ReplyCheck};
 use crate::dialog::Message;
 use crate::generate::{GenerateError, GenerateSettings, Generated, GenerationInput, Generator, KnowledgePath, Triple};
 use crate::graph::candidates::distinct_terms;
@@ -38,6 +39,12 @@ pub enum PipelineError {
     /// Generation failed.
     #[error("generating: {0}")]
     Generate(#[from] GenerateError),
+    /// The generator was to read the rewritten dialog, but the linker does not rewrite.
+    #[error("the generator reads the rewritten dialog only when the linker rewrites (set `rewrite`)")]
+    RewriteWithoutLinker,
+    /// The fact checker could not be made.
+    #[error("the fact checker: {0}")]
+    Check(#[from] FactCheckError),
     /// The work's [`Monitor`] was cancelled.
     #[error("cancelled")]
     Cancelled,
@@ -108,8 +115,11 @@ pub struct Reply {
     /// The knowledge the generator read: `paths` by name (`~r` where a hop walks a fact
     /// backwards), the given paths, or nothing.
     pub knowledge: Vec<KnowledgePath>,
-    /// The generated sequences, best first (at least one).
+    /// The generated sequences, best first (at least one); with a fact check that reorders
+    /// ([`CheckSettings::candidates`]), the best supported first.
     pub responses: Vec<Generated>,
+    /// With a fact check, the check of each of `responses` (same order); else empty.
+    pub checks: Vec<ReplyCheck>,
     /// Where the request's time went.
     pub timings: StageTimings,
 }
@@ -129,12 +139,38 @@ pub struct PipelineSettings {
     pub top: usize,
     /// How replies are generated.
     pub generate: GenerateSettings,
+    /// Replies checked against the store (`None`: not checked).
+    pub check: Option<CheckSettings>,
+    /// The generator reads each message as the linker's rewrite resolved it ("He wrote it"
+    /// -> "Lev Grossman wrote The Magicians"); needs a linker with `rewrite`.
+    pub rewrite_history: bool,
 }
+
+/// How a pipeline checks its replies ([`crate::check`]).
+#[derive(Clone, Debug)]
+pub struct CheckSettings {
+    /// The checker's cues and relation counts.
+    pub model: CheckerModel,
+    /// The generated sequences checked and reordered, the best supported first (fact score,
+    /// a reply with no judged claim counting 0.5, then the model's order); 0: every reply
+    /// is checked and none reordered.
+    pub candidates: usize,
+}
+
+/// The fact score a reply with no judged claim ranks with among checked sequences: below a
+/// fully supported one, above one with a refuted claim and no supported one.
+pub const UNJUDGED_FACT_SCORE: f64 = 0.5;
 
 impl PipelineSettings {
     /// The best `top` retrieved paths for the generator, with `generate`.
     pub fn new(top: usize, generate: GenerateSettings) -> PipelineSettings {
-        PipelineSettings { top, generate }
+        PipelineSettings { top, generate, check: None, rewrite_history: false }
+    }
+
+    /// These settings with replies checked as `check` says.
+    pub fn with_check(mut self, check: Option<CheckSettings>) -> PipelineSettings {
+        self.check = check;
+        self
     }
 }
 
@@ -143,6 +179,17 @@ pub struct Pipeline {
     retriever: Retriever,
     generator: Arc<Generator>,
     settings: PipelineSettings,
+    checker: Option<Arc<FactChecker>>,
+}
+
+/// The fact checker of `settings` over the retriever's store, linking as it links but
+/// without the rewrite: replies are judged alike whether or not the pipeline rewrites (a
+/// rewrite resolves a reply's pronouns, which makes claims the others would not judge).
+fn checker_for(retriever: &Retriever, settings: &PipelineSettings) -> Result<Option<Arc<FactChecker>>, PipelineError> {
+    let Some(c) = &settings.check else { return Ok(None) };
+    let mut link = retriever.linker().config().clone();
+    link.rewrite = false;
+    Ok(Some(Arc::new(FactChecker::new(retriever.store().clone(), Some(&c.model), link)?)))
 }
 
 const _: () = {
@@ -157,6 +204,7 @@ impl Pipeline {
     pub fn refresh(&mut self) -> Result<bool, PipelineError> {
         match self.retriever.refreshed()? {
             Some(r) => {
+                self.checker = checker_for(&r, &self.settings)?;
                 self.retriever = r;
                 Ok(true)
             }
@@ -167,16 +215,59 @@ impl Pipeline {
     /// This pipeline on the newest generation of its store (`None`: it reads the newest),
     /// for holders that share it behind an `Arc`: the generator and every model are shared.
     pub fn refreshed(&self) -> Result<Option<Pipeline>, PipelineError> {
-        Ok(self.retriever.refreshed()?.map(|retriever| Pipeline { retriever, generator: self.generator.clone(), settings: self.settings.clone() }))
+        let Some(retriever) = self.retriever.refreshed()? else { return Ok(None) };
+        let checker = checker_for(&retriever, &self.settings)?;
+        Ok(Some(Pipeline { retriever, generator: self.generator.clone(), settings: self.settings.clone(), checker }))
     }
 
     /// A pipeline of a retriever and a generator (the generator's `trellis.json` defaults
     /// unless `settings` says otherwise); refuses settings no search can run with.
     pub fn new(retriever: Retriever, generator: Generator, settings: Option<PipelineSettings>) -> Result<Pipeline, PipelineError> {
-        let settings = settings.unwrap_or_else(|| PipelineSettings { top: 3, generate: generator.settings().clone() });
+        let settings = settings.unwrap_or_else(|| PipelineSettings::new(3, generator.settings().clone()));
         crate::limits::KNOWLEDGE_TOP.check_usize(settings.top).map_err(GenerateError::from)?;
         generator.check(&settings.generate)?;
-        Ok(Pipeline { retriever, generator: Arc::new(generator), settings })
+        if settings.rewrite_history && !retriever.linker().config().rewrite {
+            return Err(PipelineError::RewriteWithoutLinker);
+        }
+        let checker = checker_for(&retriever, &settings)?;
+        Ok(Pipeline { retriever, generator: Arc::new(generator), settings, checker })
+    }
+
+    /// `history` with each message as the retriever's linker rewrites it (its resolved
+    /// pronouns and references replaced by their entities' names).
+    fn rewritten(&self, history: &[Message]) -> Result<Vec<Message>, ReadError> {
+        let mentions = self.retriever.linker().link_dialog(history)?;
+        Ok(history
+            .iter()
+            .enumerate()
+            .map(|(i, m)| Message { speaker: m.speaker.clone(), text: crate::link::rewrite::rewritten_text(&m.text, i, &mentions) })
+            .collect())
+    }
+
+    /// The fact checker replies are checked with, if any.
+    pub fn checker(&self) -> Option<&FactChecker> {
+        self.checker.as_deref()
+    }
+
+    /// Each response checked; with `candidates`, the first `candidates` reordered, the best
+    /// supported first (a stable sort: the model's order breaks ties).
+    fn check_responses(&self, history: &[Message], responses: &mut Vec<Generated>) -> Result<Vec<ReplyCheck>, PipelineError> {
+        let (Some(checker), Some(check)) = (&self.checker, &self.settings.check) else { return Ok(Vec::new()) };
+        let mut checks: Vec<ReplyCheck> = responses.iter().map(|g| checker.check(history, &g.text)).collect::<Result<_, _>>()?;
+        let n = check.candidates.min(responses.len());
+        if n > 1 {
+            let key = |c: &ReplyCheck| c.fact_score.unwrap_or(UNJUDGED_FACT_SCORE);
+            let mut order: Vec<usize> = (0..n).collect();
+            order.sort_by(|&a, &b| key(&checks[b]).total_cmp(&key(&checks[a])));
+            let mut rest_g = responses.split_off(n);
+            let mut rest_c = checks.split_off(n);
+            let (gs, cs): (Vec<Generated>, Vec<ReplyCheck>) = order.iter().map(|&i| (responses[i].clone(), checks[i].clone())).unzip();
+            *responses = gs;
+            checks = cs;
+            responses.append(&mut rest_g);
+            checks.append(&mut rest_c);
+        }
+        Ok(checks)
     }
 
     /// The retriever (its store and linker).
@@ -289,33 +380,41 @@ impl Pipeline {
                 _ => &[],
             })
             .collect();
-        let gen_inputs: Vec<GenerationInput<'_>> =
-            requests.iter().zip(&knowledge).map(|(r, k)| GenerationInput { history: r.history, knowledge: k, seed: r.seed }).collect();
+        let rewritten: Vec<Vec<Message>> =
+            if self.settings.rewrite_history { requests.iter().map(|r| self.rewritten(r.history)).collect::<Result<_, _>>()? } else { Vec::new() };
+        let gen_inputs: Vec<GenerationInput<'_>> = requests
+            .iter()
+            .zip(&knowledge)
+            .enumerate()
+            .map(|(i, (r, k))| GenerationInput { history: rewritten.get(i).map_or(r.history, Vec::as_slice), knowledge: k, seed: r.seed })
+            .collect();
         let t = Instant::now();
         let generated = self.generator.generate_batch(&gen_inputs, &self.settings.generate)?;
         let generate_share = t.elapsed().as_secs_f64() * 1e3 / n as f64;
         let mut ranked = ranked.into_iter();
         let mut inputs = inputs.into_iter();
-        Ok(requests
+        requests
             .iter()
             .zip(retrieved_at)
             .zip(generated)
             .zip(knowledge)
             .zip(link_ms)
-            .map(|((((_, at), responses), knowledge), link_ms)| {
+            .map(|((((request, at), mut responses), knowledge), link_ms)| {
                 let (mentioned, paths) = match at {
                     Some(_) => (inputs.next().map(|i| i.mentioned).unwrap_or_default(), ranked.next().unwrap_or_default()),
                     None => (Vec::new(), Vec::new()),
                 };
-                Reply {
+                let checks = self.check_responses(request.history, &mut responses)?;
+                Ok(Reply {
                     mentioned_names: mentioned.iter().map(|e| entity.get(e).cloned().unwrap_or_default()).collect(),
                     mentioned,
                     paths,
                     knowledge: knowledge.to_vec(),
                     responses,
+                    checks,
                     timings: StageTimings { link_ms, retrieve_ms: if at.is_some() { retrieve_share } else { 0.0 }, generate_ms: generate_share, batch: n },
-                }
+                })
             })
-            .collect())
+            .collect()
     }
 }

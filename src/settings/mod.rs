@@ -20,7 +20,7 @@
 
 mod spec;
 
-pub use spec::{Spec, GENERATOR, LINK, RETRIEVER, RUNTIME};
+pub use spec::{Spec, GENERATOR, LINK, PIPELINE, RETRIEVER, RUNTIME};
 
 use crate::generate::{BeamSettings, GenerateSettings, InputEncoding, Sampling, Strategy, StrategyKind};
 use crate::graph::candidates::CandidateScope;
@@ -750,10 +750,33 @@ pub struct PipelineSpec {
     pub runtime: RuntimeOptions,
     /// Requests retrieved and generated together.
     pub batch: usize,
+    /// The fact checker's file or directory ([`PIPELINE`]'s `checker`).
+    pub checker: Option<PathBuf>,
+    /// Generated sequences checked, the best supported replying (0: none reordered).
+    pub gen_check: usize,
+    /// Whether the generator reads the rewritten dialog.
+    pub gen_rewrite: bool,
 }
 
 /// The batch of a pipeline when none is given (the generative retriever's default).
 pub const PIPELINE_BATCH: usize = 8;
+
+impl PipelineSpec {
+    /// The pipeline's fact check: the checker file read, with how many sequences it
+    /// reorders (`None` without `checker`).
+    pub fn check(&self) -> Result<Option<crate::pipeline::CheckSettings>, crate::check::CheckerError> {
+        let Some(path) = &self.checker else { return Ok(None) };
+        Ok(Some(crate::pipeline::CheckSettings { model: crate::check::CheckerModel::from_path(path)?, candidates: self.gen_check }))
+    }
+
+    /// The pipeline's settings for a generator that decodes as `generate` says: `top`
+    /// paths, the fact check read ([`check`](Self::check)), the rewrite for the generator.
+    pub fn settings(&self, top: usize, generate: GenerateSettings) -> Result<crate::pipeline::PipelineSettings, crate::check::CheckerError> {
+        let mut s = crate::pipeline::PipelineSettings::new(top, generate).with_check(self.check()?);
+        s.rewrite_history = self.gen_rewrite;
+        Ok(s)
+    }
+}
 
 impl PipelineSpec {
     /// A pipeline's settings for the retriever `kind`.
@@ -769,17 +792,40 @@ impl PipelineSpec {
                 g.batch = batch;
             }
         }
+        let checker = r.path("checker")?;
+        let gen_check = r.usize("gen_check", &limits::GEN_CHECK)?.unwrap_or(0);
+        if gen_check > 0 && checker.is_none() {
+            return Err(SettingError::Needs { name: "gen_check".into(), needs: "checker".into(), what: "a fact checker's directory: models/check-opendialkg" });
+        }
+        let gen_rewrite = r.switch("gen_rewrite")?.unwrap_or(false);
+        if gen_rewrite && !retriever.link.rewrite {
+            return Err(SettingError::Needs { name: "gen_rewrite".into(), needs: "rewrite".into(), what: "the dialog rewrite the generator would read" });
+        }
         let g = Reader::new(s, "gen_");
         let mut generator = GeneratorSpec::read_with(&g, "gen_")?;
+        // The sequences checked are the ones the generator returns.
+        if gen_check > 0 {
+            match generator.return_sequences {
+                None => generator.return_sequences = Some(gen_check),
+                Some(n) if n < gen_check => {
+                    return Err(SettingError::Needs {
+                        name: "gen_check".into(),
+                        needs: "gen_return_sequences".into(),
+                        what: "at least as many sequences returned as checked",
+                    })
+                }
+                Some(_) => {}
+            }
+        }
         generator.runtime = runtime.clone();
         generator.batch = Some(batch);
         // A name is known when either reader read it.
         let read: Vec<bool> = r.read.borrow().iter().zip(g.read.borrow().iter()).map(|(a, b)| *a || *b).collect();
         *r.read.borrow_mut() = read;
-        let mut known = names_of(&[RETRIEVER, LINK, RUNTIME], "");
+        let mut known = names_of(&[RETRIEVER, LINK, RUNTIME, PIPELINE], "");
         known.extend(names_of(&[GENERATOR], "gen_"));
         r.finish("a pipeline", &known)?;
-        Ok(PipelineSpec { retriever, generator, runtime, batch })
+        Ok(PipelineSpec { retriever, generator, runtime, batch, checker, gen_check, gen_rewrite })
     }
 }
 

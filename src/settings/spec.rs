@@ -141,6 +141,32 @@ pub const RETRIEVER: &[Spec] = &[
     with_default(spec("encoder_batch", "N", "dense, rerank: texts embedded or pairs scored together."), || crate::model::encoder::DEFAULT_BATCH.to_string()),
 ];
 
+/// A pipeline's own settings: the fact check of its replies (`crate::check`) and the
+/// generator's reading of the rewritten dialog.
+pub const PIPELINE: &[Spec] = &[
+    spec(
+        "checker",
+        "DIR",
+        "Check replies against the store with this fact checker (models/check-opendialkg): each reply's claims supported, refuted or not enough information.",
+    ),
+    with_default(
+        spec(
+            "gen_check",
+            "N",
+            "Check the generator's N best sequences and reply with the best supported (fact score first, then the model's score; needs checker and beam search; 0: off).",
+        ),
+        || "0".into(),
+    ),
+    with_default(
+        switch(spec(
+            "gen_rewrite",
+            "",
+            "The generator reads the dialog as the rewrite resolved it (he -> Lev Grossman; needs rewrite).",
+        )),
+        || "false".into(),
+    ),
+];
+
 /// A generator's settings (in a pipeline, each prefixed `gen_`); the model's `trellis.json`
 /// `generation` gives their defaults.
 pub const GENERATOR: &[Spec] = &[

@@ -130,6 +130,7 @@ const CARRIED: &[(&str, &str)] = &[
     // Boxed in `FieldProblem::Invalid`, a task's own check of its trellis.json section.
     ("PlaceholderProblem", "FieldProblem"),
     ("PositionDependence", "TokenizerError"),
+    ("CheckerProblem", "CheckerError"),
     ("InterfaceIssue", "InterfaceProblem"),
     ("InterfaceProblem", "Seq2SeqError"),
     ("CallError", "Seq2SeqError"),

@@ -3,6 +3,7 @@
 mod api_errors;
 mod bad_input;
 mod bounds;
+mod check;
 mod cli;
 mod common;
 mod crash;

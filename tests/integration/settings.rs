@@ -76,7 +76,7 @@ fn flags(case: &Case) -> Vec<String> {
     for (n, values) in &case.settings {
         out.push(format!("--{}", n.replace('_', "-")));
         // A switch is a flag without a value.
-        let switch = trellis::settings::LINK.iter().any(|s| s.name == n && s.switch);
+        let switch = trellis::settings::LINK.iter().chain(trellis::settings::PIPELINE).any(|s| s.name == n && s.switch);
         if !(switch && values == &["true"]) {
             out.push(values.join(","));
         }
