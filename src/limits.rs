@@ -327,8 +327,12 @@ pub const LINK_DECAY: FloatRange = FloatRange::closed("decay", 0.0, 1.0);
 
 // --- Retrieval and evaluation ---
 
-/// Paths per request.
+/// Hits per search (and ranks scored, `--k`).
 pub const TOP: IntRange = IntRange::new("top", 1, 1000);
+/// Paths per retrieval request: enough for every candidate of a request (a capped candidate
+/// set holds up to 200 paths per mentioned entity, and a dialog may mention hundreds), so
+/// `--retriever all` can list them all.
+pub const PATHS_TOP: IntRange = IntRange::new("top", 1, 100_000);
 /// Retrieved paths the generator reads.
 pub const KNOWLEDGE_TOP: IntRange = IntRange::new("top", 1, 64);
 /// BM25: the messages (the last 1..=L) its score averages over.

@@ -170,7 +170,7 @@ fn answer_dict<'py>(py: Python<'py>, mut v: Value, keep_id: bool) -> PyResult<Bo
 fn top_of(top: Option<&Bound<'_, PyAny>>, default: usize) -> PyResult<usize> {
     match top {
         None => Ok(default),
-        Some(t) => convert::usize_arg(t, &limits::TOP),
+        Some(t) => convert::usize_arg(t, &limits::PATHS_TOP),
     }
 }
 
@@ -198,7 +198,7 @@ impl PyRetriever {
         let policy = refresh_policy(refresh)?;
         let store = store_arg(py, store)?;
         let cfg = retriever_config(kind, model.as_deref(), options)?;
-        let top = top.check(&limits::TOP)?;
+        let top = top.check(&limits::PATHS_TOP)?;
         let arc = store.bind(py).get().get()?;
         let cfg2 = cfg.clone();
         let retriever = detached(py, move || Retriever::new(arc, cfg2))?.map_err(errors::to_py)?;

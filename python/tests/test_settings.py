@@ -53,9 +53,9 @@ def test_unknown_names_raise_setting_error_with_the_closest_name(store):
 
 def test_values_python_cannot_overflow(store):
     # An int of any size is refused with the range, as the command line refuses it.
-    with pytest.raises(trellis.SettingError, match=r"^top must be within 1\.\.=1000, not 18446744073709551615$"):
+    with pytest.raises(trellis.SettingError, match=r"^top must be within 1\.\.=100000, not 18446744073709551615$"):
         trellis.Retriever(store, "pcst", top=2**64 - 1)
-    with pytest.raises(trellis.SettingError, match=rf"^top must be within 1\.\.=1000, not {2**130}$"):
+    with pytest.raises(trellis.SettingError, match=rf"^top must be within 1\.\.=100000, not {2**130}$"):
         trellis.Retriever(store, "pcst", top=2**130)
     with pytest.raises(trellis.SettingError, match=r"^top must be within 1\.\.=64, not -5$"):
         trellis.Pipeline(store, "bm25", generator=GENERATOR, top=-5)

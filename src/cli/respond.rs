@@ -124,6 +124,20 @@ pub fn respond(args: RespondArgs) -> Result<ExitCode> {
         outln!("{}", render(&line.request.id, &reply));
     } else {
         outln!("{}", reply.text());
+        // What the rewrite resolved, on stderr: the reply stays the only line on stdout.
+        for m in &reply.resolutions {
+            if let (Some(r), Some(e)) = (&m.resolution, m.entities.first()) {
+                let facts: Vec<String> = r.agreed.iter().map(|[h, rel, t]| format!("{h} {rel} {t}")).collect();
+                eprintln!(
+                    "resolved \"{}\" (message {}) -> {} ({} back; agreed: {})",
+                    m.text,
+                    m.message + 1,
+                    e.name,
+                    r.messages_back,
+                    if facts.is_empty() { "recency".to_string() } else { facts.join("; ") }
+                );
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -147,7 +147,7 @@ pub struct RetrieveArgs {
     #[arg(long)]
     resume: bool,
     /// Paths per request: the best N.
-    #[arg(long, default_value_t = 10, value_parser = super::usize_in(&limits::TOP), allow_hyphen_values = true)]
+    #[arg(long, default_value_t = 10, value_parser = super::usize_in(&limits::PATHS_TOP), allow_hyphen_values = true)]
     top: usize,
     /// Worker threads (default, or 0: all cores).
     #[arg(long, value_parser = super::usize_in(&limits::THREADS), allow_hyphen_values = true)]

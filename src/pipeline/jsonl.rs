@@ -12,7 +12,9 @@
 //! ...], ...] (what the generator read, walking order), "timings": {"link_ms",
 //! "retrieve_ms", "generate_ms", "batch"}}`, and `"responses": [{"text", "score", "finish"}]`
 //! when more than one sequence was asked for (with `"fact_score"` when checked); with a
-//! checker, `"fact_check"`: the reply's claims and scores as `trellis check` writes them.
+//! checker, `"fact_check"`: the reply's claims and scores as `trellis check` writes them;
+//! with `rewrite`, `"resolutions"`: the resolved pronouns and references (`trellis link --json`'s
+//! mentions of kind `"resolved"`, each with its `resolution`), when there are any.
 
 use super::Reply;
 use crate::generate::{KnowledgePath, Triple};
@@ -150,6 +152,9 @@ pub fn render(id: &Value, reply: &Reply) -> Value {
                 r
             })
             .collect::<Vec<_>>());
+    }
+    if !reply.resolutions.is_empty() {
+        v["resolutions"] = json!(reply.resolutions);
     }
     if let Some(c) = reply.checks.first() {
         let mut check = render_check(&Value::Null, c);

@@ -120,6 +120,9 @@ pub struct Reply {
     pub responses: Vec<Generated>,
     /// With a fact check, the check of each of `responses` (same order); else empty.
     pub checks: Vec<ReplyCheck>,
+    /// With the linker's rewrite, the pronouns and references it resolved in the history
+    /// (mentions of kind `Resolved`, each with its `resolution`); else empty.
+    pub resolutions: Vec<crate::link::Mention>,
     /// Where the request's time went.
     pub timings: StageTimings,
 }
@@ -233,15 +236,14 @@ impl Pipeline {
         Ok(Pipeline { retriever, generator: Arc::new(generator), settings, checker })
     }
 
-    /// `history` with each message as the retriever's linker rewrites it (its resolved
-    /// pronouns and references replaced by their entities' names).
-    fn rewritten(&self, history: &[Message]) -> Result<Vec<Message>, ReadError> {
-        let mentions = self.retriever.linker().link_dialog(history)?;
-        Ok(history
+    /// `history` with each message as the retriever's linker rewrote it (`mentions`: its
+    /// resolved pronouns and references replaced by their entities' names).
+    fn rewritten(history: &[Message], mentions: &[crate::link::Mention]) -> Vec<Message> {
+        history
             .iter()
             .enumerate()
-            .map(|(i, m)| Message { speaker: m.speaker.clone(), text: crate::link::rewrite::rewritten_text(&m.text, i, &mentions) })
-            .collect())
+            .map(|(i, m)| Message { speaker: m.speaker.clone(), text: crate::link::rewrite::rewritten_text(&m.text, i, mentions) })
+            .collect()
     }
 
     /// The fact checker replies are checked with, if any.
@@ -380,8 +382,21 @@ impl Pipeline {
                 _ => &[],
             })
             .collect();
-        let rewritten: Vec<Vec<Message>> =
-            if self.settings.rewrite_history { requests.iter().map(|r| self.rewritten(r.history)).collect::<Result<_, _>>()? } else { Vec::new() };
+        // With the rewrite, each request's resolved words (explained in the reply) and, when
+        // the generator reads it, the rewritten history.
+        let rewrite = self.retriever.linker().config().rewrite;
+        let mut resolutions: Vec<Vec<crate::link::Mention>> = Vec::with_capacity(if rewrite { n } else { 0 });
+        let mut rewritten: Vec<Vec<Message>> = Vec::new();
+        if rewrite {
+            for r in requests {
+                let mentions = self.retriever.linker().link_dialog(r.history)?;
+                if self.settings.rewrite_history {
+                    rewritten.push(Self::rewritten(r.history, &mentions));
+                }
+                resolutions.push(mentions.into_iter().filter(|m| m.kind == crate::link::MatchKind::Resolved).collect());
+            }
+        }
+        let mut resolutions = resolutions.into_iter();
         let gen_inputs: Vec<GenerationInput<'_>> = requests
             .iter()
             .zip(&knowledge)
@@ -412,6 +427,7 @@ impl Pipeline {
                     knowledge: knowledge.to_vec(),
                     responses,
                     checks,
+                    resolutions: resolutions.next().unwrap_or_default(),
                     timings: StageTimings { link_ms, retrieve_ms: if at.is_some() { retrieve_share } else { 0.0 }, generate_ms: generate_share, batch: n },
                 })
             })

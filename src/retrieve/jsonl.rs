@@ -9,7 +9,8 @@
 //! [{"score", "explanation", "triples": [{"head", "relation", "tail", "reverse"}]}]}`; with
 //! `explain`, a generated path also has `"tokens": [{"id", "text", "model", "prior"}]` (the
 //! model's and the graph prior's log-probabilities of each generated token), and the answer
-//! has `"input_ids"`: the encoder input of the first retrieval step.
+//! has `"input_ids"`: the encoder input of the first retrieval step, and, with `rewrite`,
+//! `"resolutions"`: the resolved pronouns and references as `trellis link --json` writes them.
 
 use super::{RetrieveError, Retriever};
 use crate::dialog::Message;
@@ -251,6 +252,13 @@ fn render(
         .collect();
     let names: Vec<&String> = ids.iter().map(|e| &entity[e]).collect();
     let mut v = json!({"id": request.id, "mentioned": names, "paths": out_paths});
+    if opts.explain && request.entities.is_none() && retriever.linker().config().rewrite {
+        // Every pronoun and reference the rewrite resolved: which words, which entity, which
+        // facts agreed.
+        let resolved: Vec<crate::link::Mention> =
+            retriever.linker().link_dialog(&request.history)?.into_iter().filter(|m| m.kind == crate::link::MatchKind::Resolved).collect();
+        v["resolutions"] = json!(resolved);
+    }
     if opts.explain {
         // The encoder input the model read (first step), for comparing decoders on it.
         if let Some(g) = retriever.generative() {

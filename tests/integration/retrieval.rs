@@ -489,3 +489,56 @@ fn candidate_recall_is_the_share_of_gold_paths_among_the_candidates() {
     let report = retrieval::evaluate(&store, &Retriever::new(store.clone(), cfg).unwrap(), &dialogs, &[1], &trellis::Monitor::new()).unwrap();
     assert_eq!(report.candidate_recall, 0.5, "uncapped: no caps");
 }
+
+/// `--retriever all --top 100000` lists every candidate of a request, also past the 1,000
+/// paths the old limit cut at (tools/bench/gsr.sh's reference harness reads the candidate
+/// set this way and stopped on dev dialogs that mention many entities).
+#[test]
+fn every_candidate_of_a_request_with_many_entities_is_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    // Six hubs, each with 100 facts (20 relations x 5 objects: under the per-relation cap of
+    // 10) and one fact out of each object: 100 facts and 100 two-hop paths per hub, by hand
+    // 6 x 200 = 1,200 candidates when the dialog names all six.
+    let names = ["Hubalpha", "Hubbravo", "Hubcharlie", "Hubdelta", "Hubecho", "Hubfoxtrot"];
+    let mut tsv = String::new();
+    for (h, hub) in names.iter().enumerate() {
+        for k in 0..100 {
+            tsv.push_str(&format!("{hub}\trel{}\tobject {h} {k}\n", k % 20));
+            tsv.push_str(&format!("object {h} {k}\tnext\ttail {h} {k}\n"));
+        }
+    }
+    let kg = write(dir.path(), "hubs.tsv", tsv.as_bytes());
+    let s = dir.path().join("s");
+    ingest(&s, &[], &[&kg]);
+    let input = write(dir.path(), "in.jsonl", format!("{{\"id\": 1, \"history\": [\"{}\"]}}\n", names.join(" and ")).as_bytes());
+    let paths = |top: &str| -> usize {
+        let out = dir.path().join(format!("out-{top}.jsonl"));
+        let o = trellis()
+            .args(["retrieve", "--retriever", "all", "--store"])
+            .arg(&s)
+            .arg("--input")
+            .arg(&input)
+            .arg("--output")
+            .arg(&out)
+            .args(["--top", top])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let answer: serde_json::Value = serde_json::from_str(std::fs::read_to_string(&out).unwrap().trim()).unwrap();
+        answer["paths"].as_array().unwrap().len()
+    };
+    assert_eq!(paths("100000"), 1200);
+    assert_eq!(paths("1000"), 1000, "a smaller --top still cuts");
+    let o = trellis()
+        .args(["retrieve", "--retriever", "all", "--store"])
+        .arg(&s)
+        .arg("--input")
+        .arg(&input)
+        .arg("--output")
+        .arg(dir.path().join("x"))
+        .args(["--top", "100001"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("top must be within 1..=100000, not 100001"));
+}

@@ -148,3 +148,63 @@ fn a_message_full_of_pronouns_resolves_at_most_the_cap() {
     assert_eq!(resolved.len(), rewrite::MAX_RESOLVED_PER_MESSAGE);
     assert!(resolved.iter().all(|n| *n == "Happy Gilmore"), "{resolved:?}");
 }
+
+/// Every resolution explained where the rewrite is used: `retrieve --explain` answers and
+/// `respond`/`run` replies carry the resolved words (which entity, which facts agreed);
+/// `--gen-rewrite` hands the generator the rewritten dialog (a different encoder input).
+#[test]
+fn retrieve_and_respond_explain_what_the_rewrite_resolved() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path(), GRAPH);
+    let input = write(dir.path(), "in.jsonl", b"{\"id\": 1, \"history\": [\"Do you know Lev Grossman?\", \"Yes! He wrote The Magician's Land.\"]}\n");
+    let out = dir.path().join("out.jsonl");
+    let retrieve = |extra: &[&str]| -> serde_json::Value {
+        let o = trellis()
+            .args(["retrieve", "--retriever", "bm25", "--store"])
+            .arg(&store)
+            .arg("--input")
+            .arg(&input)
+            .arg("--output")
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_str(std::fs::read_to_string(&out).unwrap().trim()).unwrap()
+    };
+    let a = retrieve(&["--rewrite", "--explain"]);
+    let r = &a["resolutions"];
+    assert_eq!(r.as_array().unwrap().len(), 1, "{a}");
+    assert_eq!((r[0]["text"].as_str(), r[0]["message"].as_i64()), (Some("He"), Some(1)));
+    assert_eq!(r[0]["entities"][0]["name"], "Lev Grossman");
+    assert_eq!(r[0]["resolution"]["agreed"][0], serde_json::json!(["Lev Grossman", "Gender", "Male"]));
+    assert!(retrieve(&["--rewrite"]).get("resolutions").is_none(), "only with --explain");
+    assert!(retrieve(&["--explain"]).get("resolutions").is_none(), "only with --rewrite");
+
+    let generator = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/generator-opendialkg");
+    let respond = |extra: &[&str]| {
+        trellis()
+            .args(["respond", "--retriever", "bm25", "--store"])
+            .arg(&store)
+            .arg("--generator")
+            .arg(&generator)
+            .args(extra)
+            .args(["Do you know Lev Grossman?", "Yes! He wrote The Magician's Land."])
+            .output()
+            .unwrap()
+    };
+    let o = respond(&["--rewrite"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("resolved \"He\" (message 2) -> Lev Grossman (1 back; agreed: Lev Grossman Gender Male)"), "{err}");
+    let o = respond(&["--rewrite", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["resolutions"][0]["entities"][0]["name"], "Lev Grossman");
+    let o = respond(&["--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v.get("resolutions").is_none());
+    // --gen-rewrite needs --rewrite, and is refused without it as a usage error.
+    let o = respond(&["--gen-rewrite"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`gen_rewrite` needs `rewrite`"));
+}

@@ -89,8 +89,9 @@ from tools.train.linearize import preset, render_path  # noqa: E402
 DEV_DIALOGS = Path("/work/shared/data/opendialkg/dialogs_dev.csv")
 
 # Every candidate path: `--top` at the largest value `trellis retrieve` takes (src/limits.rs
-# TOP); an answer that reaches it may have been cut, and the script stops rather than use it.
-TOP_ALL = 1000
+# PATHS_TOP); an answer that reaches it may have been cut, and the script stops rather than
+# use it. (At 1000, the old limit, dev dialogs with many entities reached it.)
+TOP_ALL = 100_000
 
 
 def all_candidates(answers):
