@@ -15,6 +15,10 @@ const CLAUSE_SUBJECTS: &[&str] = &["i", "you", "we", "he", "she", "they", "i'm",
 const PREDICATE_COORDINATORS: &[&str] = &["and", "but", "or"];
 /// A one-mention sentence is about an entity of the dialog only when it refers to one.
 const REFERRING: &[&str] = &["he", "she", "it", "they", "him", "her", "his", "its", "them", "their", "this", "that", "these", "those"];
+/// Words that deny the relation between two mentions.
+const NEGATIONS: &[&str] = &["not", "never", "no", "nor", "neither", "cannot"];
+/// Words that only suppose it: no claim.
+const HEDGES: &[&str] = &["maybe", "perhaps", "possibly", "probably"];
 /// The longest relation phrase between two mentions, in words.
 pub const MAX_PHRASE_WORDS: usize = 8;
 
@@ -50,13 +54,20 @@ pub(crate) fn phrase_words(text: &str) -> Vec<String> {
 /// The sentences of `text`: cut after a run of `.`, `!`, `?` or `;` followed by a space or
 /// the end, except inside a mention (`J.K. Rowling`).
 pub(crate) fn sentences(text: &str, mentions: &[(usize, usize)]) -> Vec<Sentence> {
-    let inside = |i: usize| mentions.iter().any(|&(s, e)| s <= i && i < e);
+    // Mentions come in text order and do not overlap: one cursor walks them (linear time).
+    let mut next_mention = 0;
     let mut out = Vec::new();
     let mut start = 0;
     let mut question = false;
     let mut iter = text.char_indices().peekable();
     while let Some((i, c)) = iter.next() {
-        if !matches!(c, '.' | '!' | '?' | ';') || inside(i) {
+        if !matches!(c, '.' | '!' | '?' | ';') {
+            continue;
+        }
+        while next_mention < mentions.len() && mentions[next_mention].1 <= i {
+            next_mention += 1;
+        }
+        if mentions.get(next_mention).is_some_and(|&(s, _)| s <= i) {
             continue;
         }
         question |= c == '?';
@@ -98,20 +109,41 @@ pub(crate) struct Slot {
     pub phrase: String,
     /// Its words ([`phrase_words`]).
     pub words: Vec<String>,
+    /// Whether the words between two mentions deny the relation ("was not directed by").
+    pub negated: bool,
+}
+
+/// Whether `words` deny what they say ("not", "never", "wasn't").
+fn negated(words: &[String]) -> bool {
+    words.iter().any(|w| NEGATIONS.contains(&w.as_str()) || w.ends_with("n't"))
+}
+
+/// Whether `words` only suppose what they say ("maybe", "probably"): not a claim.
+fn hedged(words: &[String]) -> bool {
+    words.iter().any(|w| HEDGES.contains(&w.as_str()))
 }
 
 /// The claim slots of a reply whose mentions (byte spans, in text order, not overlapping)
-/// are `mentions`; at most `max` of them.
+/// are `mentions`; at most `max` of them (none is made past it: a sentence of thousands of
+/// coordinated mentions costs no more than `max` slots). Linear in the text and mentions.
 pub(crate) fn slots(text: &str, mentions: &[(usize, usize)], max: usize) -> Vec<Slot> {
     let mut out = Vec::new();
+    let mut cursor = 0;
     for (si, s) in sentences(text, mentions).iter().enumerate() {
-        if s.question {
+        if out.len() >= max {
+            break;
+        }
+        while cursor < mentions.len() && mentions[cursor].0 < s.start {
+            cursor += 1;
+        }
+        let first = cursor;
+        while cursor < mentions.len() && mentions[cursor].1 <= s.end {
+            cursor += 1;
+        }
+        if s.question || first == cursor {
             continue;
         }
-        let inside: Vec<usize> = (0..mentions.len()).filter(|&m| mentions[m].0 >= s.start && mentions[m].1 <= s.end).collect();
-        if inside.is_empty() {
-            continue;
-        }
+        let inside: Vec<usize> = (first..cursor).collect();
         // Coordinated mentions form one group.
         let mut groups: Vec<Vec<usize>> = vec![vec![inside[0]]];
         for w in inside.windows(2) {
@@ -135,9 +167,13 @@ pub(crate) fn slots(text: &str, mentions: &[(usize, usize)], max: usize) -> Vec<
             phrase.push_str(&text[cut..s.end]);
             let phrase = phrase.split_whitespace().collect::<Vec<_>>().join(" ");
             let words: Vec<String> = phrase_words(&phrase).into_iter().filter(|w| w != "_").collect();
-            let refers = words.iter().any(|w| REFERRING.contains(&w.as_str()));
-            for &m in groups[0].iter().filter(|_| refers) {
-                out.push(Slot { sentence: si, pairing: Pairing::Dialog { mention: m }, phrase: phrase.clone(), words: words.clone() });
+            if words.iter().any(|w| REFERRING.contains(&w.as_str())) && !hedged(&words) {
+                for &m in &groups[0] {
+                    if out.len() >= max {
+                        return out;
+                    }
+                    out.push(Slot { sentence: si, pairing: Pairing::Dialog { mention: m }, phrase: phrase.clone(), words: words.clone(), negated: false });
+                }
             }
         }
         for g in groups.windows(2) {
@@ -145,18 +181,18 @@ pub(crate) fn slots(text: &str, mentions: &[(usize, usize)], max: usize) -> Vec<
             let phrase = text[mentions[last].1..mentions[first].0].trim();
             let words = phrase_words(phrase);
             let new_predicate = words.first().is_some_and(|w| PREDICATE_COORDINATORS.contains(&w.as_str()));
-            if new_predicate || words.len() > MAX_PHRASE_WORDS || words.iter().any(|w| CLAUSE_SUBJECTS.contains(&w.as_str())) {
+            if new_predicate || hedged(&words) || words.len() > MAX_PHRASE_WORDS || words.iter().any(|w| CLAUSE_SUBJECTS.contains(&w.as_str())) {
                 continue;
             }
+            let negated = negated(&words);
             for &a in &g[0] {
                 for &b in &g[1] {
-                    out.push(Slot { sentence: si, pairing: Pairing::Mentions { a, b }, phrase: phrase.to_string(), words: words.clone() });
+                    if out.len() >= max {
+                        return out;
+                    }
+                    out.push(Slot { sentence: si, pairing: Pairing::Mentions { a, b }, phrase: phrase.to_string(), words: words.clone(), negated });
                 }
             }
-        }
-        if out.len() >= max {
-            out.truncate(max);
-            break;
         }
     }
     out

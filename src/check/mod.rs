@@ -5,11 +5,17 @@
 //!
 //! - **supported**: a stored fact connects the two entities with a relation the phrase
 //!   expresses, or any stored fact does when the phrase names no relation ("Adam Sandler is a
-//!   Writer"); or a two-fact path does, one of whose relations the phrase expresses;
+//!   Writer"); or a two-fact path does whose two relations the phrase expresses (two films
+//!   of one genre);
 //! - **refuted**: the phrase names a relation that is functional in the graph, the store
 //!   holds it for one of the two entities with other ends, and none is the other entity
 //!   ("Mystic River was directed by Sean Penn", the store saying Clint Eastwood);
 //! - **not enough information** otherwise.
+//!
+//! Words between two mentions that deny the relation ("was not directed by") turn a
+//! supported claim into a refuted one (and a refuted one into not enough information); a
+//! hedged one ("maybe directed by") is no claim. Which way round the words put the two ends
+//! is not read: "Larry Charles was directed by The Dictator" is supported like its reverse.
 //!
 //! A phrase expresses a relation when it contains one of the relation's cues: the words of
 //! its name, stemmed ("directed_by": direct), and the cues a checker file learned from
@@ -231,11 +237,11 @@ impl FactChecker {
         let count = store.relation_count().min(u64::from(u32::MAX)) as u32;
         let mut relations = HashMap::new();
         let mut cues: HashMap<String, Vec<(Vec<String>, RelationId)>> = HashMap::new();
+        let mut seen: std::collections::HashSet<(Vec<String>, RelationId)> = std::collections::HashSet::new();
         let mut add = |stems: Vec<String>, r: RelationId| {
             if let Some((first, rest)) = stems.split_first() {
-                let list = cues.entry(first.clone()).or_default();
-                if !list.iter().any(|(x, y)| x.as_slice() == rest && *y == r) {
-                    list.push((rest.to_vec(), r));
+                if seen.insert((stems.clone(), r)) {
+                    cues.entry(first.clone()).or_default().push((rest.to_vec(), r));
                 }
             }
         };
@@ -361,6 +367,13 @@ impl FactChecker {
                     .or_else(|| outcomes.iter().position(|o| o.2 .0 == Verdict::NotEnoughInfo))
                     .unwrap_or(0);
                 let Some((ea, eb, (verdict, evidence))) = outcomes.into_iter().nth(pick) else { return Ok(None) };
+                // A denied relation ("was not directed by") is refuted by the facts that hold
+                // it; denying one the store contradicts tells nothing certain.
+                let (verdict, evidence) = match (slot.negated, verdict) {
+                    (false, v) => (v, evidence),
+                    (true, Verdict::Supported) => (Verdict::Refuted, evidence),
+                    (true, _) => (Verdict::NotEnoughInfo, Vec::new()),
+                };
                 let end = |m: &Mention, e: &crate::link::LinkedEntity| ClaimEntity { text: m.text.clone(), id: e.id, name: e.name.clone(), from_dialog: false };
                 Ok(Some(claim(end(ma, ea), end(mb, eb), verdict, reads.named(&evidence)?)))
             }
@@ -414,7 +427,10 @@ impl FactChecker {
             'outer: for z in middles {
                 for e1 in &small[z] {
                     for e2 in &large[z] {
-                        if named(e1.relation) || named(e2.relation) {
+                        // Both facts of the relation named: two things sharing a genre, an
+                        // author ("Happy Gilmore shares a genre with Big Daddy"). One alone
+                        // would let any neighbour's fact support the claim.
+                        if named(e1.relation) && named(e2.relation) {
                             let (from_x, from_y) = if small_is_x { (e1, e2) } else { (e2, e1) };
                             // The fact at x, then the one at y: a path x - z - y.
                             paths.push(vec![Fact::of(x, *from_x), Fact::of(y, *from_y)]);

@@ -58,6 +58,21 @@ pub enum CheckerProblem {
         /// The cue.
         cue: String,
     },
+    /// Bytes that are not UTF-8.
+    #[error("invalid UTF-8 at byte {byte}")]
+    Utf8 {
+        /// Offset of the first invalid byte.
+        byte: usize,
+    },
+    /// A one-word cue that is a function word ("the"): it would make nearly every phrase
+    /// name its relation.
+    #[error("relation {relation:?}: cue {cue:?} is a function word (src/check/function_words.rs)")]
+    FunctionWord {
+        /// The relation.
+        relation: String,
+        /// The cue.
+        cue: String,
+    },
     /// Counts that cannot be (more single-object subjects than subjects).
     #[error("relation {relation:?}: single_object must be at most subjects, single_subject at most objects")]
     Counts {
@@ -124,8 +139,11 @@ impl CheckerModel {
     pub fn from_path(path: &Path) -> Result<CheckerModel, CheckerError> {
         let file = if path.is_dir() { path.join(CHECKER_FILE) } else { path.to_path_buf() };
         let bytes = read_limited(&file, CHECKER_LIMIT).map_err(|problem| CheckerError::File { path: file.clone(), problem })?;
-        let text = String::from_utf8_lossy(&bytes);
-        CheckerModel::from_json(&text).map_err(|problem| CheckerError::Invalid { path: file, problem })
+        let invalid = |problem| CheckerError::Invalid { path: file.clone(), problem };
+        let text = std::str::from_utf8(&bytes).map_err(|e| invalid(CheckerProblem::Utf8 { byte: e.valid_up_to() }))?;
+        // A byte-order mark says nothing about the content (as every JSON input here).
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        CheckerModel::from_json(text).map_err(invalid)
     }
 
     /// Parses a checker file's text; the error says what is wrong.
@@ -140,6 +158,9 @@ impl CheckerModel {
                 let n = cue.split_whitespace().count();
                 if n == 0 || n > MAX_CUE_WORDS {
                     return Err(CheckerProblem::Cue { relation: relation.clone(), cue: cue.clone() });
+                }
+                if n == 1 && super::function_words::is_function_word(&cue.trim().to_lowercase()) {
+                    return Err(CheckerProblem::FunctionWord { relation: relation.clone(), cue: cue.clone() });
                 }
             }
         }
@@ -178,6 +199,7 @@ mod tests {
             Err(CheckerProblem::Counts { .. })
         ));
         assert!(matches!(CheckerModel::from_json("{"), Err(CheckerProblem::Json(_))));
+        assert!(matches!(CheckerModel::from_json(r#"{"format": 1, "task": "fact-check", "cues": {"r": ["The"]}}"#), Err(CheckerProblem::FunctionWord { .. })));
         assert!(matches!(CheckerModel::from_json(r#"{"format": 1, "task": "fact-check", "extra": 1}"#), Err(CheckerProblem::Json(_))));
     }
 }

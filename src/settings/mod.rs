@@ -632,6 +632,8 @@ pub struct GeneratorSpec {
     no_repeat_ngram_size: Option<usize>,
     min_new_tokens: Option<usize>,
     repetition_penalty: Option<f64>,
+    /// Sequences a pipeline checks (`gen_check`): beam search returning at least as many.
+    check: usize,
 }
 
 impl GeneratorSpec {
@@ -670,6 +672,7 @@ impl GeneratorSpec {
             no_repeat_ngram_size: r.usize("no_repeat_ngram_size", &limits::NO_REPEAT_NGRAM_SIZE)?,
             min_new_tokens: r.usize("min_new_tokens", &limits::MIN_NEW_TOKENS)?,
             repetition_penalty: r.float("repetition_penalty", &limits::REPETITION_PENALTY)?,
+            check: 0,
         })
     }
 
@@ -723,6 +726,25 @@ impl GeneratorSpec {
         if !matches!(s.strategy, Strategy::Sample(_)) {
             for (name, given) in ["temperature", "top_k", "top_p", "seed"].into_iter().zip(sample_given) {
                 refuse(name, given, Owner::Sampling { prefix: p })?;
+            }
+        }
+        if self.check > 0 {
+            match &mut s.strategy {
+                Strategy::Beam(b) if b.beams < self.check => {
+                    return Err(SettingError::Needs {
+                        name: format!("{p}check"),
+                        needs: format!("{p}beams"),
+                        what: "at least as many beams as sequences checked",
+                    })
+                }
+                Strategy::Beam(b) => b.return_sequences = self.return_sequences.unwrap_or(self.check),
+                _ => {
+                    return Err(SettingError::NotApplicable {
+                        name: format!("{p}check"),
+                        to: format!("this generator's {decoding}"),
+                        belongs: Owner::BeamSearch { prefix: p },
+                    })
+                }
             }
         }
         s.max_new_tokens = self.max_new_tokens.unwrap_or(s.max_new_tokens);
@@ -803,20 +825,15 @@ impl PipelineSpec {
         }
         let g = Reader::new(s, "gen_");
         let mut generator = GeneratorSpec::read_with(&g, "gen_")?;
-        // The sequences checked are the ones the generator returns.
-        if gen_check > 0 {
-            match generator.return_sequences {
-                None => generator.return_sequences = Some(gen_check),
-                Some(n) if n < gen_check => {
-                    return Err(SettingError::Needs {
-                        name: "gen_check".into(),
-                        needs: "gen_return_sequences".into(),
-                        what: "at least as many sequences returned as checked",
-                    })
-                }
-                Some(_) => {}
-            }
+        // The sequences checked are the ones the generator returns (`apply` sets them).
+        if generator.return_sequences.is_some_and(|n| n < gen_check) {
+            return Err(SettingError::Needs {
+                name: "gen_check".into(),
+                needs: "gen_return_sequences".into(),
+                what: "at least as many sequences returned as checked",
+            });
         }
+        generator.check = gen_check;
         generator.runtime = runtime.clone();
         generator.batch = Some(batch);
         // A name is known when either reader read it.

@@ -114,6 +114,25 @@ fn claims_are_judged_by_the_facts_between_their_entities() {
     // Another clause ("I") between two mentions: no claim between them.
     assert!(check("Milk is great and I love Mystic River.").is_empty());
 
+    // Denied: the stored fact refutes it; hedged: no claim.
+    assert_eq!(
+        check("Mystic River was not directed by Clint Eastwood."),
+        [row("Mystic River", "was not directed by", "Clint Eastwood", Refuted, vec![vec![fact("Mystic River", "directed_by", "Clint Eastwood")]])]
+    );
+    assert_eq!(check("Mystic River wasn't directed by Sean Penn."), [row("Mystic River", "wasn't directed by", "Sean Penn", NotEnoughInfo, vec![])]);
+    assert!(check("Mystic River was maybe directed by Sean Penn.").is_empty());
+    // A two-fact path supports only when both its facts are of the relation named: Milk's
+    // director is not a director of Mystic River through Sean Penn.
+    assert_eq!(
+        check("Gus Van Sant directed Mystic River."),
+        [row("Gus Van Sant", "directed", "Mystic River", Refuted, vec![vec![fact("Mystic River", "directed_by", "Clint Eastwood")]])]
+    );
+    // Thousands of coordinated mentions in one sentence: at most MAX_CLAIMS claims, made
+    // without building the rest.
+    let many = format!("{}Sean Penn starred in Milk.", "Sean Penn, ".repeat(5000));
+    let r = c.check(&[], &many).unwrap();
+    assert_eq!(r.claims.len(), trellis::check::MAX_CLAIMS);
+
     // Without a checker file: only names as cues and nothing functional, so no refutation.
     let plain = checker(&store, None);
     let r = plain.check(&[], "Mystic River was directed by Sean Penn.").unwrap();
