@@ -29,7 +29,7 @@ pub mod model;
 
 use crate::ids::{Direction, EntityId, RelationId};
 use crate::limits::OutOfRange;
-use crate::link::{LinkConfig, Linker, Mention, Message};
+use crate::link::{DialogState, LinkConfig, Linker, Mention, Message};
 use crate::porter::stem;
 use crate::store::error::ReadError;
 use crate::store::{Edge, Store};
@@ -310,22 +310,38 @@ impl FactChecker {
 
     /// The claims of `reply`, written after `dialog`, and their verdicts.
     pub fn check(&self, dialog: &[Message], reply: &str) -> Result<ReplyCheck, ReadError> {
-        let mut all = dialog.to_vec();
-        all.push(Message { speaker: String::new(), text: reply.to_owned() });
-        let mentions = self.linker.link_dialog(&all)?;
-        let at = dialog.len();
-        let ours: Vec<&Mention> = mentions.iter().filter(|m| m.message == at && !m.entities.is_empty()).collect();
-        let spans: Vec<(usize, usize)> = ours.iter().map(|m| (m.start, m.end)).collect();
-        let slots = claims::slots(reply, &spans, MAX_CLAIMS);
-        let mut reads = Reads::new(self.store());
-        let dialog_entities: Vec<EntityId> = self.linker.turn_entities(&mentions, at).into_iter().map(|(e, _)| e).take(DIALOG_ENTITIES * 2).collect();
-        let mut claims = Vec::with_capacity(slots.len());
-        for slot in &slots {
-            if let Some(c) = self.judge(slot, &ours, &dialog_entities, &mut reads)? {
-                claims.push(c);
-            }
+        Ok(self.check_each(dialog, &[reply])?.pop().unwrap_or_default())
+    }
+
+    /// Each of `replies` checked as written after `dialog` (one after another is not read:
+    /// each is the next message alone), the dialog linked once.
+    pub fn check_each(&self, dialog: &[Message], replies: &[&str]) -> Result<Vec<ReplyCheck>, ReadError> {
+        let mut history = DialogState::default();
+        for m in dialog {
+            self.linker.push(&mut history, m)?;
         }
-        Ok(ReplyCheck::from_claims(claims))
+        let at = dialog.len();
+        let dialog_entities: Vec<EntityId> = self.linker.turn_entities(history.mentions(), at).into_iter().map(|(e, _)| e).take(DIALOG_ENTITIES * 2).collect();
+        let mut reads = Reads::new(self.store());
+        let mut out = Vec::with_capacity(replies.len());
+        for reply in replies {
+            let mut state = history.clone();
+            let ours: Vec<&Mention> = self
+                .linker
+                .push(&mut state, &Message { speaker: String::new(), text: (*reply).to_owned() })?
+                .iter()
+                .filter(|m| !m.entities.is_empty())
+                .collect();
+            let spans: Vec<(usize, usize)> = ours.iter().map(|m| (m.start, m.end)).collect();
+            let mut claims = Vec::new();
+            for slot in &claims::slots(reply, &spans, MAX_CLAIMS) {
+                if let Some(c) = self.judge(slot, &ours, &dialog_entities, &mut reads)? {
+                    claims.push(c);
+                }
+            }
+            out.push(ReplyCheck::from_claims(claims));
+        }
+        Ok(out)
     }
 
     fn judge(&self, slot: &Slot, mentions: &[&Mention], dialog: &[EntityId], reads: &mut Reads<'_>) -> Result<Option<Claim>, ReadError> {

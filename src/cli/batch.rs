@@ -267,6 +267,14 @@ fn file_identity(path: &Path) -> String {
 
 /// What a batch's answers depend on in a model directory: every file's identity (a file
 /// replaced or edited in place, `trellis.json` included, changes it).
+/// A model directory's identity ([`model_identity`]), or one file's.
+pub fn path_identity(path: &Path) -> serde_json::Value {
+    if path.is_dir() {
+        return model_identity(path);
+    }
+    serde_json::Value::from(format!("{} [{}]", absolute(path), file_identity(path)))
+}
+
 pub fn model_identity(dir: &Path) -> serde_json::Value {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir).map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
     files.sort();

@@ -206,6 +206,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     settings.insert("retriever".into(), super::retrieve::fingerprint(&spec.retriever).into());
     settings.insert("generator".into(), super::batch::model_identity(&args.generator.generator));
     settings.insert("generation".into(), format!("{:?}", pipeline.settings()).into());
+    if let Some(checker) = &spec.checker {
+        // The checker file's content (its cues and counts are only summed up in "generation").
+        settings.insert("checker".into(), super::batch::path_identity(checker));
+    }
     let job = super::batch::Job { command: "run", settings };
     let mut out = super::batch::BatchOutput::open(&args.output, args.resume, job, &mut input)?;
     let pool = rayon::ThreadPoolBuilder::new().num_threads(args.threads.unwrap_or(0)).build()?;

@@ -126,11 +126,12 @@ pub struct Linker {
 }
 
 /// Words of multi-word names linked so far in a dialog -> the entity.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct PartialNames(HashMap<String, EntityId>);
 
-/// A dialog being linked message by message (`Linker::push`), as a live system would.
-#[derive(Default)]
+/// A dialog being linked message by message (`Linker::push`), as a live system would;
+/// cloned, one history goes on with several next messages (a fact check of N replies).
+#[derive(Clone, Default)]
 pub struct DialogState {
     partial: PartialNames,
     mentions: Vec<Mention>,

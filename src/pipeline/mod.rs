@@ -150,7 +150,7 @@ pub struct PipelineSettings {
 }
 
 /// How a pipeline checks its replies ([`crate::check`]).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct CheckSettings {
     /// The checker's cues and relation counts.
     pub model: CheckerModel,
@@ -158,6 +158,18 @@ pub struct CheckSettings {
     /// a reply with no judged claim counting 0.5, then the model's order); 0: every reply
     /// is checked and none reordered.
     pub candidates: usize,
+}
+
+// Short: a batch job's checkpoint records the settings' Debug text after every round, and
+// the checker file's thousands of cues are recorded there by the file's identity instead.
+impl std::fmt::Debug for CheckSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckSettings")
+            .field("candidates", &self.candidates)
+            .field("cued_relations", &self.model.cues.len())
+            .field("counted_relations", &self.model.relations.len())
+            .finish()
+    }
 }
 
 /// The fact score a reply with no judged claim ranks with among checked sequences: below a
@@ -255,7 +267,8 @@ impl Pipeline {
     /// supported first (a stable sort: the model's order breaks ties).
     fn check_responses(&self, history: &[Message], responses: &mut Vec<Generated>) -> Result<Vec<ReplyCheck>, PipelineError> {
         let (Some(checker), Some(check)) = (&self.checker, &self.settings.check) else { return Ok(Vec::new()) };
-        let mut checks: Vec<ReplyCheck> = responses.iter().map(|g| checker.check(history, &g.text)).collect::<Result<_, _>>()?;
+        let texts: Vec<&str> = responses.iter().map(|g| g.text.as_str()).collect();
+        let mut checks = checker.check_each(history, &texts)?;
         let n = check.candidates.min(responses.len());
         if n > 1 {
             let key = |c: &ReplyCheck| c.fact_score.unwrap_or(UNJUDGED_FACT_SCORE);

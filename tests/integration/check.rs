@@ -152,6 +152,13 @@ fn a_one_mention_sentence_claims_with_the_dialog_and_scores_add_up() {
     assert!(claim.subject.from_dialog && !claim.object.from_dialog);
     assert_eq!((claim.subject.name.as_str(), claim.object.name.as_str(), claim.verdict), ("Clint Eastwood", "Gran Torino", Verdict::Supported));
     assert_eq!(claim.relations, ["directed_by"]);
+    // Several replies to one dialog (a pipeline's N best): each judged as if alone, whatever
+    // comes before it in the list.
+    let replies = ["Gran Torino was directed by Sean Penn.", "Yes, he directed Gran Torino."];
+    let together = c.check_each(&dialog, &replies).unwrap();
+    let alone: Vec<ReplyCheck> = replies.iter().map(|r| c.check(&dialog, r).unwrap()).collect();
+    assert_eq!(together, alone);
+    assert_eq!((together[0].refuted, together[1].supported), (1, 1));
     // A one-mention sentence that names no relation claims nothing.
     assert!(c.check(&dialog, "I loved Gran Torino.").unwrap().claims.is_empty());
 
