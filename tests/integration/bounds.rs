@@ -153,7 +153,7 @@ fn retrieve_and_link_options_are_bounded() {
     use limits::*;
     let options = [
         ("--bm25-turns", Range::Int(BM25_TURNS)),
-        ("--top", Range::Int(TOP)),
+        ("--top", Range::Int(PATHS_TOP)),
         ("--threads", Range::Int(THREADS)),
         ("--window", Range::Int(WINDOW)),
         ("--max-ngram", Range::Int(MAX_NGRAM)),
