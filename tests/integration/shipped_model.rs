@@ -17,7 +17,7 @@ fn shipped_generator() -> PathBuf {
 
 #[test]
 fn the_shipped_models_pass_doctor() {
-    let encoders = ["dense-opendialkg", "rerank-opendialkg", "surge-opendialkg"].map(|m| Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(m));
+    let encoders = ["dense-opendialkg", "rerank-opendialkg", "rerank-minilm-opendialkg", "surge-opendialkg"].map(|m| Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(m));
     for model in [shipped(), shipped_generator()].into_iter().chain(encoders) {
         let out = trellis().args(["doctor", "--json", "--model"]).arg(&model).output().unwrap();
         assert!(out.status.success(), "{}: {}", model.display(), String::from_utf8_lossy(&out.stderr));
@@ -395,4 +395,77 @@ fn the_shipped_generator_writes_no_placeholder_without_an_entity() {
     // The model still writes the placeholders it has entities for.
     assert!(with_placeholders * 4 >= replies / 2, "{with_placeholders} of {replies}");
     eprintln!("{replies} replies, {with_placeholders} with a placeholder, none without its entity");
+}
+
+fn model_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(name)
+}
+
+/// The MiniLM cross-encoder on its real weights (issue 36) against
+/// `tools/reference/minilm_goldens.py`: the pretrained WordPiece tokenizer's ids of pairs with
+/// capitals, accents, punctuation, digits, Chinese and Japanese, and texts past 96 tokens,
+/// exactly; the logits within 1e-4 of onnxruntime's on the same int8 file, and within a tenth
+/// of their spread of the float PyTorch model it was exported from.
+#[test]
+fn the_minilm_reranker_matches_its_python_reference() {
+    use trellis::model::encoder::CrossEncoder;
+    use trellis::model::RuntimeOptions;
+    let g: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture("encoders/minilm-rerank-goldens.json")).unwrap()).unwrap();
+    let m = CrossEncoder::open(&model_dir("rerank-minilm-opendialkg"), &RuntimeOptions::default(), 5).unwrap();
+    assert_eq!(m.dir().max_length() as u64, g["max_length"].as_u64().unwrap());
+    let pairs: Vec<(String, String)> = g["pairs"].as_array().unwrap().iter().map(|p| (p[0].as_str().unwrap().to_owned(), p[1].as_str().unwrap().to_owned())).collect();
+    let ids = |v: &serde_json::Value| -> Vec<u32> { v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect() };
+    let floats = |v: &serde_json::Value| -> Vec<f32> { v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect() };
+    let mut cut = 0;
+    for (i, (q, p)) in pairs.iter().enumerate() {
+        let (token_ids, type_ids) = m.dir().pair_ids(q, p).unwrap();
+        assert_eq!(token_ids, ids(&g["input_ids"][i]), "token ids of pair {i}: {q:?} / {p:?}");
+        assert_eq!(type_ids, ids(&g["token_type_ids"][i]), "type ids of pair {i}");
+        cut += usize::from(token_ids.len() == m.dir().max_length());
+    }
+    assert!(cut > 0, "some pair must be cut at max_length");
+    let refs: Vec<(&str, &str)> = pairs.iter().map(|(q, p)| (q.as_str(), p.as_str())).collect();
+    let got = m.score(&refs).unwrap();
+    let (int8, float) = (floats(&g["logits_int8"]), floats(&g["logits_float"]));
+    let tolerance = g["float_tolerance"].as_f64().unwrap() as f32;
+    for (i, ((a, b), c)) in got.iter().zip(&int8).zip(&float).enumerate() {
+        assert!((a - b).abs() <= 1e-4, "pair {i}: {a} against onnxruntime's {b}");
+        assert!((a - c).abs() <= tolerance, "pair {i}: {a} against PyTorch's {c} (tolerance {tolerance})");
+    }
+}
+
+/// A mixed pool (issue 36): gsr's T5 model (SentencePiece, cased) writes paths through the
+/// token index of its own tokenizer, PCST adds its own, and the MiniLM reranker (WordPiece,
+/// lower-cased, another vocabulary) scores the union: every returned score is the
+/// cross-encoder's logit of (the last 3 messages newest first, the path's text) computed here
+/// apart, so the verbalization and the caches do not carry one model's tokens into the other's.
+#[test]
+fn a_t5_retriever_and_a_wordpiece_reranker_pool_together() {
+    use trellis::model::encoder::CrossEncoder;
+    use trellis::model::RuntimeOptions;
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, input) = crate::encoders::sample(tmp.path());
+    stdout_of(trellis().args(["index-tokens", "--linearization", "trellis", "--store"]).arg(&store).arg("--tokenizer").arg(shipped().join("tokenizer.json")));
+    let rerank = model_dir("rerank-minilm-opendialkg");
+    let gsr = shipped();
+    let args = ["--retriever", "gsr", "--model", gsr.to_str().unwrap(), "--rerank", rerank.to_str().unwrap(), "--rerank-pool", "pcst", "--rerank-top", "5", "--rerank-fusion", "0", "--top", "100"];
+    let answers = crate::encoders::retrieve(&store, &input, &tmp.path().join("out.jsonl"), &args);
+    let encoder = CrossEncoder::open(&rerank, &RuntimeOptions::default(), 7).unwrap();
+    let mut scored = 0;
+    for answer in &answers {
+        let history = crate::encoders::history_of(&input, answer["id"].as_str().unwrap());
+        let h: Vec<&str> = history.iter().map(String::as_str).collect();
+        let q = crate::encoders::query(&h, 3);
+        let texts: Vec<String> = answer["paths"].as_array().unwrap().iter().map(crate::encoders::path_text).collect();
+        if texts.is_empty() {
+            continue;
+        }
+        let pairs: Vec<(&str, &str)> = texts.iter().map(|t| (q.as_str(), t.as_str())).collect();
+        let want = encoder.score(&pairs).unwrap();
+        for (p, w) in answer["paths"].as_array().unwrap().iter().zip(&want) {
+            assert_eq!(p["score"].as_f64().unwrap(), f64::from(*w), "{}: {}", answer["id"], crate::encoders::path_text(p));
+        }
+        scored += texts.len();
+    }
+    assert!(scored >= 10, "the sample's requests must give the pool paths to rerank ({scored})");
 }
