@@ -109,6 +109,9 @@ pub enum Error {
     /// The text index (building, opening, searching it).
     #[error(transparent)]
     Text(#[from] crate::text::TextError),
+    /// A store's vector index (`crate::vectors`).
+    #[error(transparent)]
+    Vectors(#[from] crate::vectors::VectorsError),
     /// The query producer.
     #[error(transparent)]
     Query(#[from] crate::queries::QueryError),
@@ -143,6 +146,7 @@ impl Error {
             Error::Cancelled(_)
                 | Error::Ingest(IngestError::Cancelled)
                 | Error::Text(crate::text::TextError::Cancelled)
+                | Error::Vectors(crate::vectors::VectorsError::Cancelled)
                 | Error::Retrieve(RetrieveError::Cancelled)
                 | Error::Pipeline(PipelineError::Cancelled | PipelineError::Retrieve(RetrieveError::Cancelled))
                 | Error::PipelineEval(PipelineEvalError::Pipeline(PipelineError::Cancelled | PipelineError::Retrieve(RetrieveError::Cancelled)))

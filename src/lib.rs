@@ -61,6 +61,7 @@ pub mod retrieve;
 pub mod settings;
 pub mod store;
 pub mod text;
+pub mod vectors;
 
 pub use backend::BackendError;
 pub use error::Error;

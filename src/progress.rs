@@ -28,6 +28,8 @@ pub enum Work {
     IndexTokens,
     /// Building the text index (`text::index_text`).
     IndexText,
+    /// Embedding a store's facts and names (`vectors::index_vectors`).
+    IndexVectors,
     /// A live update (`Updater::apply`).
     Update,
     /// Ranking paths for a batch of dialog turns (`Retriever::retrieve_many`).
@@ -45,6 +47,7 @@ impl Work {
             Work::Load => "load",
             Work::IndexTokens => "index-tokens",
             Work::IndexText => "index-text",
+            Work::IndexVectors => "index-vectors",
             Work::Update => "update",
             Work::Retrieve => "retrieve",
             Work::Respond => "respond",

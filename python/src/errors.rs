@@ -45,7 +45,20 @@ fn retrieve_kind(e: &trellis::retrieve::RetrieveError) -> Kind {
         R::Gsr(g) => gsr_kind(g),
         R::Encoder(_) => Kind::Model,
         R::Setting(_) => Kind::Setting,
+        R::Vectors(v) => vectors_kind(v),
         _ => Kind::Other,
+    }
+}
+
+fn vectors_kind(v: &trellis::vectors::VectorsError) -> Kind {
+    use trellis::vectors::VectorsError as V;
+    match v {
+        V::Corrupt { path, .. } | V::Format { path, .. } | V::Io { path, .. } => Kind::Store { path: Some(path.clone()) },
+        V::Encoder(_) | V::Widths { .. } => Kind::Model,
+        V::OutOfRange(_) => Kind::Setting,
+        V::Open(o) => Kind::Store { path: open_path(o) },
+        V::Cancelled => Kind::Cancelled,
+        _ => Kind::Store { path: None },
     }
 }
 
@@ -113,6 +126,7 @@ pub fn kind(e: &Error) -> Kind {
         Error::Answer(trellis::retrieve::jsonl::AnswerError::Retrieve(r)) => retrieve_kind(r),
         Error::Encoder(_) => Kind::Model,
         Error::Text(t) => text_kind(t),
+        Error::Vectors(v) => vectors_kind(v),
         Error::Query(trellis::queries::QueryError::Text(t)) => text_kind(t),
         Error::Query(trellis::queries::QueryError::Read(_)) => Kind::Store { path: None },
         Error::Query(trellis::queries::QueryError::Scorer(_)) | Error::Scorer(_) | Error::Checker(_) => Kind::Model,

@@ -279,3 +279,30 @@ pub fn update<'py>(
     let report = run_update(py, &dir, changes, on_error, lang, source, progress)?;
     convert::serialized(py, &report)
 }
+
+/// index_vectors(store, dense_model, progress=None, **options) -> dict
+///
+/// Writes the store's vectors of a bi-encoder, as ``trellis index-vectors`` does: every
+/// entity name's and every fact's vector, read by ``dense_paths="facts"`` and PCST's dense
+/// prizes instead of running the encoder per turn (answers are the same with or without
+/// them). ``options``: ``encoder_batch``, ``device``, ``model_threads``, ``sessions``,
+/// checked by the library as every front end's. Returns ``{"path", "header", "bytes"}``.
+/// ``progress`` gets the same dicts as ``ingest``'s (``"work": "index-vectors"``). The GIL
+/// is released; Ctrl-C cancels (the store unchanged) and is re-raised.
+#[pyfunction]
+#[pyo3(signature = (store, dense_model, progress = None, **options))]
+pub fn index_vectors<'py>(
+    py: Python<'py>,
+    store: &Bound<'py, PyAny>,
+    dense_model: &Bound<'py, PyAny>,
+    progress: Option<&Bound<'py, PyAny>>,
+    options: Option<&Bound<'py, pyo3::types::PyDict>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let dir = store_dir(store)?;
+    crate::store::check_not_held_for_writing(&dir)?;
+    let mut settings = convert::settings(options)?;
+    settings.set("dense_model", convert::path(dense_model)?.to_string_lossy().into_owned());
+    let opts = trellis::settings::vector_encoder(&settings).map_err(errors::to_py)?;
+    let report = monitored(py, progress, |monitor| trellis::vectors::index_vectors(&dir, &opts, monitor))?.map_err(errors::to_py)?;
+    convert::serialized(py, &report)
+}

@@ -26,6 +26,7 @@ fn _trellis(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ingest::ingest, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::index_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::index_text, m)?)?;
+    m.add_function(wrap_pyfunction!(ingest::index_vectors, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::update, m)?)?;
     m.add_function(wrap_pyfunction!(retrieve::evaluate_retrieval, m)?)?;
     m.add_function(wrap_pyfunction!(retrieve::check_settings, m)?)?;

@@ -29,6 +29,7 @@ from ._trellis import (
     evaluate_retrieval,
     index_text,
     index_tokens,
+    index_vectors,
     ingest,
     update,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "ingest",
     "index_tokens",
     "index_text",
+    "index_vectors",
     "update",
     "evaluate_retrieval",
     "check_settings",

@@ -202,6 +202,15 @@ def index_text(
     """Builds the store's text index (one document per entity, with the texts of a
     ``documents`` JSON-lines file of ``{"title", "text"}``); ``{"record", "documents", "texts"}``."""
 
+def index_vectors(
+    store: Union[Store, StrPath],
+    dense_model: StrPath,
+    progress: Optional[ProgressCallback] = None,
+    **options: Any,
+) -> Dict[str, Any]:
+    """Writes the store's vectors of a bi-encoder (every entity name and fact), read by
+    ``dense_paths="facts"`` and PCST's dense prizes; ``{"path", "header", "bytes"}``."""
+
 def update(
     store: Union[Store, StrPath],
     changes: Optional[Sequence[Dict[str, Any]]] = None,

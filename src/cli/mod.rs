@@ -30,6 +30,7 @@ mod targets;
 mod text;
 mod tokens;
 mod update;
+mod vectors;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -168,6 +169,9 @@ enum Command {
     IndexText(text::IndexTextArgs),
     /// Find entities by text: a name (misspelt or partial), a description, a fact.
     Search(text::SearchArgs),
+    /// Embed every fact and entity name with a bi-encoder once and keep the vectors in the
+    /// store, for `--dense-paths facts` and PCST's dense prizes.
+    IndexVectors(vectors::IndexVectorsArgs),
     /// Link the entities a text or a dialog mentions.
     Link(link::LinkArgs),
     /// Check replies against the store: each claim supported, refuted or not enough information.
@@ -204,6 +208,7 @@ pub fn main() -> ExitCode {
         Command::IndexTokens(args) => tokens::run(args),
         Command::IndexText(args) => text::index(args),
         Command::Search(args) => text::search(args),
+        Command::IndexVectors(args) => vectors::run(args),
         Command::Link(args) => link::link(args),
         Command::Check(args) => check::check(args),
         Command::Retrieve(args) => retrieve::run(args),

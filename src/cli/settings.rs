@@ -4,7 +4,7 @@
 //! it does for Python. Only the syntax is the command line's.
 
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
-use trellis::settings::{Settings, Spec, GENERATOR, LINK, PIPELINE, RETRIEVER, RUNTIME};
+use trellis::settings::{Settings, Spec, GENERATOR, LINK, PIPELINE, RETRIEVER, RUNTIME, VECTORS};
 
 /// The flags of `tables` on `cmd`, their names prefixed with `prefix`.
 fn augment(mut cmd: Command, tables: &[&[Spec]], prefix: &str) -> Command {
@@ -89,6 +89,12 @@ setting_flags!(
     /// A retriever's settings as flags: the retriever's, the linker's and the runtime's.
     RetrieverFlags,
     [RETRIEVER, LINK, RUNTIME],
+    ""
+);
+setting_flags!(
+    /// The vector index's settings as flags: the bi-encoder and the runtime's.
+    VectorFlags,
+    [VECTORS, RUNTIME],
     ""
 );
 setting_flags!(

@@ -7,6 +7,7 @@
 use crate::dialog::Message;
 use crate::model::encoder::{pooling, BiEncoder, EncoderError};
 use crate::model::session::RuntimeOptions;
+use crate::vectors::{StoredVectors, VectorKey, VectorsError};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -27,12 +28,58 @@ pub struct DenseOptions {
     pub batch: usize,
     /// Vectors kept between calls (0: none).
     pub cache: usize,
+    /// How the dense retriever scores a path (PCST's dense prizes always score facts).
+    pub paths: DensePaths,
+}
+
+/// How the dense retriever scores a path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DensePaths {
+    /// The inner product of the query with the vector of the path's whole text (SURGE's
+    /// bi-encoder baseline).
+    #[default]
+    Text,
+    /// The mean over the path's facts of the inner product of the query with the fact's
+    /// vector: a fact's vector serves every path through it, and `trellis index-vectors`
+    /// can compute them all once (`crate::vectors`).
+    Facts,
+}
+
+impl DensePaths {
+    /// The names (`text`, `facts`).
+    pub const NAMES: &'static [&'static str] = &["text", "facts"];
+
+    /// The name.
+    pub fn name(self) -> &'static str {
+        match self {
+            DensePaths::Text => "text",
+            DensePaths::Facts => "facts",
+        }
+    }
+}
+
+impl std::str::FromStr for DensePaths {
+    type Err = crate::limits::UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "text" => Ok(DensePaths::Text),
+            "facts" => Ok(DensePaths::Facts),
+            _ => Err(crate::limits::UnknownName { what: "dense paths", value: s.to_owned(), allowed: DensePaths::NAMES }),
+        }
+    }
 }
 
 impl DenseOptions {
     /// Options for the model at `model`: batches of 32, a cache of [`DEFAULT_CACHE`].
     pub fn new(model: impl Into<PathBuf>) -> DenseOptions {
-        DenseOptions { model: model.into(), runtime: RuntimeOptions::default(), batch: crate::model::encoder::DEFAULT_BATCH, cache: DEFAULT_CACHE }
+        DenseOptions {
+            model: model.into(),
+            runtime: RuntimeOptions::default(),
+            batch: crate::model::encoder::DEFAULT_BATCH,
+            cache: DEFAULT_CACHE,
+            paths: DensePaths::default(),
+        }
     }
 
     /// Every numeric setting within its range of `crate::limits`.
@@ -95,6 +142,8 @@ impl VectorCache {
 pub struct DenseScorer {
     encoder: BiEncoder,
     cache: Mutex<VectorCache>,
+    /// The model's identity for vector files (`crate::vectors::model_id`), once asked for.
+    id: std::sync::OnceLock<u64>,
 }
 
 impl std::fmt::Debug for DenseScorer {
@@ -106,7 +155,21 @@ impl std::fmt::Debug for DenseScorer {
 impl DenseScorer {
     /// Loads the bi-encoder.
     pub fn open(opts: &DenseOptions) -> Result<DenseScorer, EncoderError> {
-        Ok(DenseScorer { encoder: BiEncoder::open(&opts.model, &opts.runtime, opts.batch)?, cache: Mutex::new(VectorCache::new(opts.cache)) })
+        Ok(DenseScorer {
+            encoder: BiEncoder::open(&opts.model, &opts.runtime, opts.batch)?,
+            cache: Mutex::new(VectorCache::new(opts.cache)),
+            id: Default::default(),
+        })
+    }
+
+    /// The identity of this model's vectors ([`crate::vectors::model_id`]: a hash of its
+    /// files, read once).
+    pub fn vectors_id(&self) -> Result<u64, VectorsError> {
+        if let Some(id) = self.id.get() {
+            return Ok(*id);
+        }
+        let id = crate::vectors::model_id(self.encoder.dir())?;
+        Ok(*self.id.get_or_init(|| id))
     }
 
     /// The bi-encoder.
@@ -158,6 +221,45 @@ impl DenseScorer {
         Ok(out.into_iter().map(|v| v.expect("every text has its vector")).collect())
     }
 
+    /// The document vectors of `texts`, each the text of `keys`' entity or fact: from the
+    /// cache, else from `stored` where it holds a vector computed from the same text (as
+    /// the encoder would give it: a vector does not depend on its batch), else embedded.
+    pub fn keyed_documents(&self, keys: &[VectorKey], texts: &[String], stored: Option<&StoredVectors>) -> Result<Vec<Arc<[f32]>>, VectorsError> {
+        let Some(stored) = stored else { return Ok(self.documents(texts)?) };
+        let mut out: Vec<Option<Arc<[f32]>>> = Vec::with_capacity(texts.len());
+        {
+            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            for t in texts {
+                out.push(cache.get(t));
+            }
+        }
+        let mut missing: Vec<usize> = Vec::new();
+        let mut found: Vec<(usize, Arc<[f32]>)> = Vec::new();
+        for (i, (k, t)) in keys.iter().zip(texts).enumerate() {
+            if out[i].is_some() {
+                continue;
+            }
+            match stored.get(*k, t)? {
+                Some(v) => found.push((i, Arc::from(v))),
+                None => missing.push(i),
+            }
+        }
+        {
+            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            for (i, v) in found {
+                cache.insert(texts[i].clone(), v.clone());
+                out[i] = Some(v);
+            }
+        }
+        if !missing.is_empty() {
+            let rest: Vec<String> = missing.iter().map(|&i| texts[i].clone()).collect();
+            for (i, v) in missing.into_iter().zip(self.documents(&rest)?) {
+                out[i] = Some(v);
+            }
+        }
+        Ok(out.into_iter().map(|v| v.expect("every text has its vector")).collect())
+    }
+
     /// The inner product of the query of the last `turns` messages with each text.
     pub fn scores(&self, history: &[Message], turns: usize, texts: &[String]) -> Result<Vec<f64>, EncoderError> {
         let q = self.query(history, turns)?;
@@ -178,7 +280,24 @@ impl DenseScorer {
     /// of the inner product with each text's vector.
     pub fn mean_over_last_turns(&self, texts: &[String], queries: &[Vec<f32>]) -> Result<Vec<f64>, EncoderError> {
         let docs = self.documents(texts)?;
-        Ok(docs.iter().map(|d| queries.iter().map(|q| pooling::dot(q, d)).sum::<f64>() / queries.len().max(1) as f64).collect())
+        Ok(Self::mean_dots(&docs, queries))
+    }
+
+    /// [`mean_over_last_turns`](Self::mean_over_last_turns) with the vectors of
+    /// [`keyed_documents`](Self::keyed_documents).
+    pub fn keyed_mean_over_last_turns(
+        &self,
+        keys: &[VectorKey],
+        texts: &[String],
+        queries: &[Vec<f32>],
+        stored: Option<&StoredVectors>,
+    ) -> Result<Vec<f64>, VectorsError> {
+        let docs = self.keyed_documents(keys, texts, stored)?;
+        Ok(Self::mean_dots(&docs, queries))
+    }
+
+    fn mean_dots(docs: &[Arc<[f32]>], queries: &[Vec<f32>]) -> Vec<f64> {
+        docs.iter().map(|d| queries.iter().map(|q| pooling::dot(q, d)).sum::<f64>() / queries.len().max(1) as f64).collect()
     }
 
     /// Vectors in the cache now.

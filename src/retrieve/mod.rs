@@ -57,6 +57,9 @@ pub enum RetrieveError {
     /// The search retriever's text index or query producer.
     #[error("search retriever: {0}")]
     Search(#[from] crate::queries::QueryError),
+    /// The store's vector file (`trellis index-vectors`).
+    #[error("dense vectors: {0}")]
+    Vectors(#[from] crate::vectors::VectorsError),
 }
 
 impl From<crate::progress::Cancelled> for RetrieveError {
@@ -240,6 +243,8 @@ pub struct Retriever {
     dense: Option<Arc<dense::DenseScorer>>,
     /// PCST's dense prizes' bi-encoder (the same one when the model is).
     pcst_dense: Option<Arc<dense::DenseScorer>>,
+    /// The store's vectors of that bi-encoder, when `trellis index-vectors` wrote them.
+    vectors: Option<Arc<crate::vectors::StoredVectors>>,
     /// The `surge` retriever's subgraph model.
     surge: Option<Arc<crate::model::encoder::subgraph::SubgraphScorer>>,
     /// The `search` retriever's producer and text index.
@@ -317,6 +322,7 @@ impl Retriever {
             _ => None,
         };
         let rerank = cfg.rerank.take();
+        let vectors = stored_vectors(&store, dense.as_ref().or(pcst_dense.as_ref()))?;
         let mut r = Retriever {
             linker: Linker::new(store.clone(), cfg.link.clone())?,
             store,
@@ -325,6 +331,7 @@ impl Retriever {
             gsr,
             dense,
             pcst_dense,
+            vectors,
             surge,
             search,
             rerank: None,
@@ -357,6 +364,7 @@ impl Retriever {
         };
         Ok(Retriever {
             linker: Linker::new(store.clone(), self.cfg.link.clone())?,
+            vectors: stored_vectors(&store, self.dense.as_ref().or(self.pcst_dense.as_ref()))?,
             store,
             cfg: self.cfg.clone(),
             names: Default::default(),
@@ -604,6 +612,26 @@ impl Retriever {
                 out
             }
             RetrieverKind::Pcst => self.pcst_paths(&cand, paths, input.history)?,
+            RetrieverKind::Dense(opts) if opts.paths == dense::DensePaths::Facts => {
+                let scorer = self.dense.as_ref().expect("a dense retriever has its model");
+                let names = self.names_of(&cand)?;
+                let mut facts: Vec<Fact> = paths.iter().flat_map(|hops| hops.iter().map(|h| h.fact())).collect();
+                facts.sort_unstable();
+                facts.dedup();
+                let texts: Vec<String> = facts.iter().map(|&f| names.fact_text(f)).collect();
+                let keys: Vec<crate::vectors::VectorKey> = facts.iter().map(|&(s, r, o)| crate::vectors::VectorKey::Fact(s, r, o)).collect();
+                let vectors = scorer.keyed_documents(&keys, &texts, self.vectors.as_deref())?;
+                let q = scorer.query(input.history, scorer.encoder().dir().turns())?;
+                let dots: hashbrown::HashMap<Fact, f64> = facts.iter().zip(&vectors).map(|(&f, v)| (f, crate::model::encoder::pooling::dot(&q, v))).collect();
+                paths
+                    .into_iter()
+                    .map(|hops| {
+                        let score = hops.iter().map(|h| dots[&h.fact()]).sum::<f64>() / hops.len().max(1) as f64;
+                        let explanation = format!("dense {score:.4}, mean inner product of its {} fact(s)", hops.len());
+                        ScoredPath { hops, score, explanation, tokens: Vec::new() }
+                    })
+                    .collect()
+            }
             RetrieverKind::Dense(_) => {
                 let scorer = self.dense.as_ref().expect("a dense retriever has its model");
                 let names = self.names_of(&cand)?;
@@ -652,10 +680,17 @@ impl Retriever {
             ));
         };
         pcst::build_instance_with(cand, &self.cfg.pcst, |entities, facts| {
+            use crate::vectors::VectorKey;
             let entity_texts: Vec<String> = entities.iter().map(|&e| names.entity_text(e).to_owned()).collect();
             let fact_texts: Vec<String> = facts.iter().map(|&f| names.fact_text(f)).collect();
+            let entity_keys: Vec<VectorKey> = entities.iter().map(|&e| VectorKey::Entity(e)).collect();
+            let fact_keys: Vec<VectorKey> = facts.iter().map(|&(s, r, o)| VectorKey::Fact(s, r, o)).collect();
             let queries = scorer.queries_over_last_turns(history, self.cfg.bm25_turns)?;
-            Ok::<_, RetrieveError>((scorer.mean_over_last_turns(&entity_texts, &queries)?, scorer.mean_over_last_turns(&fact_texts, &queries)?))
+            let stored = self.vectors.as_deref();
+            Ok::<_, RetrieveError>((
+                scorer.keyed_mean_over_last_turns(&entity_keys, &entity_texts, &queries, stored)?,
+                scorer.keyed_mean_over_last_turns(&fact_keys, &fact_texts, &queries, stored)?,
+            ))
         })
     }
 
@@ -749,6 +784,16 @@ impl Retriever {
         let parts = hops.iter().map(|h| self.verbalize_fact(h.fact())).collect::<Result<Vec<_>, _>>()?;
         Ok(parts.join(" "))
     }
+}
+
+/// The vector file of `scorer`'s model in `store`'s generation, when there is one (the
+/// model's identity, a hash of its files, is computed only for a store with vector files).
+fn stored_vectors(store: &Store, scorer: Option<&Arc<dense::DenseScorer>>) -> Result<Option<Arc<crate::vectors::StoredVectors>>, RetrieveError> {
+    let Some(scorer) = scorer else { return Ok(None) };
+    if !store.generation_dir().join(crate::vectors::VECTORS_DIR).is_dir() {
+        return Ok(None);
+    }
+    Ok(crate::vectors::StoredVectors::open(store, scorer.vectors_id()?)?.map(Arc::new))
 }
 
 /// A relation name as words, as the default linearization writes it (lowercased, `_` and

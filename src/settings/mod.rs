@@ -20,7 +20,7 @@
 
 mod spec;
 
-pub use spec::{Spec, GENERATOR, LINK, PIPELINE, RETRIEVER, RUNTIME};
+pub use spec::{Spec, GENERATOR, LINK, PIPELINE, RETRIEVER, RUNTIME, VECTORS};
 
 use crate::generate::{BeamSettings, GenerateSettings, InputEncoding, Sampling, Strategy, StrategyKind};
 use crate::graph::candidates::CandidateScope;
@@ -168,6 +168,8 @@ pub enum Owner {
     Gsr,
     /// The bi-encoder of the dense retriever (or of pcst's dense scores).
     DenseModel,
+    /// A setting of the dense retriever.
+    Dense,
     /// The surge retriever's model directory.
     SurgeModel,
     /// A setting of the search retriever.
@@ -202,6 +204,7 @@ impl std::fmt::Display for Owner {
             Owner::GsrModel => f.write_str("it is the gsr retriever's model"),
             Owner::Gsr => f.write_str("it is a setting of the gsr retriever"),
             Owner::DenseModel => f.write_str("it is the dense retriever's model (or pcst's, with pcst_scores dense)"),
+            Owner::Dense => f.write_str("it is a setting of the dense retriever"),
             Owner::SurgeModel => f.write_str("it is the surge retriever's model"),
             Owner::Search => f.write_str("it is a setting of the search retriever"),
             Owner::Pcst => f.write_str("it is a setting of the pcst retriever"),
@@ -378,6 +381,23 @@ fn read_runtime(r: &Reader<'_>) -> Result<RuntimeOptions, SettingError> {
     Ok(o)
 }
 
+/// The bi-encoder of a store's vector index ([`VECTORS`], [`RUNTIME`]): `dense_model` is
+/// required.
+pub fn vector_encoder(s: &Settings) -> Result<crate::vectors::VectorOptions, SettingError> {
+    let r = Reader::new(s, "");
+    let runtime = read_runtime(&r)?;
+    let model = r.path("dense_model")?.ok_or_else(|| SettingError::Missing {
+        component: "vector index".into(),
+        needs: "dense_model".into(),
+        what: "an exported bi-encoder's directory: see schema/model.md",
+    })?;
+    let mut d = crate::vectors::VectorOptions::new(model);
+    d.runtime = runtime;
+    d.batch = r.usize("encoder_batch", &limits::BATCH)?.unwrap_or(d.batch);
+    r.finish("a vector index", &names_of(&[VECTORS, RUNTIME], ""))?;
+    Ok(d)
+}
+
 /// The retriever names a setting `kind` or `rerank_pool` gives.
 fn retriever_name(name: &str) -> Result<&'static str, SettingError> {
     RetrieverKind::NAMES
@@ -500,9 +520,15 @@ fn read_retriever(kind: &str, r: &Reader<'_>, role: Role, runtime: &RuntimeOptio
         let mut d = DenseOptions::new(model);
         d.runtime = runtime.clone();
         d.batch = encoder_batch.unwrap_or(d.batch);
+        if in_play("dense") {
+            d.paths = r.choice("dense_paths")?.unwrap_or(d.paths);
+        } else {
+            r.refuse("dense_paths", chosen.clone(), Owner::Dense)?;
+        }
         Some(d)
     } else {
         r.refuse("dense_model", chosen.clone(), Owner::DenseModel)?;
+        r.refuse("dense_paths", chosen.clone(), Owner::Dense)?;
         None
     };
     let surge = if in_play("surge") {

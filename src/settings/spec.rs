@@ -115,6 +115,11 @@ pub const RETRIEVER: &[Spec] = &[
         super::PIPELINE_BATCH.to_string()
     }),
     spec("dense_model", "DIR", "dense, pcst_scores dense: the bi-encoder's directory (schema/model.md)."),
+    choice(
+        "dense_paths",
+        crate::retrieve::dense::DensePaths::NAMES,
+        "dense: a path's score is the query's inner product with its whole text's vector, or the mean over its facts' vectors (facts: read from `trellis index-vectors` when built; default text).",
+    ),
     spec("surge_model", "DIR", "surge: the subgraph model's directory (schema/model.md)."),
     spec(
         "search_producer",
@@ -139,6 +144,13 @@ pub const RETRIEVER: &[Spec] = &[
         || crate::retrieve::rerank::DEFAULT_FUSION.to_string(),
     ),
     with_default(spec("encoder_batch", "N", "dense, rerank: texts embedded or pairs scored together."), || crate::model::encoder::DEFAULT_BATCH.to_string()),
+];
+
+/// The settings of a store's vector index (`trellis index-vectors`): the bi-encoder whose
+/// vectors are written, with [`RUNTIME`].
+pub const VECTORS: &[Spec] = &[
+    spec("dense_model", "DIR", "The bi-encoder whose vectors of every fact and entity name are written (the dense retriever's or pcst's dense_model)."),
+    with_default(spec("encoder_batch", "N", "Texts embedded together."), || crate::model::encoder::DEFAULT_BATCH.to_string()),
 ];
 
 /// A pipeline's own settings: the fact check of its replies (`crate::check`) and the

@@ -168,6 +168,7 @@ fn every_setting_of_the_tables_is_read_somewhere() {
             "rerank_pool" => "gsr,dense,surge,pcst,random,bm25,search",
             "search_producer" => "tfidf",
             "search_paths" => "paths",
+            "dense_paths" => "facts",
             "alpha" | "decay" | "rerank_fusion" => "0.5",
             "model" | "dense_model" | "surge_model" | "rerank" => "x",
             _ => "1",
@@ -175,6 +176,18 @@ fn every_setting_of_the_tables_is_read_somewhere() {
         s.set(spec.name, value);
         retriever("gsr", &s).unwrap_or_else(|e| panic!("{}: {e}", spec.name));
     }
+}
+
+#[test]
+fn the_vector_index_reads_its_model_batch_and_runtime() {
+    let o = vector_encoder(&given(&[("dense_model", "m"), ("encoder_batch", "4"), ("model_threads", "2")])).unwrap();
+    assert_eq!((o.model.to_str(), o.batch, o.runtime.threads), (Some("m"), 4, 2));
+    assert_eq!(
+        vector_encoder(&Settings::new()).unwrap_err().to_string(),
+        "the vector index needs `dense_model` (an exported bi-encoder's directory: see schema/model.md)"
+    );
+    let e = vector_encoder(&given(&[("dense_model", "m"), ("dense_paths", "facts")])).unwrap_err().to_string();
+    assert!(e.starts_with("unknown setting `dense_paths` for a vector index"), "{e}");
 }
 
 #[test]

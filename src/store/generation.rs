@@ -71,7 +71,7 @@ impl NextGeneration {
 
 /// Hard-links the SST files of generation directory `from` into the new directory `to`
 /// and copies its other database files (RocksDB's own lock and info logs excepted). The
-/// text index (subdirectory [`TEXT_INDEX_DIR`]) is hard-linked whole: its engine writes every
+/// text index (subdirectory [`TEXT_INDEX_DIR`]) and the vector files ([`VECTORS_DIR`]) are hard-linked whole: its engine writes every
 /// file once and replaces its metadata by renaming a new file over it, so a file shared
 /// with the committed generation is never changed in place; its lock files are left behind.
 fn link_generation(from: &Path, to: &Path) -> Result<(), WriteError> {
@@ -84,8 +84,8 @@ fn link_generation(from: &Path, to: &Path) -> Result<(), WriteError> {
             continue;
         }
         let (src, dst) = (entry.path(), to.join(&name));
-        if text == TEXT_INDEX_DIR && entry.file_type().is_ok_and(|t| t.is_dir()) {
-            link_text_index(&src, &dst)?;
+        if (text == TEXT_INDEX_DIR || text == VECTORS_DIR) && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            link_files(&src, &dst)?;
         } else if text.ends_with(".sst") || text.ends_with(".blob") {
             std::fs::hard_link(&src, &dst).map_err(|e| WriteError::io(&dst, e))?;
         } else {
@@ -99,12 +99,19 @@ fn link_generation(from: &Path, to: &Path) -> Result<(), WriteError> {
 /// The text index's directory inside a generation (`trellis index-text`; schema/v4.md).
 pub const TEXT_INDEX_DIR: &str = "text";
 
-fn link_text_index(from: &Path, to: &Path) -> Result<(), WriteError> {
+/// The vector files' directory inside a generation (`trellis index-vectors`; schema/v4.md).
+/// Each file is written once and renamed into place, so it is hard-linked like the text index.
+pub const VECTORS_DIR: &str = "vectors";
+
+/// Hard-links the files of a directory whose files are never changed in place (lock files
+/// and unfinished `.tmp` files left behind).
+fn link_files(from: &Path, to: &Path) -> Result<(), WriteError> {
     std::fs::create_dir(to).map_err(|e| WriteError::io(to, e))?;
     for entry in std::fs::read_dir(from).map_err(|e| WriteError::io(from, e))? {
         let entry = entry.map_err(|e| WriteError::io(from, e))?;
         let name = entry.file_name();
-        if name.to_string_lossy().ends_with(".lock") || !entry.file_type().is_ok_and(|t| t.is_file()) {
+        let n = name.to_string_lossy();
+        if n.ends_with(".lock") || n.ends_with(".tmp") || !entry.file_type().is_ok_and(|t| t.is_file()) {
             continue;
         }
         let dst = to.join(&name);

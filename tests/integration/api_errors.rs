@@ -119,6 +119,7 @@ const CARRIED: &[(&str, &str)] = &[
     ("MessageProblem", "RequestError"),
     ("DialogTooLong", "RequestError"),
     ("DocumentLineError", "TextError"),
+    ("VectorFileProblem", "VectorsError"),
     ("DocumentProblem", "DocumentLineError"),
     ("KnowledgeProblem", "LineError"),
     ("InitFailure", "RuntimeError"),

@@ -33,3 +33,4 @@ mod targets;
 mod text;
 mod tokens;
 mod update;
+mod vectors;

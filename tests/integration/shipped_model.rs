@@ -17,7 +17,8 @@ fn shipped_generator() -> PathBuf {
 
 #[test]
 fn the_shipped_models_pass_doctor() {
-    let encoders = ["dense-opendialkg", "rerank-opendialkg", "rerank-minilm-opendialkg", "surge-opendialkg"].map(|m| Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(m));
+    let encoders = ["dense-opendialkg", "rerank-opendialkg", "rerank-minilm-opendialkg", "surge-opendialkg"]
+        .map(|m| Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(m));
     for model in [shipped(), shipped_generator()].into_iter().chain(encoders) {
         let out = trellis().args(["doctor", "--json", "--model"]).arg(&model).output().unwrap();
         assert!(out.status.success(), "{}: {}", model.display(), String::from_utf8_lossy(&out.stderr));
@@ -413,7 +414,8 @@ fn the_minilm_reranker_matches_its_python_reference() {
     let g: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture("encoders/minilm-rerank-goldens.json")).unwrap()).unwrap();
     let m = CrossEncoder::open(&model_dir("rerank-minilm-opendialkg"), &RuntimeOptions::default(), 5).unwrap();
     assert_eq!(m.dir().max_length() as u64, g["max_length"].as_u64().unwrap());
-    let pairs: Vec<(String, String)> = g["pairs"].as_array().unwrap().iter().map(|p| (p[0].as_str().unwrap().to_owned(), p[1].as_str().unwrap().to_owned())).collect();
+    let pairs: Vec<(String, String)> =
+        g["pairs"].as_array().unwrap().iter().map(|p| (p[0].as_str().unwrap().to_owned(), p[1].as_str().unwrap().to_owned())).collect();
     let ids = |v: &serde_json::Value| -> Vec<u32> { v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect() };
     let floats = |v: &serde_json::Value| -> Vec<f32> { v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect() };
     let mut cut = 0;
@@ -448,7 +450,22 @@ fn a_t5_retriever_and_a_wordpiece_reranker_pool_together() {
     stdout_of(trellis().args(["index-tokens", "--linearization", "trellis", "--store"]).arg(&store).arg("--tokenizer").arg(shipped().join("tokenizer.json")));
     let rerank = model_dir("rerank-minilm-opendialkg");
     let gsr = shipped();
-    let args = ["--retriever", "gsr", "--model", gsr.to_str().unwrap(), "--rerank", rerank.to_str().unwrap(), "--rerank-pool", "pcst", "--rerank-top", "5", "--rerank-fusion", "0", "--top", "100"];
+    let args = [
+        "--retriever",
+        "gsr",
+        "--model",
+        gsr.to_str().unwrap(),
+        "--rerank",
+        rerank.to_str().unwrap(),
+        "--rerank-pool",
+        "pcst",
+        "--rerank-top",
+        "5",
+        "--rerank-fusion",
+        "0",
+        "--top",
+        "100",
+    ];
     let answers = crate::encoders::retrieve(&store, &input, &tmp.path().join("out.jsonl"), &args);
     let encoder = CrossEncoder::open(&rerank, &RuntimeOptions::default(), 7).unwrap();
     let mut scored = 0;
