@@ -17,7 +17,7 @@ fn shipped_generator() -> PathBuf {
 
 #[test]
 fn the_shipped_models_pass_doctor() {
-    let encoders = ["dense-opendialkg", "rerank-opendialkg", "rerank-minilm-opendialkg", "surge-opendialkg"]
+    let encoders = ["dense-opendialkg", "dense-minilm-opendialkg", "rerank-opendialkg", "rerank-minilm-opendialkg", "surge-opendialkg"]
         .map(|m| Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(m));
     for model in [shipped(), shipped_generator()].into_iter().chain(encoders) {
         let out = trellis().args(["doctor", "--json", "--model"]).arg(&model).output().unwrap();
