@@ -141,7 +141,12 @@ pub struct Slot<'a> {
 
 /// FNV-1a, 64 bits: a stable fingerprint that needs no extra dependency.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    fnv1a64_more(0xcbf2_9ce4_8422_2325, bytes)
+}
+
+/// [`fnv1a64`] of the bytes hashed into `h` followed by `bytes`: a hash of several
+/// pieces, or of a file read in parts, without joining them.
+pub fn fnv1a64_more(mut h: u64, bytes: &[u8]) -> u64 {
     for &b in bytes {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);

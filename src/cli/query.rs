@@ -203,17 +203,27 @@ pub fn validate(store_dir: &Path, as_json: bool) -> Result<ExitCode> {
         },
         Err(e) => Err(e.to_string()),
     };
-    let ok = report.is_ok() && text.is_ok();
+    // The vector files (`index-vectors`): each opens and names its model; records whose
+    // text changed since are counted, not errors (retrievers recompute them).
+    let vectors = trellis::vectors::validate(&store).map_err(|e| e.to_string());
+    let ok = report.is_ok() && text.is_ok() && vectors.is_ok();
     if as_json {
         let mut v = serde_json::to_value(&report)?;
         v["text_index"] = match &text {
             Ok(s) => json!({ "ok": true, "status": s }),
             Err(e) => json!({ "ok": false, "problem": e }),
         };
+        v["vector_files"] = match &vectors {
+            Ok(files) => json!({ "ok": true, "files": files }),
+            Err(e) => json!({ "ok": false, "problem": e }),
+        };
         outln!("{}", serde_json::to_string_pretty(&v)?);
-    } else if let (true, Err(e)) = (report.is_ok(), &text) {
-        outln!("INVALID: 1 problem(s)");
-        outln!("  {e}");
+    } else if report.is_ok() && !ok {
+        let problems: Vec<&String> = [text.as_ref().err(), vectors.as_ref().err()].into_iter().flatten().collect();
+        outln!("INVALID: {} problem(s)", problems.len());
+        for e in problems {
+            outln!("  {e}");
+        }
     } else if report.is_ok() {
         outln!(
             "ok: {} entities, {} relations, {} facts (both directions agree), {} names, {} aliases",
@@ -225,6 +235,17 @@ pub fn validate(store_dir: &Path, as_json: bool) -> Result<ExitCode> {
         );
         if let Ok(t) = &text {
             outln!("text index: {t}");
+        }
+        for f in vectors.iter().flatten() {
+            outln!(
+                "vector file {}: {} entity and {} fact vectors of {} floats, {} match the store's texts now ({} recomputed when asked for)",
+                f.path.display(),
+                f.header.entities,
+                f.header.facts,
+                f.header.dims,
+                f.matching,
+                f.stale
+            );
         }
     } else {
         outln!("INVALID: {} problem(s)", report.problems.len() as u64 + report.more_problems);

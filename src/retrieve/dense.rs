@@ -144,6 +144,8 @@ pub struct DenseScorer {
     cache: Mutex<VectorCache>,
     /// The model's identity for vector files (`crate::vectors::model_id`), once asked for.
     id: std::sync::OnceLock<u64>,
+    /// Where the encoder runs: part of that identity.
+    device: crate::model::session::Device,
 }
 
 impl std::fmt::Debug for DenseScorer {
@@ -159,6 +161,7 @@ impl DenseScorer {
             encoder: BiEncoder::open(&opts.model, &opts.runtime, opts.batch)?,
             cache: Mutex::new(VectorCache::new(opts.cache)),
             id: Default::default(),
+            device: opts.runtime.device,
         })
     }
 
@@ -168,7 +171,7 @@ impl DenseScorer {
         if let Some(id) = self.id.get() {
             return Ok(*id);
         }
-        let id = crate::vectors::model_id(self.encoder.dir())?;
+        let id = crate::vectors::model_id(self.encoder.dir(), self.device)?;
         Ok(*self.id.get_or_init(|| id))
     }
 
@@ -224,8 +227,10 @@ impl DenseScorer {
     /// The document vectors of `texts`, each the text of `keys`' entity or fact: from the
     /// cache, else from `stored` where it holds a vector computed from the same text (as
     /// the encoder would give it: a vector does not depend on its batch), else embedded.
-    pub fn keyed_documents(&self, keys: &[VectorKey], texts: &[String], stored: Option<&StoredVectors>) -> Result<Vec<Arc<[f32]>>, VectorsError> {
+    /// `width` is the query vectors' width: a file of another is refused.
+    pub fn keyed_documents(&self, keys: &[VectorKey], texts: &[String], stored: Option<&StoredVectors>, width: usize) -> Result<Vec<Arc<[f32]>>, VectorsError> {
         let Some(stored) = stored else { return Ok(self.documents(texts)?) };
+        stored.check_width(width)?;
         let mut out: Vec<Option<Arc<[f32]>>> = Vec::with_capacity(texts.len());
         {
             let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
@@ -292,7 +297,8 @@ impl DenseScorer {
         queries: &[Vec<f32>],
         stored: Option<&StoredVectors>,
     ) -> Result<Vec<f64>, VectorsError> {
-        let docs = self.keyed_documents(keys, texts, stored)?;
+        let width = queries.first().map_or(0, Vec::len);
+        let docs = self.keyed_documents(keys, texts, stored, width)?;
         Ok(Self::mean_dots(&docs, queries))
     }
 

@@ -322,7 +322,7 @@ impl Retriever {
             _ => None,
         };
         let rerank = cfg.rerank.take();
-        let vectors = stored_vectors(&store, dense.as_ref().or(pcst_dense.as_ref()))?;
+        let vectors = stored_vectors(&store, vector_reader(&cfg, &dense, &pcst_dense))?;
         let mut r = Retriever {
             linker: Linker::new(store.clone(), cfg.link.clone())?,
             store,
@@ -364,7 +364,7 @@ impl Retriever {
         };
         Ok(Retriever {
             linker: Linker::new(store.clone(), self.cfg.link.clone())?,
-            vectors: stored_vectors(&store, self.dense.as_ref().or(self.pcst_dense.as_ref()))?,
+            vectors: stored_vectors(&store, vector_reader(&self.cfg, &self.dense, &self.pcst_dense))?,
             store,
             cfg: self.cfg.clone(),
             names: Default::default(),
@@ -620,8 +620,8 @@ impl Retriever {
                 facts.dedup();
                 let texts: Vec<String> = facts.iter().map(|&f| names.fact_text(f)).collect();
                 let keys: Vec<crate::vectors::VectorKey> = facts.iter().map(|&(s, r, o)| crate::vectors::VectorKey::Fact(s, r, o)).collect();
-                let vectors = scorer.keyed_documents(&keys, &texts, self.vectors.as_deref())?;
                 let q = scorer.query(input.history, scorer.encoder().dir().turns())?;
+                let vectors = scorer.keyed_documents(&keys, &texts, self.vectors.as_deref(), q.len())?;
                 let dots: hashbrown::HashMap<Fact, f64> = facts.iter().zip(&vectors).map(|(&f, v)| (f, crate::model::encoder::pooling::dot(&q, v))).collect();
                 paths
                     .into_iter()
@@ -788,6 +788,20 @@ impl Retriever {
 
 /// The vector file of `scorer`'s model in `store`'s generation, when there is one (the
 /// model's identity, a hash of its files, is computed only for a store with vector files).
+/// The bi-encoder whose stored vectors a retriever reads: PCST's with dense prizes, or the
+/// dense retriever's when it scores paths by their facts (`dense_paths facts`). Scoring
+/// whole path texts reads none, so a damaged vector file cannot fail it.
+fn vector_reader<'a>(
+    cfg: &RetrieverConfig,
+    dense: &'a Option<Arc<dense::DenseScorer>>,
+    pcst_dense: &'a Option<Arc<dense::DenseScorer>>,
+) -> Option<&'a Arc<dense::DenseScorer>> {
+    match &cfg.kind {
+        RetrieverKind::Dense(opts) if opts.paths == dense::DensePaths::Facts => dense.as_ref(),
+        _ => pcst_dense.as_ref(),
+    }
+}
+
 fn stored_vectors(store: &Store, scorer: Option<&Arc<dense::DenseScorer>>) -> Result<Option<Arc<crate::vectors::StoredVectors>>, RetrieveError> {
     let Some(scorer) = scorer else { return Ok(None) };
     if !store.generation_dir().join(crate::vectors::VECTORS_DIR).is_dir() {

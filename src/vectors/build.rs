@@ -5,7 +5,7 @@
 //! cancel leaves the store as it was (at most a `.tmp` file the next build removes).
 //! Memory: the keys (4 bytes an entity, 12 a fact) and one batch of texts and vectors.
 
-use super::{fact_text, file_path, model_id, text_hash, VectorFileHeader, VectorsError, HEADER, VECTORS_DIR, VECTORS_FORMAT};
+use super::{fact_text, file_path, model_id, record_hash, VectorFileHeader, VectorsError, HEADER, MAX_DIMS, VECTORS_DIR, VECTORS_FORMAT};
 use crate::ids::Direction;
 use crate::ids::{EntityId, RelationId};
 use crate::model::encoder::BiEncoder;
@@ -66,10 +66,14 @@ pub fn index_vectors(dir: &Path, opts: &VectorOptions, monitor: &Monitor) -> Res
     let _lock = layout::lock_existing_writer(dir)?;
     let store = Store::open_read_only(dir)?;
     let encoder = BiEncoder::open(&opts.model, &opts.runtime, opts.batch)?;
-    let id = model_id(encoder.dir())?;
+    let id = model_id(encoder.dir(), opts.runtime.device)?;
     let path = file_path(store.generation_dir(), id);
     let folder = store.generation_dir().join(VECTORS_DIR);
-    std::fs::create_dir_all(&folder).map_err(|e| VectorsError::Io { path: folder.clone(), source: e })?;
+    if !folder.is_dir() {
+        std::fs::create_dir_all(&folder).map_err(|e| VectorsError::Io { path: folder.clone(), source: e })?;
+        // The folder's entry in the generation is durable before anything is renamed into it.
+        layout::sync_dir(store.generation_dir())?;
+    }
     remove_leftovers(&folder)?;
     let tmp = path.with_extension("vec.tmp");
     let result = write_file(&store, &encoder, id, &tmp, monitor);
@@ -123,15 +127,17 @@ impl Writer<'_> {
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let vectors = self.encoder.embed_documents(&refs)?;
         for (t, v) in texts.iter().zip(&vectors) {
-            let dims = u32::try_from(v.len()).unwrap_or(u32::MAX);
+            let dims = match u32::try_from(v.len()) {
+                Ok(d) if (1..=MAX_DIMS).contains(&d) => d,
+                _ => return Err(VectorsError::ModelDims { model: self.encoder.dir().path().into(), dims: v.len() }),
+            };
             let first = *self.dims.get_or_insert(dims);
             if first != dims {
                 return Err(VectorsError::Widths { model: self.encoder.dir().path().into(), first, then: dims });
             }
-            let mut rec = Vec::with_capacity(8 + 4 * v.len());
-            rec.extend_from_slice(&text_hash(t).to_be_bytes());
-            v.iter().for_each(|x| rec.extend_from_slice(&x.to_bits().to_be_bytes()));
-            self.out.write_all(&rec).map_err(|e| self.io(e))?;
+            let floats: Vec<u8> = v.iter().flat_map(|x| x.to_bits().to_be_bytes()).collect();
+            self.out.write_all(&record_hash(t, &floats).to_be_bytes()).map_err(|e| self.io(e))?;
+            self.out.write_all(&floats).map_err(|e| self.io(e))?;
         }
         Ok(())
     }

@@ -5,13 +5,16 @@
 //! of running the encoder on every turn's candidates.
 //!
 //! The file is an accelerator, never a source of answers: each vector is stored with a
-//! hash of the text it was computed from and is used only when the text the retriever
-//! writes now has that hash. A fact added by a later update, or one whose entity was
-//! renamed, is embedded at query time, and since an encoder's vector of a text does not
-//! depend on its batch (`model::encoder`), answers are the same bits with or without the
-//! file. Format: schema/v4.md, "The vector index".
+//! hash of the text it was computed from and of its own floats, and is used only when the
+//! text the retriever writes now and the floats read back give that hash. A fact added by
+//! a later update, one whose entity was renamed, or a record damaged on disk is embedded
+//! at query time, and since an encoder's vector of a text does not depend on its batch
+//! (`model::encoder`), answers are the same bits with or without the file, on the same
+//! ONNX Runtime build and device (the device is part of the file's identity, [`model_id`]).
+//! Format: schema/v4.md, "The vector index".
 
 pub mod build;
+mod validate;
 
 use crate::ids::{EntityId, RelationId};
 use crate::model::encoder::EncoderDir;
@@ -20,12 +23,13 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 pub use build::{index_vectors, VectorIndexReport, VectorOptions};
+pub use validate::{validate, VectorFileCheck};
 
 /// The directory of vector files inside a generation.
 pub use crate::store::generation::VECTORS_DIR;
 
 /// The file format this build writes and reads.
-pub const VECTORS_FORMAT: u32 = 1;
+pub const VECTORS_FORMAT: u32 = 2;
 
 const MAGIC: &[u8; 8] = b"TRLSVEC\0";
 const HEADER: u64 = 64;
@@ -46,18 +50,29 @@ pub fn fact_text(head: &str, relation: &str, tail: &str) -> String {
     format!("{head} {} {tail}", TRELLIS.relation_text(relation))
 }
 
-/// The identity of a bi-encoder's vectors: a hash of its graph, its tokenizer and every
-/// setting that changes a document's vector (prefix, length, pooling, normalization).
-pub fn model_id(dir: &EncoderDir) -> Result<u64, VectorsError> {
-    let mut bytes = Vec::new();
+/// The identity of a bi-encoder's vectors: a hash of its graph, its tokenizer, every
+/// setting that changes a document's vector (prefix, length, pooling, normalization) and
+/// the device it runs on (CUDA's kernels may round differently from the CPU's: vectors
+/// written on one are not taken for the other's). The files are read in parts.
+pub fn model_id(dir: &EncoderDir, device: crate::model::session::Device) -> Result<u64, VectorsError> {
+    use crate::linearize::fnv1a64_more;
+    use std::io::Read;
+    let mut h = crate::linearize::fnv1a64(b"trellis vectors");
+    let mut buf = vec![0u8; 1 << 16];
     for path in [dir.model_file().to_path_buf(), dir.path().join("tokenizer.json")] {
-        let b = std::fs::read(&path).map_err(|e| VectorsError::Io { path: path.clone(), source: e })?;
-        bytes.extend_from_slice(&(b.len() as u64).to_be_bytes());
-        bytes.extend_from_slice(&b);
+        let io = |e| VectorsError::Io { path: path.clone(), source: e };
+        let mut f = File::open(&path).map_err(io)?;
+        h = fnv1a64_more(h, &f.metadata().map_err(io)?.len().to_be_bytes());
+        loop {
+            let n = f.read(&mut buf).map_err(io)?;
+            if n == 0 {
+                break;
+            }
+            h = fnv1a64_more(h, &buf[..n]);
+        }
     }
-    let settings = format!("{}|{}|{}|{}", dir.document_prefix(), dir.max_length(), dir.pooling().name(), dir.normalize());
-    bytes.extend_from_slice(settings.as_bytes());
-    Ok(crate::linearize::fnv1a64(&bytes))
+    let settings = format!("{}|{}|{}|{}|{device}", dir.document_prefix(), dir.max_length(), dir.pooling().name(), dir.normalize());
+    Ok(fnv1a64_more(h, settings.as_bytes()))
 }
 
 /// The file of `model`'s vectors in the generation at `generation_dir`.
@@ -65,9 +80,10 @@ pub fn file_path(generation_dir: &Path, model: u64) -> PathBuf {
     generation_dir.join(VECTORS_DIR).join(format!("{model:016x}.vec"))
 }
 
-/// The hash stored with a vector: of the text it was computed from.
-pub(crate) fn text_hash(text: &str) -> u64 {
-    crate::linearize::fnv1a64(text.as_bytes())
+/// The hash stored with a vector: of the text it was computed from, then of the vector's
+/// stored bytes (so a damaged float is caught like a changed text).
+pub(crate) fn record_hash(text: &str, floats: &[u8]) -> u64 {
+    crate::linearize::fnv1a64_more(crate::linearize::fnv1a64(text.as_bytes()), floats)
 }
 
 /// What went wrong with a vector file.
@@ -99,6 +115,34 @@ pub enum VectorsError {
         found: u32,
         /// This build's.
         expected: u32,
+    },
+    /// The file is not the one of the model asked for (its header names another).
+    #[error("{path}: written for model {found:016x}, not {expected:016x}; rebuild it with `trellis index-vectors`")]
+    Model {
+        /// The file.
+        path: PathBuf,
+        /// The model its header names.
+        found: u64,
+        /// The model asked for.
+        expected: u64,
+    },
+    /// The file's vectors are not as wide as the model's.
+    #[error("{path}: vectors of {file} floats, but the model gives {model}; rebuild it with `trellis index-vectors`")]
+    Width {
+        /// The file.
+        path: PathBuf,
+        /// The file's width.
+        file: u32,
+        /// The model's.
+        model: usize,
+    },
+    /// The bi-encoder gives vectors no file can hold.
+    #[error("{model}: the bi-encoder gives vectors of {dims} floats (1..=65536)")]
+    ModelDims {
+        /// The model directory.
+        model: PathBuf,
+        /// Its width.
+        dims: usize,
     },
     /// The bi-encoder gave vectors of two widths.
     #[error("{model}: the bi-encoder gave vectors of {first} and of {then} floats")]
@@ -235,7 +279,7 @@ impl VectorFileHeader {
 }
 
 /// The most floats a vector may have (a corrupt header cannot make a reader allocate more).
-const MAX_DIMS: u32 = 1 << 16;
+pub(crate) const MAX_DIMS: u32 = 1 << 16;
 
 /// A vector file opened for lookups: its keys in memory (4 bytes an entity, 12 a fact),
 /// its vectors read from the file when asked for.
@@ -259,7 +303,20 @@ impl StoredVectors {
         if !path.is_file() {
             return Ok(None);
         }
-        StoredVectors::open_file(&path).map(Some)
+        let v = StoredVectors::open_file(&path)?;
+        if v.header.model != model {
+            return Err(VectorsError::Model { path, found: v.header.model, expected: model });
+        }
+        Ok(Some(v))
+    }
+
+    /// Refuses a file whose vectors are not `width` floats (the query vectors'): a dot
+    /// product of two widths would quietly drop floats.
+    pub fn check_width(&self, width: usize) -> Result<(), VectorsError> {
+        if self.header.dims as usize != width {
+            return Err(VectorsError::Width { path: self.path.clone(), file: self.header.dims, model: width });
+        }
+        Ok(())
     }
 
     /// Opens the vector file at `path`, checking its length and that its keys are sorted.
@@ -320,7 +377,7 @@ impl StoredVectors {
         (self.hits.load(Relaxed), self.misses.load(Relaxed))
     }
 
-    /// The vector of `key` when the file has one computed from `text`.
+    /// The vector of `key` when the file has one computed from `text` and read back whole.
     pub fn get(&self, key: VectorKey, text: &str) -> Result<Option<Vec<f32>>, VectorsError> {
         let found = self.lookup(key, text)?;
         let counter = if found.is_some() { &self.hits } else { &self.misses };
@@ -338,7 +395,7 @@ impl StoredVectors {
         self.file
             .read_exact_at(&mut rec, HEADER + index as u64 * self.header.record_len())
             .map_err(|e| VectorsError::Io { path: self.path.clone(), source: e })?;
-        if u64::from_be_bytes(rec[..8].try_into().expect("8 bytes")) != text_hash(text) {
+        if u64::from_be_bytes(rec[..8].try_into().expect("8 bytes")) != record_hash(text, &rec[8..]) {
             return Ok(None);
         }
         Ok(Some(rec[8..].chunks_exact(4).map(|c| f32::from_bits(u32::from_be_bytes(c.try_into().expect("4 bytes")))).collect()))

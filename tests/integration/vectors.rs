@@ -129,10 +129,22 @@ fn fact_scores_are_the_mean_of_their_facts_and_the_file_changes_no_answer() {
     assert!(scored > 100 && multi > 10, "{scored} paths, {multi} of two facts");
 }
 
-/// The file is read: a vector changed in it (its text hash kept) changes the scores of the
-/// paths through that fact, and only theirs.
+/// FNV-1a 64 continued from `h` over `bytes` (schema/v4.md's record hash, written here apart).
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// The file is read: fact vectors rewritten as zeros with the hash a writer would give them
+/// make every path of stored facts score 0; zeros under the old hash (damaged floats) are
+/// not used: the answers stay those of the encoder.
 #[test]
-fn the_retriever_reads_the_stored_vectors() {
+fn the_retriever_reads_the_stored_vectors_and_skips_damaged_ones() {
     let tmp = tempfile::tempdir().unwrap();
     let (store, input) = sample(tmp.path());
     index_vectors(&store);
@@ -141,14 +153,41 @@ fn the_retriever_reads_the_stored_vectors() {
     let file = StoredVectors::open_file(&path).unwrap();
     let header = *file.header();
     drop(file);
-    // Every fact record's floats zeroed: a path of stored facts then scores 0.
-    let mut bytes = std::fs::read(&path).unwrap();
+    let good = std::fs::read(&path).unwrap();
     let record = 8 + 4 * header.dims as usize;
-    for i in header.entities as usize..(header.entities + header.facts) as usize {
+    let facts = header.entities as usize..(header.entities + header.facts) as usize;
+
+    // Damaged: every fact record's floats zeroed, its hash kept.
+    let mut damaged = good.clone();
+    for i in facts.clone() {
         let at = 64 + i * record + 8;
-        bytes[at..at + record - 8].fill(0);
+        damaged[at..at + record - 8].fill(0);
     }
-    std::fs::write(&path, &bytes).unwrap();
+    std::fs::write(&path, &damaged).unwrap();
+    dense_facts(&store, &input, &tmp.path().join("damaged.jsonl"));
+    assert_eq!(std::fs::read(tmp.path().join("a.jsonl")).unwrap(), std::fs::read(tmp.path().join("damaged.jsonl")).unwrap());
+    let out = trellis().arg("validate").arg("--store").arg(&store).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains(&format!("{} match the store's texts now ({} recomputed", header.entities, header.facts)), "{said}");
+
+    // Rewritten: zeros with the hash of (text, zeros), the text from the store's names.
+    let s = trellis::Store::open_read_only(&store).unwrap();
+    let ids: Vec<trellis::EntityId> = (0..s.entity_count() as u32).map(trellis::EntityId).collect();
+    let names: Vec<String> = s.entity_names(&ids).unwrap().into_iter().map(Option::unwrap).collect();
+    let relations: Vec<trellis::RelationId> = (0..s.relation_count() as u32).map(trellis::RelationId).collect();
+    let relation_names: Vec<String> = s.relation_names(&relations).unwrap().into_iter().map(Option::unwrap).collect();
+    drop(s);
+    let keys_at = good.len() - header.facts as usize * 12;
+    let be = |b: &[u8]| u32::from_be_bytes(b.try_into().unwrap()) as usize;
+    for (n, i) in facts.enumerate() {
+        let k = &good[keys_at + n * 12..keys_at + n * 12 + 12];
+        let text = format!("{} {} {}", names[be(&k[..4])], relation_words(&relation_names[be(&k[4..8])]), names[be(&k[8..])]);
+        let zeros = vec![0u8; record - 8];
+        let at = 64 + i * record;
+        damaged[at..at + 8].copy_from_slice(&fnv(fnv(FNV_START, text.as_bytes()), &zeros).to_be_bytes());
+    }
+    std::fs::write(&path, &damaged).unwrap();
     let after = dense_facts(&store, &input, &tmp.path().join("b.jsonl"));
     let mut zeroed = 0;
     for (a, b) in before.iter().zip(&after) {
@@ -173,6 +212,10 @@ fn after_a_rename_the_answers_equal_those_without_the_file() {
     assert!(carried.to_string_lossy().contains("gen-000002"), "{}", carried.display());
     let with = dense_facts(&store, &input, &tmp.path().join("with.jsonl"));
     assert!(with[0]["paths"].to_string().contains("Dallas, Texas"), "{}", with[0]);
+    // validate counts the renamed entity's name and facts as no longer matching.
+    let said = stdout_of(trellis().arg("validate").arg("--store").arg(&store));
+    let stale: u64 = said.split(" recomputed").next().unwrap().rsplit('(').next().unwrap().trim().parse().unwrap();
+    assert!(stale >= 2, "{said}");
     std::fs::remove_file(&carried).unwrap();
     dense_facts(&store, &input, &tmp.path().join("without.jsonl"));
     assert_eq!(std::fs::read(tmp.path().join("with.jsonl")).unwrap(), std::fs::read(tmp.path().join("without.jsonl")).unwrap());
@@ -198,7 +241,7 @@ fn a_damaged_file_is_named() {
                 b[8..12].copy_from_slice(&9u32.to_be_bytes());
                 b
             },
-            "vector file format 9, this build reads format 1",
+            "vector file format 9, this build reads format 2",
         ),
         (
             {
@@ -207,6 +250,15 @@ fn a_damaged_file_is_named() {
                 b
             },
             "0 floats a vector",
+        ),
+        (
+            {
+                // Another model's file under this one's name.
+                let mut b = good.clone();
+                b[32] ^= 0xff;
+                b
+            },
+            "written for model",
         ),
         (
             {
@@ -238,6 +290,24 @@ fn a_damaged_file_is_named() {
         assert_eq!(out.status.code(), Some(1), "{want}: {err}");
         assert!(err.contains(&path.display().to_string()) && err.contains(want) && err.contains("trellis index-vectors"), "{want}: {err}");
         assert!(!err.contains("panicked"), "{err}");
+        // Whole path texts read no stored vectors: the damaged file does not fail them.
+        let text = trellis()
+            .args(["retrieve", "--retriever", "dense", "--dense-model"])
+            .arg(model())
+            .arg("--store")
+            .arg(&store)
+            .arg("--input")
+            .arg(&input)
+            .arg("--output")
+            .arg(tmp.path().join("text.jsonl"))
+            .output()
+            .unwrap();
+        assert!(text.status.success(), "{want}: {}", String::from_utf8_lossy(&text.stderr));
+        // validate names the file too (a bad model only where the header's id is not the name's).
+        let v = trellis().arg("validate").arg("--store").arg(&store).output().unwrap();
+        let said = String::from_utf8_lossy(&v.stdout);
+        assert_eq!(v.status.code(), Some(1), "{want}: {said}");
+        assert!(said.contains("INVALID: 1 problem(s)") && said.contains(&path.display().to_string()), "{want}: {said}");
     }
     index_vectors(&store);
     assert_eq!(std::fs::read(&path).unwrap(), good, "a rebuild writes the same bytes");

@@ -254,6 +254,29 @@ def freeze(model, n):
             p.requires_grad_(False)
 
 
+def kept_layers(total, n):
+    """The `n` layers of `total` a cut model keeps: spread evenly, the top one always (the
+    scoring head was trained on its output)."""
+    if not 1 <= n <= total:
+        raise SystemExit(f"--keep-layers {n}: the encoder has {total} layers")
+    return [round((i + 1) * total / n) - 1 for i in range(n)]
+
+
+def cut(model, n):
+    """The encoder cut to `n` of its layers (`kept_layers`), the config told: a cheaper
+    cross-encoder whose cost the reranker's cost study weighs against path@1."""
+    _, stack = layers(model.encoder)
+    keep = kept_layers(len(stack), n)
+    cfg = model.encoder.config
+    if is_t5(cfg):
+        model.encoder.encoder.block = torch.nn.ModuleList(stack[i] for i in keep)
+        cfg.num_layers = n
+    else:
+        model.encoder.encoder.layer = torch.nn.ModuleList(stack[i] for i in keep)
+        cfg.num_hidden_layers = n
+    return keep
+
+
 def build(task, init, seed, freeze_layers=0):
     torch.manual_seed(seed)
     enc = load_encoder(init)
@@ -417,6 +440,8 @@ def train(args):
     model = build(args.task, args.init, args.seed, args.freeze_layers).to(dev)
     if args.init_weights:
         model.load_state_dict(torch.load(args.init_weights, map_location="cpu"))
+    if args.keep_layers:
+        log(f"{args.task}: the encoder cut to its layers {cut(model, args.keep_layers)}")
     batches, per_epoch = shuffled(rows, args.batch, args.seed)
     steps = per_epoch * args.epochs
     # --schedule-epochs: the learning rate decays over that many epochs (a stage stopped early).
@@ -504,6 +529,11 @@ def model_lines(a, cfg):
     tools/train/pretrained.py: package, checksums, licence)."""
     frozen = int(a.get("freeze_layers", "0") or 0)
     frozen = f" The embeddings and the lowest {frozen} layers were kept frozen in training." if frozen else ""
+    kept = a.get("keep_layers", "None")
+    if kept != "None":
+        init_cfg = json.loads((Path(a["init"]) / "config.json").read_text())
+        total = init_cfg.get("num_hidden_layers", init_cfg.get("num_layers"))
+        frozen += f" Cut to {kept} of the {total} layers (layers {kept_layers(total, int(kept))}, counted from 0) before this stage."
     if cfg.get("model_type") == "t5":
         return f"""- A T5 encoder: {cfg['num_layers']} layers, d_model {cfg['d_model']}, {cfg['num_heads']} heads, d_ff {cfg['d_ff']}, vocabulary
   {cfg['vocab_size']} (the generator's cased Unigram tokenizer, `tokenizer.json`).
@@ -696,6 +726,8 @@ def snapshot(args):
     torch.set_num_threads(args.threads)
     out = Path(args.run) / (args.name or args.task)
     model = build(args.task, args.init, args.seed, args.freeze_layers)
+    if args.keep_layers:
+        cut(model, args.keep_layers)
     ck = torch.load(out / "last.pt", map_location="cpu", weights_only=False)
     model.load_state_dict(ck["model"])
     state = ck["state"]
@@ -752,6 +784,7 @@ def main():
                        help="a saved T5 (its encoder is loaded) or a BERT-style sentence-transformers directory")
         p.add_argument("--tokenizer", type=Path, help="the tokenizer.json trained with (default: --init's own tokenizer.json)")
         p.add_argument("--freeze-layers", type=int, default=0, help="keep the embeddings and the lowest N layers as initialised")
+        p.add_argument("--keep-layers", type=int, help="cut the encoder to N of its layers, spread evenly with the top one (after --init-weights)")
         p.add_argument("--seed", type=int, default=20261126)
         p.add_argument("--threads", type=int, default=1)
         p.add_argument("--lr", type=float, default=2e-4)
