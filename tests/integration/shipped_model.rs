@@ -436,6 +436,40 @@ fn the_minilm_reranker_matches_its_python_reference() {
     }
 }
 
+/// The MiniLM bi-encoder on its real weights (issue 36) against
+/// `tools/reference/minilm_goldens.py --task dense`: the WordPiece ids of queries (the last 3
+/// messages newest first) and paths, one cut at max_length, exactly; the mean-pooled,
+/// normalized vectors within 1e-4 of onnxruntime's on the same int8 file, and within the
+/// export check's 0.05 a float of the fine-tuned PyTorch model it was exported from.
+#[test]
+fn the_minilm_bi_encoder_matches_its_python_reference() {
+    use trellis::model::encoder::BiEncoder;
+    use trellis::model::RuntimeOptions;
+    let g: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture("encoders/minilm-dense-goldens.json")).unwrap()).unwrap();
+    let m = BiEncoder::open(&model_dir("dense-minilm-opendialkg"), &RuntimeOptions::default(), 4).unwrap();
+    assert_eq!(m.dir().max_length() as u64, g["max_length"].as_u64().unwrap());
+    let texts: Vec<&str> = g["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let mut cut = 0;
+    for (i, t) in texts.iter().enumerate() {
+        let ids: Vec<u32> = g["input_ids"][i].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
+        let got = m.dir().token_ids(t).unwrap();
+        assert_eq!(got, ids, "token ids of text {i}: {t:?}");
+        cut += usize::from(got.len() == m.dir().max_length());
+    }
+    assert!(cut > 0, "some text must be cut at max_length");
+    let got = m.embed_documents(&texts).unwrap();
+    let tolerance = g["float_tolerance"].as_f64().unwrap() as f32;
+    for (i, v) in got.iter().enumerate() {
+        let int8: Vec<f32> = g["vectors_int8"][i].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+        let float: Vec<f32> = g["vectors_float"][i].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+        assert_eq!(v.len(), int8.len(), "text {i}: width");
+        for (j, ((a, b), c)) in v.iter().zip(&int8).zip(&float).enumerate() {
+            assert!((a - b).abs() <= 1e-4, "text {i} float {j}: {a} against onnxruntime's {b}");
+            assert!((a - c).abs() <= tolerance, "text {i} float {j}: {a} against PyTorch's {c}");
+        }
+    }
+}
+
 /// A mixed pool (issue 36): gsr's T5 model (SentencePiece, cased) writes paths through the
 /// token index of its own tokenizer, PCST adds its own, and the MiniLM reranker (WordPiece,
 /// lower-cased, another vocabulary) scores the union: every returned score is the
