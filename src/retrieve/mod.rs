@@ -786,8 +786,6 @@ impl Retriever {
     }
 }
 
-/// The vector file of `scorer`'s model in `store`'s generation, when there is one (the
-/// model's identity, a hash of its files, is computed only for a store with vector files).
 /// The bi-encoder whose stored vectors a retriever reads: PCST's with dense prizes, or the
 /// dense retriever's when it scores paths by their facts (`dense_paths facts`). Scoring
 /// whole path texts reads none, so a damaged vector file cannot fail it.
@@ -802,6 +800,8 @@ fn vector_reader<'a>(
     }
 }
 
+/// The vector file of `scorer`'s model in `store`'s generation, when there is one (the
+/// model's identity, a hash of its files, is computed only for a store with vector files).
 fn stored_vectors(store: &Store, scorer: Option<&Arc<dense::DenseScorer>>) -> Result<Option<Arc<crate::vectors::StoredVectors>>, RetrieveError> {
     let Some(scorer) = scorer else { return Ok(None) };
     if !store.generation_dir().join(crate::vectors::VECTORS_DIR).is_dir() {

@@ -345,3 +345,23 @@ fn index_vectors_takes_its_settings_from_the_library() {
     stdout_of(trellis().args(["index-vectors", "--encoder-batch", "3", "--dense-model"]).arg(model()).arg("--store").arg(&store));
     assert_eq!(std::fs::read(&path).unwrap(), default);
 }
+
+/// A file is refused for a query of another width (a dot product would drop floats), and a
+/// model's identity names its device: vectors written on CUDA are never read on the CPU.
+#[test]
+fn another_width_or_device_is_not_taken_for_the_model_s() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, _) = sample(tmp.path());
+    index_vectors(&store);
+    let path = vector_file(&store);
+    let file = StoredVectors::open_file(&path).unwrap();
+    assert!(file.check_width(32).is_ok());
+    let err = file.check_width(31).unwrap_err();
+    assert!(matches!(err, VectorsError::Width { file: 32, model: 31, .. }), "{err}");
+    assert!(err.to_string().contains(&path.display().to_string()), "{err}");
+    let dir = trellis::model::encoder::EncoderDir::open(&model(), None).unwrap();
+    use trellis::model::session::Device;
+    let cpu = trellis::vectors::model_id(&dir, Device::Cpu).unwrap();
+    assert_eq!(path.file_stem().unwrap().to_str().unwrap(), format!("{cpu:016x}"), "the file is named by the CPU identity");
+    assert_ne!(cpu, trellis::vectors::model_id(&dir, Device::Cuda(0)).unwrap());
+}
