@@ -175,7 +175,13 @@ impl Generator {
             Strategy::Beam(b) => b.beams,
             Strategy::Greedy | Strategy::Sample(_) => 1,
         };
-        Ok(limits::batch_that_fits(shape, settings.batch, rows, self.dir().trellis().input.max_tokens, settings.max_new_tokens)?)
+        Ok(limits::batch_that_fits(
+            shape,
+            settings.batch,
+            rows,
+            crate::model::session::padded_batch_length(self.dir().trellis().input.max_tokens),
+            settings.max_new_tokens,
+        )?)
     }
 
     /// The encoder input of a request (the module's documentation states the rules).

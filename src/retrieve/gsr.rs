@@ -223,6 +223,8 @@ pub struct GsrTimings {
     pub encode_ns: u64,
     /// Decoder calls, and the time inside ONNX Runtime's `run` for them.
     pub decoder_steps: u64,
+    /// Tokens fed to the decoder in those calls (every beam's row).
+    pub decoder_tokens: u64,
     /// Time inside ONNX Runtime's `run` for the decoder calls.
     pub decoder_run_ns: u64,
     /// The model's own work around `run` (inputs, outputs, cache reorders).
@@ -399,7 +401,8 @@ impl GsrRetriever {
             ))));
         }
         let shape = limits::DecoderShape { layers: cfg.num_decoder_layers, heads: cfg.num_heads, d_kv: cfg.d_kv, vocab: cfg.vocab_size as usize };
-        let batch = limits::batch_that_fits(shape, opts.batch, beams, dir.trellis().input.max_tokens, max_new_tokens)?;
+        let batch =
+            limits::batch_that_fits(shape, opts.batch, beams, crate::model::session::padded_batch_length(dir.trellis().input.max_tokens), max_new_tokens)?;
         let settings = GsrSettings {
             prior,
             prior_norm: o.prior_norm.unwrap_or(d.prior_norm),
@@ -466,6 +469,7 @@ impl GsrRetriever {
             search_ns: self.search_ns.load(Ordering::Relaxed),
             encode_ns: self.encode_ns.load(Ordering::Relaxed),
             decoder_steps: m.steps,
+            decoder_tokens: m.tokens,
             decoder_run_ns: m.run_ns,
             decoder_outside_ns: m.outside_ns,
         }

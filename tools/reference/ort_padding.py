@@ -1,49 +1,86 @@
 #!/usr/bin/env python3
-"""Issue 37: is onnxruntime itself sensitive to the padded length or to the other rows of a batch?
+"""Issue 37: does a request's output depend on the length its batch is padded to?
 
-    PY=$(bash tools/venv.sh encoders); OMP_NUM_THREADS=1 $PY tools/reference/ort_padding.py models/gsr-opendialkg 1
+    python tools/reference/ort_padding.py MODEL_DIR THREADS MULTIPLE MAX_LEN
 
-Row 0 (a 70-token request) decoded alone, then inside batches of requests of other lengths
-(45..128 tokens; the encoder run together and padded to the longest), greedy with the
-merged decoder and its cache, 1 and 5 rows a request: the logits of row 0 are compared bit
-for bit. On 2026-11-28 (onnxruntime 1.31.1, the wheel whose library the engine loads) every
-case was bit-identical on 1 and 2 threads (docs/batch-jobs.md)."""
-import numpy as np, onnxruntime as ort, sys
-m = sys.argv[1]; threads = int(sys.argv[2])
-so = ort.SessionOptions(); so.intra_op_num_threads = threads
-enc = ort.InferenceSession(f"{m}/encoder_model.onnx", so, providers=["CPUExecutionProvider"])
-dec = ort.InferenceSession(f"{m}/decoder_model_merged.onnx", so, providers=["CPUExecutionProvider"])
-names = [i.name for i in dec.get_inputs()]
+(numpy and onnxruntime==1.31.1, the wheel whose library the engine loads.) For every request
+length n from 1 to MAX_LEN: the request alone, padded to n rounded up to MULTIPLE, decoded 5
+greedy steps with the merged decoder and its cache; then the same request padded to every
+longer multiple of MULTIPLE up to MAX_LEN, alone and beside two full-length requests. Counts
+the cases whose logits differ in any bit.
+
+2026-11-28, the shipped models on this machine (AVX-512), 1 and 2 threads:
+- MULTIPLE 1 (pad to the longest input, what Trellis did before padding to input.max_tokens):
+  many cases differ by 1e-6..3e-6 (e.g. a 46-token request padded to 48..128, a 45-token one
+  padded to 46 or 47); requests whose length is a multiple of 4 never do. The encoder's
+  states stay bit-identical: the decoder's cross-attention differs. onnxruntime's kernel for a
+  one-row product with a transposed matrix (MlasSgemmKernelM1TransposeBAvx: one query row
+  against every key position) takes the positions four at a time, then two, then one, and
+  each group reduces its lanes in another order, so the last (length mod 4) positions get
+  scores rounded another way than in a group of four.
+- MULTIPLE 4 and 8: 0 cases differ (models/gsr-opendialkg to 128 tokens: 0 of 3,968 on 1 and
+  on 2 threads; models/generator-opendialkg to 192: 0 of 9,024). Trellis pads every batch to
+  its longest input rounded up to 8 (src/model/session/steps.rs, PAD_MULTIPLE).
+An earlier version of this script tried one 70-token request only, whose scores happened to
+be the same in every batch, and wrongly cleared onnxruntime.
+"""
+import sys
+
+import numpy as np
+import onnxruntime as ort
+
+model, threads, multiple, max_len = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+so = ort.SessionOptions()
+so.intra_op_num_threads = threads
+enc = ort.InferenceSession(f"{model}/encoder_model.onnx", so, providers=["CPUExecutionProvider"])
+dec = ort.InferenceSession(f"{model}/decoder_model_merged.onnx", so, providers=["CPUExecutionProvider"])
+past_inputs = [i for i in dec.get_inputs() if i.name.startswith("past_key_values")]
+heads, d_kv = int(past_inputs[0].shape[1]), int(past_inputs[0].shape[3])
 outs = [o.name for o in dec.get_outputs()]
-rng = np.random.default_rng(0)
-reqs = [rng.integers(5, 8000, size=k) for k in [70, 45, 128, 99, 12, 70, 81, 127]]
-def run(batch, L=None, steps=16, beams=1):
-    L = L or max(len(r) for r in batch)
-    x = np.zeros((len(batch), L), dtype=np.int64); mk = np.zeros_like(x)
-    for i, r in enumerate(batch):
-        x[i, :len(r)] = r; mk[i, :len(r)] = 1
-    h = enc.run(None, {"input_ids": x, "attention_mask": mk})[0]
-    h = np.repeat(h, beams, 0); mk = np.repeat(mk, beams, 0)
-    rows = len(batch) * beams
-    tok = np.zeros((rows, 1), dtype=np.int64)
-    past = {nm: np.zeros((rows, 4, 0, 64), np.float32) for nm in names if nm.startswith("past_key_values")}
-    logs = []
-    for s in range(steps):
-        feed = {"encoder_attention_mask": mk, "input_ids": tok, "encoder_hidden_states": h, "use_cache_branch": np.array([s > 0])}
+rng = np.random.default_rng(1)
+other = rng.integers(5, 8000, size=max_len)
+
+
+def decode(request, padded, extra_rows=0, steps=5):
+    """Logits of row 0 at each step: `request` padded to `padded`, beside `extra_rows`
+    requests of the full padded length."""
+    rows = 1 + extra_rows
+    ids = np.zeros((rows, padded), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    ids[0, : len(request)] = request
+    mask[0, : len(request)] = 1
+    ids[1:, :] = other[:padded]
+    mask[1:, :] = 1
+    hidden = enc.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+    token = np.zeros((rows, 1), dtype=np.int64)
+    past = {i.name: np.zeros((rows, heads, 0, d_kv), np.float32) for i in past_inputs}
+    logits = []
+    for step in range(steps):
+        feed = {"encoder_attention_mask": mask, "input_ids": token, "encoder_hidden_states": hidden, "use_cache_branch": np.array([step > 0])}
         feed.update(past)
-        r = dict(zip(outs, dec.run(None, feed)))
-        lg = r["logits"][:, -1]
-        logs.append(lg[0].copy())
-        # each row its own token: beam k of a request takes its k-th best
-        order = np.argsort(-lg, axis=-1)
-        tok = np.array([[order[i, i % beams]] for i in range(rows)], dtype=np.int64)
-        for nm in list(past):
-            pn = nm.replace("past_key_values", "present")
-            if s == 0 or ".decoder." in nm:
-                past[nm] = r[pn]
-    return np.stack(logs)
-for beams in [1, 5]:
-    ref = run(reqs[:1], beams=beams)
-    for k in [2, 3, 4, 8]:
-        g = run(reqs[:k], beams=beams)
-        print(f"threads {threads} beams {beams} batch {k} (padded to {max(len(r) for r in reqs[:k])}): max |diff| {float(np.abs(g - ref).max()):.2e}", "identical" if np.array_equal(g, ref) else "DIFFER")
+        out = dict(zip(outs, dec.run(None, feed)))
+        last = out["logits"][:, -1]
+        logits.append(last[0].copy())
+        token = np.argmax(last, -1).reshape(rows, 1).astype(np.int64)
+        for name in past:
+            if step == 0 or ".decoder." in name:
+                past[name] = out[name.replace("past_key_values", "present")]
+    return np.stack(logits)
+
+
+differ, cases, worst, examples = 0, 0, 0.0, []
+for n in range(1, max_len + 1):
+    request = rng.integers(5, 8000, size=n)
+    base = -(-n // multiple) * multiple
+    reference = decode(request, base)
+    for padded in range(base + multiple, max_len + 1, multiple):
+        for extra in (0, 2):
+            cases += 1
+            got = decode(request, padded, extra)
+            if not np.array_equal(got, reference):
+                differ += 1
+                worst = max(worst, float(np.abs(got - reference).max()))
+                if len(examples) < 3:
+                    examples.append(f"{n} tokens padded to {padded} beside {extra} rows")
+print(f"{model}, {threads} thread(s), padded to multiples of {multiple} up to {max_len}: {differ} of {cases} cases differ"
+      + (f" (largest {worst:.2e}; e.g. {'; '.join(examples)})" if differ else ""))

@@ -33,7 +33,7 @@ pub use error::{CallError, OutputProblem, Seq2SeqError};
 pub use options::{Device, RuntimeOptions};
 pub(crate) use pool::{builder, commit};
 pub use pool::{GraphReport, Seq2Seq, SessionGuard, StepTimings};
-pub use steps::{DecoderState, Encoded, SessionSteps};
+pub use steps::{padded_batch_length, DecoderState, Encoded, SessionSteps, PAD_MULTIPLE};
 
 type Result<T, E = Seq2SeqError> = std::result::Result<T, E>;
 

@@ -50,10 +50,13 @@ pub(super) struct Bindings {
 }
 
 /// Time spent in decoder calls, for measuring what Trellis adds around ONNX Runtime.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StepTimings {
     /// Decoder `step`/`step_many` calls.
     pub steps: u64,
+    /// Tokens fed to the decoder in those calls (rows x tokens per row, beams and the
+    /// placeholder rows of finished beams included): the decoder's tokens/s.
+    pub tokens: u64,
     /// Nanoseconds inside `Session::run` for those steps.
     pub run_ns: u64,
     /// Nanoseconds of the steps outside `Session::run` (building inputs, checking and
@@ -64,6 +67,7 @@ pub struct StepTimings {
 #[derive(Default)]
 pub(super) struct Counters {
     pub(super) steps: AtomicU64,
+    pub(super) tokens: AtomicU64,
     pub(super) run_ns: AtomicU64,
     pub(super) outside_ns: AtomicU64,
 }
@@ -308,6 +312,7 @@ impl Seq2Seq {
     pub fn timings(&self) -> StepTimings {
         StepTimings {
             steps: self.counters.steps.load(Ordering::Relaxed),
+            tokens: self.counters.tokens.load(Ordering::Relaxed),
             run_ns: self.counters.run_ns.load(Ordering::Relaxed),
             outside_ns: self.counters.outside_ns.load(Ordering::Relaxed),
         }

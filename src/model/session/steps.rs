@@ -129,6 +129,14 @@ impl DecoderState {
     }
 }
 
+/// Every batch's padded length is a multiple of this ([`SessionGuard::encode`] says why).
+pub const PAD_MULTIPLE: usize = 8;
+
+/// The length a batch whose longest input has `longest` tokens is padded to.
+pub fn padded_batch_length(longest: usize) -> usize {
+    longest.div_ceil(PAD_MULTIPLE) * PAD_MULTIPLE
+}
+
 pub(super) fn host_tensor<T: ort::value::PrimitiveTensorElementType + std::fmt::Debug + Clone + 'static>(shape: Vec<i64>, data: Vec<T>) -> Result<DynValue> {
     Tensor::from_array((shape, data)).map(|t| t.into_dyn()).map_err(|source| Seq2SeqError::Internal { what: "input tensor", source: source.into() })
 }
@@ -144,13 +152,16 @@ impl SessionGuard<'_> {
     /// Encodes a batch once: pads with the pad id, masks the padding. Input ids must be
     /// in the vocabulary; no input may be empty.
     ///
-    /// Every batch is padded to the model's `input.max_tokens` (longer inputs, which the
-    /// input encodings never make, to the longest): the padded length is then the same
-    /// whatever else is in the batch. With another padded length ONNX Runtime's results
-    /// differ in the last bits (a request's logits moved by up to 1e-6 when a longer one
-    /// joined its batch), which the per-row int8 quantization of the shipped models now and
-    /// then turns into another rounding step; with one length, a row's numbers do not depend
-    /// on its neighbours (tested on the shipped models in several batchings and orders).
+    /// The batch is padded to its longest input rounded up to a multiple of
+    /// [`PAD_MULTIPLE`]: then a request's numbers do not depend on the other requests of its
+    /// batch. The cause is ONNX Runtime's kernel for a one-row product with a transposed
+    /// matrix (`MlasSgemmKernelM1TransposeBAvx`, every decoder step's cross-attention
+    /// scores): it takes the key positions four at a time, then two, then one, and each
+    /// group sums its lanes in another order, so a position's score changed in the last bit
+    /// with the padded length modulo 4 (`tools/reference/ort_padding.py` shows it on the
+    /// shipped models; `docs/batch-jobs.md`). With every padded length a multiple of 4, every
+    /// real position is scored in a group of four whatever the batch, and trailing groups of
+    /// padding add exact zeros. 8 leaves a margin for kernels that group by 8.
     pub fn encode(&mut self, inputs: &[Vec<u32>]) -> Result<Encoded> {
         let cfg = self.model.config().clone();
         if inputs.is_empty() {
@@ -163,7 +174,7 @@ impl SessionGuard<'_> {
             return Err(CallError::TokenOutOfRange { token, vocab: cfg.vocab_size }.into());
         }
         let longest = inputs.iter().map(Vec::len).max().unwrap_or(0);
-        let (b, s) = (inputs.len(), longest.max(self.model.dir.trellis().input.max_tokens));
+        let (b, s) = (inputs.len(), padded_batch_length(longest));
         let mut ids = vec![i64::from(cfg.pad_token_id); b * s];
         let mut mask = vec![0i64; b * s];
         for (i, inp) in inputs.iter().enumerate() {
@@ -366,6 +377,7 @@ impl SessionGuard<'_> {
         state.logits = Some(logits);
         let total = t0.elapsed().as_nanos() as u64;
         model.counters.steps.fetch_add(1, Ordering::Relaxed);
+        model.counters.tokens.fetch_add((rows * per_row) as u64, Ordering::Relaxed);
         model.counters.run_ns.fetch_add(run_ns, Ordering::Relaxed);
         model.counters.outside_ns.fetch_add(total.saturating_sub(run_ns), Ordering::Relaxed);
         Self::logits(state)
