@@ -307,7 +307,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             "answered": done, "skipped": skipped, "resumed_at_line": resumed_at, "answered_now": now, "input": file, "output": args.output.display().to_string(),
             "seconds": started.elapsed().as_secs_f64(), "seconds_answering": answering.elapsed().as_secs_f64(),
             "mean_ms": {"link": per(stage_ms[0]), "retrieve": per(stage_ms[1]), "generate": per(stage_ms[2])},
+            "generator": {"timings": pipeline.generator().model().timings()},
         });
+        let mut summary = summary;
+        if let Some(g) = pipeline.retriever().generative() {
+            summary["gsr"] = serde_json::json!({"timings": g.timings()});
+        }
         outln!("{summary}");
     } else {
         eprintln!(
