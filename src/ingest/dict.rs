@@ -140,8 +140,15 @@ impl Interner {
     /// Resident bytes held, as the memory budget counts them: large vectors grow by
     /// `mremap`, so their spare capacity is address space, not memory, until written; the
     /// hash table's control bytes are written when it grows, its slots when filled.
+    ///
+    /// A growing table holds its old slots and the new ones (twice as many) at once while it
+    /// rehashes, and those are written at once: while the table is close to its next growth
+    /// the new slots are counted as well, so that the caller makes room (the sort buffer
+    /// spills) before the growth, not after it. Likewise the cache of store keys.
     pub fn heap_bytes(&self) -> usize {
-        self.arena.len() + self.offsets.len() * 8 + self.table.slots.len() * 8 + self.existing.len() * 48
+        let existing = self.existing.len() * EXISTING_ENTRY_BYTES;
+        let existing_growth = if self.existing.len() + GROWTH_WINDOW_MIN >= self.existing.capacity() { 2 * self.existing.capacity().max(1) * EXISTING_ENTRY_BYTES } else { 0 };
+        self.arena.len() + self.offsets.len() * 8 + self.table.slots.len() * 8 + self.table.growth_bytes() + existing + existing_growth
     }
 }
 
@@ -153,6 +160,11 @@ struct KeyTable {
     slots: Vec<u64>,
     len: usize,
 }
+
+/// Bytes a cached store key costs (its boxed key, id and table entry), as the budget counts it.
+const EXISTING_ENTRY_BYTES: usize = 48;
+/// A table this close to its next growth (in entries) counts the growth's new slots already.
+const GROWTH_WINDOW_MIN: usize = 4096;
 
 const OFFSET_BITS: u32 = 48;
 const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
@@ -202,11 +214,27 @@ impl KeyTable {
         }
     }
 
+    /// The entries the table takes before it grows.
+    fn capacity(&self) -> usize {
+        self.slots.len() * 3 / 4
+    }
+
+    /// The bytes of the next growth's new slots while the table is within 1/32 of its size
+    /// (at least [`GROWTH_WINDOW_MIN`] entries) of growing, else 0.
+    fn growth_bytes(&self) -> usize {
+        let window = (self.slots.len() / 32).max(GROWTH_WINDOW_MIN);
+        if self.len + window >= self.capacity() {
+            (self.slots.len() * 2).max(1024) * 8
+        } else {
+            0
+        }
+    }
+
     /// Adds an offset known to be absent; `rehash(offset)` gives the hash of a stored key
     /// when the table grows.
     fn insert(&mut self, hash: u64, offset: u64, rehash: impl Fn(u64) -> u64) {
         assert!(offset < OFFSET_MASK, "dictionary arena over 256 TiB");
-        if (self.len + 1) * 4 > self.slots.len() * 3 {
+        if self.len + 1 > self.capacity() {
             let grown = vec![0; (self.slots.len() * 2).max(1024)];
             let old = std::mem::replace(&mut self.slots, grown);
             for slot in old.into_iter().filter(|&s| s != 0) {
@@ -289,6 +317,28 @@ mod tests {
             proptest::prop_assert_eq!(d.get(b"zzz"), None);
             proptest::prop_assert_eq!(d.new_count() as usize, model.len());
         }
+    }
+
+    /// While a table rehashes its old and new slots are both resident: the count the budget
+    /// reads must include them before the insert that grows the table, at every growth.
+    #[test]
+    fn a_table_about_to_grow_counts_its_new_slots_first() {
+        let mut d = Interner::new(0);
+        let mut none = |_: &[u8]| Ok(None);
+        let mut growths = 0;
+        for i in 0u32..200_000 {
+            if d.table.len == d.table.capacity() {
+                let resident_while_growing = d.arena.len() + d.offsets.len() * 8 + 3 * d.table.slots.len() * 8;
+                assert!(d.heap_bytes() >= resident_while_growing, "at {i} entries: {} < {resident_while_growing}", d.heap_bytes());
+                growths += 1;
+            }
+            d.intern(format!("key {i}").as_bytes(), TermKind::Name, None, &mut none).unwrap();
+        }
+        assert!(growths >= 8, "{growths} growths");
+        // Far from its next growth, the table counts only its own slots.
+        let table = d.table.slots.len() * 8;
+        assert_eq!(d.table.growth_bytes(), 0);
+        assert!(d.heap_bytes() < d.arena.len() + d.offsets.len() * 8 + table + 4096, "{}", d.heap_bytes());
     }
 
     #[test]
