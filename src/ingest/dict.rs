@@ -147,7 +147,8 @@ impl Interner {
     /// spills) before the growth, not after it. Likewise the cache of store keys.
     pub fn heap_bytes(&self) -> usize {
         let existing = self.existing.len() * EXISTING_ENTRY_BYTES;
-        let existing_growth = if self.existing.len() + GROWTH_WINDOW_MIN >= self.existing.capacity() { 2 * self.existing.capacity().max(1) * EXISTING_ENTRY_BYTES } else { 0 };
+        let existing_growth =
+            if self.existing.len() + GROWTH_WINDOW_MIN >= self.existing.capacity() { 2 * self.existing.capacity().max(1) * EXISTING_ENTRY_BYTES } else { 0 };
         self.arena.len() + self.offsets.len() * 8 + self.table.slots.len() * 8 + self.table.growth_bytes() + existing + existing_growth
     }
 }
