@@ -38,6 +38,7 @@ pub(super) fn write_adjacency_both(
         files.push((CF_ADJACENCY, adj));
         files.push((CF_DEGREES, deg));
         files.extend(provenance);
+        sorter.remove_runs(order)?;
         if dir == Direction::Out {
             added_out = added;
         } else if added != added_out {

@@ -5,7 +5,7 @@
 use super::dict::Interner;
 use super::dictionaries::Tables;
 use super::error::IngestError;
-use super::sort::TripleSorter;
+use super::sort::{Triple, TripleSorter};
 use super::sst::SstOptions;
 use super::tokens::ChangedTerms;
 use super::{adjacency, BulkLoader, InputSpec, LoadReport};
@@ -27,6 +27,9 @@ use std::time::Instant;
 /// records, run and SST writer buffers, RocksDB caches: under 200 MB together).
 const SORT_SHARE: f64 = 1.0;
 
+/// The dictionaries' sorts hold at least this much, however full the budget is.
+const MIN_RECORD_CAP: usize = 16 << 20;
+
 /// What a load holds between its steps.
 pub(super) struct Loading<'a> {
     pub(super) loader: &'a mut BulkLoader,
@@ -41,6 +44,9 @@ pub(super) struct Loading<'a> {
     pub(super) report: LoadReport,
     /// This load's number, counted from 1 (its place in the store's `loads` records).
     pub(super) load_number: usize,
+    /// Bytes the dictionaries' key and `names` sorts may hold before spilling sorted runs:
+    /// what the budget leaves beside the dictionaries and the triple sorter.
+    pub(super) record_cap: usize,
 }
 
 /// A first load that fails leaves the directory as it found it (removed, when the load
@@ -141,11 +147,13 @@ fn run_locked(mut loader: BulkLoader, inputs: &[InputSpec]) -> Result<LoadReport
             relations: 0,
             facts: 0,
             sort_runs: 0,
+            dictionary_runs: 0,
             token_indexes: Default::default(),
             text_index: Default::default(),
             elapsed: Default::default(),
         },
         load_number: old_meta.as_ref().map_or(0, |m| m.loads.len()) + 1,
+        record_cap: 0,
         loader: &mut loader,
     };
     for (index, spec) in inputs.iter().enumerate() {
@@ -259,6 +267,14 @@ impl Loading<'_> {
         let inputs = self.report.inputs.len();
         let old = self.old;
         let load = u32::try_from(self.load_number).unwrap_or(u32::MAX);
+        self.record_cap = match self.loader.sort_run_triples {
+            // The tests' small runs apply to these sorts too.
+            Some(triples) => triples.saturating_mul(std::mem::size_of::<Triple>()),
+            None => {
+                let held = self.entities.heap_bytes() + self.relations.heap_bytes() + sorter.heap_bytes();
+                (self.loader.memory_mb << 20).saturating_sub(held).max(MIN_RECORD_CAP)
+            }
+        };
         let (adjacency, dictionaries) = std::thread::scope(|scope| {
             let adjacency = scope.spawn(|| adjacency::write_adjacency_both(&mut sorter, old, set, &monitor, inputs, load));
             let dictionaries = self.write_dictionaries(set);

@@ -6,6 +6,7 @@ use super::dict::Interner;
 use super::error::IngestError;
 use super::intern::{lookup_exists, lookup_id, lookup_value};
 use super::naming::{default_name, wikidata_property_entity};
+use super::records::RecordSorter;
 use super::sst::{write_sorted, SstOptions, SstSink};
 use crate::backend::RocksResult;
 use crate::ids::{EntityId, RelationId};
@@ -18,44 +19,6 @@ use rocksdb::{WriteBatch, DB};
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// `names` entries of a load in one arena (key bytes then the flag byte), so millions of
-/// names cost their bytes plus 8, not an allocation each.
-#[derive(Default)]
-struct NameEntries {
-    bytes: Vec<u8>,
-    /// start (40 bits) << 24 | length including the flag byte (24 bits).
-    spans: Vec<u64>,
-}
-
-impl NameEntries {
-    fn push(&mut self, key: &[u8], flag: u8) {
-        let start = self.bytes.len() as u64;
-        self.bytes.extend_from_slice(key);
-        self.bytes.push(flag);
-        self.spans.push(start << 24 | (key.len() as u64 + 1));
-    }
-
-    fn get(&self, span: u64) -> &[u8] {
-        let start = (span >> 24) as usize;
-        &self.bytes[start..start + (span & 0xff_ffff) as usize]
-    }
-
-    /// (key, value) of an entry.
-    fn entry(&self, span: u64) -> (&[u8], &[u8]) {
-        let b = self.get(span);
-        b.split_at(b.len() - 1)
-    }
-
-    /// Entries in key order, one per key: a primary name (flag 0) sorts before an alias
-    /// (flag 1) of the same key and wins.
-    fn sorted_unique(&mut self) -> Vec<u64> {
-        let mut spans = std::mem::take(&mut self.spans);
-        spans.par_sort_unstable_by(|&a, &b| self.get(a).cmp(self.get(b)));
-        spans.dedup_by(|b, a| self.entry(*a).0 == self.entry(*b).0);
-        spans
-    }
-}
-
 /// SST files per column family, and the point updates that SSTs cannot express.
 pub(super) struct Tables {
     pub(super) ssts: Vec<(&'static str, Vec<PathBuf>)>,
@@ -67,7 +30,8 @@ impl Loading<'_> {
     /// Steps 1 and 2: entity and relation dictionaries, names, aliases, late labels.
     pub(super) fn write_dictionaries(&mut self, set: &SstOptions) -> Result<Tables, IngestError> {
         let mut ssts = Vec::new();
-        let mut names = NameEntries::default();
+        // `names` entries, held up to what the budget leaves, the rest in sorted runs.
+        let mut names = RecordSorter::new(set.dir(), "names", 1, self.record_cap);
         let t = Instant::now();
         let (ents, keys) = self.write_dictionary(set, true, &mut names)?;
         ssts.push((CF_ENTITIES, ents));
@@ -99,10 +63,10 @@ impl Loading<'_> {
                     // Stored with the same or a stronger flag: nothing to do.
                     Some(old_flag) if old_flag <= flag => {}
                     Some(_) => {
-                        names.push(&name_key, flag);
+                        names.push(&name_key, &[flag])?;
                         names_overwritten += 1;
                     }
-                    None => names.push(&name_key, flag),
+                    None => names.push(&name_key, &[flag])?,
                 }
             }
             alias_keys.push(k);
@@ -120,9 +84,12 @@ impl Loading<'_> {
             }
         }
         label_updates.sort();
-        let sorted = names.sorted_unique();
-        let new_names = sorted.len() as u64 - names_overwritten;
-        ssts.push((CF_NAMES, write_sorted(set, CF_NAMES, sorted.iter().map(|&e| names.entry(e)))?));
+        self.report.dictionary_runs += names.runs();
+        let mut sink = SstSink::new(set, CF_NAMES)?;
+        // One entry per key: a primary name (flag 0) sorts before an alias (flag 1) of the
+        // same key and wins.
+        let new_names = names.write_unique(&mut sink)? - names_overwritten;
+        ssts.push((CF_NAMES, sink.finish()?));
         tracing::info!(elapsed_ms = t.elapsed().as_millis() as u64, "wrote dictionaries");
         Ok(Tables { ssts, label_updates, new_names })
     }
@@ -135,12 +102,22 @@ impl Loading<'_> {
     }
 
     /// Writes the new terms of one dictionary, returns (records SSTs, key SSTs).
-    fn write_dictionary(&mut self, set: &SstOptions, entities: bool, names: &mut NameEntries) -> Result<(Vec<PathBuf>, Vec<PathBuf>), IngestError> {
+    fn write_dictionary(&mut self, set: &SstOptions, entities: bool, names: &mut RecordSorter) -> Result<(Vec<PathBuf>, Vec<PathBuf>), IngestError> {
         let (dict, cf, keys_cf) = if entities { (&self.entities, CF_ENTITIES, CF_ENTITY_KEYS) } else { (&self.relations, CF_RELATIONS, CF_RELATION_KEYS) };
-        // Keys first, so their sort buffer is freed before the names are collected.
+        // Keys first, so their sort buffer is freed before the names are collected. The
+        // in-memory sort takes 20 bytes a key; past what the budget leaves, sorted runs.
         let mut key_sink = SstSink::new(set, keys_cf)?;
-        for i in indexes_by_key(dict) {
-            key_sink.put(dict.key(i), &(dict.base() + i).to_be_bytes())?;
+        if (dict.new_count() as usize).saturating_mul(KEY_SORT_BYTES) <= self.record_cap {
+            for i in indexes_by_key(dict) {
+                key_sink.put(dict.key(i), &(dict.base() + i).to_be_bytes())?;
+            }
+        } else {
+            let mut keys = RecordSorter::new(set.dir(), if entities { "entity-keys" } else { "relation-keys" }, 4, self.record_cap);
+            for i in 0..dict.new_count() {
+                keys.push(dict.key(i), &(dict.base() + i).to_be_bytes())?;
+            }
+            self.report.dictionary_runs += keys.runs();
+            keys.write_unique(&mut key_sink)?;
         }
         let key_files = key_sink.finish()?;
         let mut records = SstSink::new(set, cf)?;
@@ -163,7 +140,7 @@ impl Loading<'_> {
             records.put(&codec::id_key(term.id), &buf)?;
             let target = if entities { NameTarget::Entity(EntityId(term.id)) } else { NameTarget::Relation(RelationId(term.id)) };
             for (key, flag) in codec::name_entries(&rec.name, &[]) {
-                names.push(&codec::name_key(&key, target), flag);
+                names.push(&codec::name_key(&key, target), &[flag])?;
             }
         }
         if !no_labels {
@@ -217,6 +194,9 @@ impl Loading<'_> {
         Ok((delta, renamed))
     }
 }
+
+/// Bytes a key takes in [`indexes_by_key`]'s sort (the packed prefix and the index).
+const KEY_SORT_BYTES: usize = 20;
 
 /// Indexes of the new terms of `dict` in key order. The keys lie scattered in the arena, so
 /// the sort runs over 12-byte key prefixes packed with the index in one array (no pointer

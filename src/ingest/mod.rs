@@ -29,6 +29,7 @@ mod intern;
 mod naming;
 pub(crate) mod parse;
 mod pipeline;
+mod records;
 mod rejects;
 pub(crate) mod sort;
 mod sst;
@@ -102,6 +103,9 @@ pub struct LoadReport {
     /// Sorted runs spilled to disk by the external sort and merged into the adjacency (0: it
     /// fit in the budget).
     pub sort_runs: usize,
+    /// Sorted runs spilled to disk while writing the dictionaries' keys and `names` entries
+    /// (0: they fit in what the budget left beside the dictionaries).
+    pub dictionary_runs: usize,
     /// The token indexes brought up to date with the load (only its new and relabeled
     /// names encoded), and those left stale.
     pub token_indexes: TokenUpkeep,
@@ -152,8 +156,9 @@ impl BulkLoader {
 
     /// Caps the external sort's buffer at `triples`: a sorted run is spilled every
     /// `triples` fact lines whatever the memory budget (`LoadReport::sort_runs` counts
-    /// them). For tests and measurements of the run merge on small inputs; the default
-    /// lets the budget decide.
+    /// them), and the dictionaries' key and name sorts spill past as many bytes as that
+    /// buffer holds (`LoadReport::dictionary_runs`). For tests and measurements of the
+    /// run merges on small inputs; the default lets the budget decide.
     pub fn with_sort_run_triples(mut self, triples: usize) -> Self {
         self.sort_run_triples = Some(triples.max(1));
         self

@@ -89,6 +89,12 @@ impl TripleSorter {
         self.runs.len()
     }
 
+    /// Bytes the sorter holds while its triples are written: the buffer, or one read
+    /// buffer per run file of both orders.
+    pub fn heap_bytes(&self) -> usize {
+        self.buf.capacity() * std::mem::size_of::<Triple>() + self.runs.len() * 2 * RUN_BUFFER_BYTES
+    }
+
     fn write_run(&self, path: &PathBuf, order: Order) -> Result<(), IngestError> {
         let f = File::create(path).map_err(|e| IngestError::io(path, e))?;
         let mut w = BufWriter::with_capacity(RUN_BUFFER_BYTES, f);
@@ -126,6 +132,17 @@ impl TripleSorter {
         if !self.runs.is_empty() {
             self.spill()?;
             self.buf = Vec::new();
+        }
+        Ok(())
+    }
+
+    /// Removes the run files of `order` once they are merged, so a load's disk peak holds
+    /// one order's runs beside its SST files, not both (24 bytes a triple). Streaming that
+    /// order again is then an error.
+    pub fn remove_runs(&mut self, order: Order) -> Result<(), IngestError> {
+        for (spo, ops) in &self.runs {
+            let path = if order == Order::Spo { spo } else { ops };
+            std::fs::remove_file(path).map_err(|e| IngestError::io(path, e))?;
         }
         Ok(())
     }
@@ -220,6 +237,13 @@ mod tests {
             let spo: Vec<Triple> = triples.iter().map(|&(a, b, c)| [a, b, c]).collect::<BTreeSet<_>>().into_iter().collect();
             let ops: Vec<Triple> = triples.iter().map(|&(a, b, c)| [c, b, a]).collect::<BTreeSet<_>>().into_iter().collect();
             prop_assert_eq!(collect(&mut s, Order::Spo), spo);
+            let files = std::fs::read_dir(dir.path()).unwrap().count();
+            prop_assert_eq!(files, 2 * s.runs());
+            // The merged order's runs go; the other order still streams in full.
+            s.remove_runs(Order::Spo).unwrap();
+            let left: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+            prop_assert_eq!(left.len(), s.runs());
+            prop_assert!(left.iter().all(|f| f.ends_with(".ops")));
             prop_assert_eq!(collect(&mut s, Order::Ops), ops);
             if tiny_budget && triples.len() > 1024 {
                 prop_assert!(s.runs() >= 2);

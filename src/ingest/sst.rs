@@ -16,6 +16,11 @@ pub(super) struct SstOptions {
 }
 
 impl SstOptions {
+    /// The load's temporary directory, where its SST files and sorted runs go.
+    pub(super) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     pub(super) fn new(cache: &Cache, dir: &Path) -> SstOptions {
         SstOptions {
             by_cf: COLUMN_FAMILIES

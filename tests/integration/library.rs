@@ -120,6 +120,9 @@ fn spilled_and_in_memory_loads_build_identical_stores() {
     let rm = BulkLoader::new(&in_memory).load(&[InputSpec::new(&input)]).unwrap();
     // 20,000 fact lines, a run every 1,000: 20 runs merged; the default budget holds them all.
     assert_eq!((rs.sort_runs, rm.sort_runs), (20, 0));
+    // The same cap (12,000 bytes) bounds the dictionaries' key and name sorts: they spill too.
+    assert!(rs.dictionary_runs >= 3, "{}", rs.dictionary_runs);
+    assert_eq!(rm.dictionary_runs, 0);
     assert_eq!((rs.facts, rm.facts), (model.len() as u64, model.len() as u64));
     // A second load merges its runs with the lists the store holds.
     let rs2 = BulkLoader::new(&spilled).with_sort_run_triples(300).load(&[InputSpec::new(&second)]).unwrap();

@@ -9,8 +9,14 @@
 //! ```text
 //! trellis-gen-powerlaw --facts 50000000 --entities 5000000 --relations 1000 --format tsv > g.tsv
 //! ```
+//!
+//! `--attach KEYS` (a file of entity keys, one per line) puts each key in the place of a
+//! synthetic entity drawn uniformly at random: the facts of that id are written with the key,
+//! so the listed entities (a real graph's, loaded beside) get synthetic neighbours in the
+//! generated graph's own degree distribution. The other facts are the same as without it.
 
-use std::io::{BufWriter, Write};
+use std::collections::HashMap;
+use std::io::{BufRead, BufWriter, Write};
 
 struct SplitMix(u64);
 
@@ -50,7 +56,7 @@ fn arg(args: &[String], name: &str, default: &str) -> String {
 fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        eprintln!("usage: trellis-gen-powerlaw [--facts N] [--entities N] [--relations N] [--seed N] [--format tsv|nt]");
+        eprintln!("usage: trellis-gen-powerlaw [--facts N] [--entities N] [--relations N] [--seed N] [--format tsv|nt] [--attach KEYS]");
         return Ok(());
     }
     let parse = |name: &str, default: &str| -> u64 {
@@ -74,6 +80,20 @@ fn main() -> std::io::Result<()> {
     while gcd(mult, entities) != 1 {
         mult += 1;
     }
+    let attached = match args.iter().position(|a| a == "--attach") {
+        Some(i) => {
+            let Some(path) = args.get(i + 1) else {
+                eprintln!("--attach: expected a file of entity keys");
+                std::process::exit(2)
+            };
+            if format != "tsv" {
+                eprintln!("--attach: keys are written as they are, in tsv only");
+                std::process::exit(2);
+            }
+            attach(path, entities, seed)?
+        }
+        None => HashMap::new(),
+    };
     let mut rng = SplitMix(seed);
     let out = std::io::stdout().lock();
     let mut w = BufWriter::with_capacity(1 << 20, out);
@@ -86,11 +106,56 @@ fn main() -> std::io::Result<()> {
         }
         let r = rng.power_law(relations);
         if format == "tsv" {
-            writeln!(w, "entity {s}\trelation {r}\tentity {o}")?;
+            if attached.is_empty() {
+                writeln!(w, "entity {s}\trelation {r}\tentity {o}")?;
+            } else {
+                write_entity(&mut w, &attached, s)?;
+                write!(w, "\trelation {r}\t")?;
+                write_entity(&mut w, &attached, o)?;
+                w.write_all(b"\n")?;
+            }
         } else {
             writeln!(w, "<http://example.org/e/{s}> <http://example.org/r/{r}> <http://example.org/e/{o}> .")?;
         }
         written += 1;
     }
     w.flush()
+}
+
+fn write_entity(w: &mut impl Write, attached: &HashMap<u64, String>, id: u64) -> std::io::Result<()> {
+    match attached.get(&id) {
+        Some(key) => w.write_all(key.as_bytes()),
+        None => write!(w, "entity {id}"),
+    }
+}
+
+/// Synthetic ids, drawn uniformly (without repeats) by a generator of their own, mapped to
+/// the keys of `path` in file order.
+fn attach(path: &str, entities: u64, seed: u64) -> std::io::Result<HashMap<u64, String>> {
+    let file = std::fs::File::open(path).map_err(|e| std::io::Error::new(e.kind(), format!("{path}: {e}")))?;
+    let mut keys = Vec::new();
+    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| std::io::Error::new(e.kind(), format!("{path}:{}: {e}", n + 1)))?;
+        if line.contains('\t') || line.is_empty() {
+            eprintln!("{path}:{}: an entity key is one non-empty field without tabs", n + 1);
+            std::process::exit(2);
+        }
+        keys.push(line);
+    }
+    if keys.len() as u64 > entities / 2 {
+        eprintln!("--attach: {} keys for {entities} entities; at most half the entities can be replaced", keys.len());
+        std::process::exit(2);
+    }
+    let mut rng = SplitMix(seed ^ 0x5EED_A77A_C4ED);
+    let mut out = HashMap::with_capacity(keys.len());
+    for key in keys {
+        loop {
+            let id = rng.next() % entities;
+            if let std::collections::hash_map::Entry::Vacant(slot) = out.entry(id) {
+                slot.insert(key);
+                break;
+            }
+        }
+    }
+    Ok(out)
 }

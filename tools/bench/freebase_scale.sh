@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Freebase scale end to end (issue 37): OpenDialKG's graph loaded together with a synthetic
+# power-law graph of FACTS facts (default 1.9B, Freebase's size), then retrieval on the dev
+# dialogs over it beside the OpenDialKG store alone, in one run.
+#
+#   BENCH_DIR=/tmp/bench VARIANT=a|b bash tools/bench/freebase_scale.sh load
+#   BENCH_DIR=/tmp/bench VARIANT=a|b bash tools/bench/freebase_scale.sh retrieve
+#
+# VARIANT a: the synthetic part is disconnected from OpenDialKG's entities (its keys are
+# `entity N`, its relations `relation N`), so every answer must equal the small store's.
+# VARIANT b: OpenDialKG's entity keys take the places of synthetic entities drawn at random
+# (trellis-gen-powerlaw --attach), so they get synthetic neighbours in the graph's own degree
+# distribution: a few become hubs, and the candidate caps must hold.
+#
+# load: the generator writes straight into `trellis ingest -` (no TSV on disk: 1.9B lines
+# would take about 50 GB); peak RSS by /usr/bin/time against MEMORY_MB (default 6144), disk
+# used sampled every 5 s (the sorted runs, 24 bytes a fact, are the peak), then the gsr
+# token index. At the default size the store takes about 25 GB and the load's peak about
+# 50 GB more while it runs; `rm -rf $BENCH_DIR/fb-a` frees it.
+#
+# retrieve: `trellis eval retrieval` on the dev dialogs, each row on the small store then the
+# big one (gsr, surge, pcst on TURNS turns, default all; the best rerank pool, surge + gsr +
+# pcst reranked by the MiniLM cross-encoder, on POOL_TURNS, default 600), turns/s and peak
+# RSS, and whether the two stores rank the same paths for every turn (--turns files
+# compared). With COLD=1 the page cache is dropped before each big-store row, where the
+# machine allows it (it needs root and a writable /proc/sys/vm/drop_caches).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+phase="${1:?usage: freebase_scale.sh load|retrieve}"
+source tools/eval/kg_gsr_store.sh
+variant="${VARIANT:-a}"
+facts="${FACTS:-1900000000}"
+entities="${ENTITIES:-100000000}"
+budget="${MEMORY_MB:-6144}"
+big="$work/fb-$variant"
+gen="$CARGO_TARGET_DIR/release/trellis-gen-powerlaw"
+report="$work/freebase-$variant.md"
+
+# Peak of a command: `measure NAME CMD...` runs it under /usr/bin/time, appends "NAME secs MB".
+measure() {
+    local name="$1"
+    shift
+    /usr/bin/time -f "%e %M" -o "$work/fb-time.txt" "$@"
+    read -r secs kb <"$work/fb-time.txt"
+    echo "$name $secs $((kb / 1024))" >>"$work/fb-measures-$variant.txt"
+}
+
+if [ "$phase" = load ]; then
+    case "$variant" in
+        a) attach=() ;;
+        b)
+            # Every entity key of the small store's input, as the loader reads it.
+            cut -f1,3 "$data/opendialkg/kg.tsv" | tr '\t' '\n' | grep -v '^$' | sort -u >"$work/odkg-keys.txt"
+            attach=(--attach "$work/odkg-keys.txt")
+            ;;
+        *) echo "VARIANT: a or b" >&2 && exit 2 ;;
+    esac
+    rm -rf "$big"
+    : >"$work/fb-measures-$variant.txt"
+    used0=$(df -B1M --output=used "$work" | tail -1)
+    : >"$work/fb-disk-$variant.txt"
+    (while true; do
+        df -B1M --output=used "$work" | tail -1 >>"$work/fb-disk-$variant.txt"
+        sleep 5
+    done) &
+    sampler=$!
+    trap 'kill $sampler 2>/dev/null || true' EXIT
+    started=$(date +%s)
+    "$gen" --facts "$facts" --entities "$entities" --relations 1000 "${attach[@]}" |
+        measure load "$bin" -v ingest --store "$big" --memory-mb "$budget" --on-error skip --format tsv \
+            --rejects "$work/fb-$variant-rejects.tsv" "$data/opendialkg/kg.tsv" - >"$work/fb-load-$variant.out" 2>"$work/fb-load-$variant.log"
+    kill $sampler
+    peak=$(sort -n "$work/fb-disk-$variant.txt" | tail -1)
+    measure index-tokens "$bin" index-tokens --store "$big" --tokenizer "$model/tokenizer.json" --linearization trellis >&2
+    {
+        echo "## Variant $variant: load ($(date -u +%Y-%m-%d) on $(nproc) cores)"
+        echo
+        echo "\`VARIANT=$variant FACTS=$facts ENTITIES=$entities MEMORY_MB=$budget bash tools/bench/freebase_scale.sh load\`"
+        echo
+        tail -n 4 "$work/fb-load-$variant.out" | sed 's/^/    /'
+        echo
+        echo "| step | seconds | peak RSS MB |"
+        echo "|---|---|---|"
+        awk '{ printf "| %s | %s | %s |\n", $1, $2, $3 }' "$work/fb-measures-$variant.txt"
+        echo
+        echo "Budget $budget MB; the store $(du -sm "$big" | cut -f1) MB; disk used during the load at most $((peak - used0)) MB above the start; $(($(date +%s) - started)) s in all."
+        sed 's/\x1b\[[0-9;]*m//g' "$work/fb-load-$variant.log" | grep -E "parsed inputs|wrote (adjacency|dictionaries)|wrote SST" | sed 's/^.*INFO /    /'
+        echo
+    } >>"$report"
+    cat "$report"
+    exit 0
+fi
+
+[ "$phase" = retrieve ] || { echo "usage: freebase_scale.sh load|retrieve" >&2 && exit 2; }
+[ -f "$big/CURRENT" ] || { echo "$big: no store; run the load phase first" >&2 && exit 2; }
+dev="$data/opendialkg/dialogs_dev.csv"
+turns="${TURNS:-0}"
+pool_turns="${POOL_TURNS:-600}"
+rows=(
+    "gsr|$turns|--retriever gsr --model $model"
+    "surge|$turns|--retriever surge --surge-model models/surge-opendialkg"
+    "pcst|$turns|--retriever pcst"
+    "surge + gsr + pcst, MiniLM reranker|$pool_turns|--retriever surge --surge-model models/surge-opendialkg --model $model --rerank models/rerank-minilm-opendialkg --rerank-pool gsr,pcst --rerank-top 20"
+)
+cold_note="page cache kept (COLD unset)"
+{
+    echo "## Variant $variant: retrieval ($(date -u +%Y-%m-%d))"
+    echo
+    echo "\`VARIANT=$variant bash tools/bench/freebase_scale.sh retrieve\`: \`trellis eval retrieval --store S --input dialogs_dev.csv --json --turns F\` plus the row's flags, the small store ($store) then the big one ($big), one after the other."
+    echo
+    echo "| retriever | turns | store | path@1 | MRR | turns/s | peak RSS MB | same ranked paths as the small store |"
+    echo "|---|---|---|---|---|---|---|---|"
+} >>"$report"
+for row in "${rows[@]}"; do
+    IFS='|' read -r name n flags <<<"$row"
+    max=()
+    [ "$n" != 0 ] && max=(--max-turns "$n")
+    for which in small big; do
+        s="$store"
+        [ "$which" = big ] && s="$big"
+        if [ "$which" = big ] && [ "${COLD:-0}" = 1 ]; then
+            if sync && echo 3 >/proc/sys/vm/drop_caches 2>/dev/null; then
+                cold_note="page cache dropped before each big-store row"
+            else
+                cold_note="COLD=1 asked, but this machine refuses /proc/sys/vm/drop_caches (a container): warm cache only"
+            fi
+        fi
+        # shellcheck disable=SC2086
+        /usr/bin/time -f "%e %M" -o "$work/fb-time.txt" "$bin" eval retrieval --store "$s" --input "$dev" --actions all "${max[@]}" \
+            $flags --json --turns "$work/fb-turns-$which.jsonl" >"$work/fb-eval-$which.json"
+        read -r _ kb <"$work/fb-time.txt"
+        echo "$kb" >"$work/fb-rss-$which.txt"
+    done
+    python3 - "$work" "$name" "$report" <<'PY'
+import json, sys
+work, name, report = sys.argv[1:4]
+def row(which):
+    r = json.load(open(f"{work}/fb-eval-{which}.json"))
+    r = r[0] if isinstance(r, list) else r
+    kb = int(open(f"{work}/fb-rss-{which}.txt").read())
+    return r, kb
+small, big = row("small"), row("big")
+a = [json.loads(l) for l in open(f"{work}/fb-turns-small.jsonl")]
+b = [json.loads(l) for l in open(f"{work}/fb-turns-big.jsonl")]
+same = sum(1 for x, y in zip(a, b) if x == y)
+with open(report, "a") as out:
+    for which, (r, kb) in (("small", small), ("big", big)):
+        verdict = "" if which == "small" else f"{same} of {len(a)} turns" + (" (all)" if same == len(a) == len(b) else "")
+        out.write(f"| {name} | {r['turns']} | {which} | {r['path_at']['1']:.4f} | {r['mrr']:.4f} | {r['turns_per_s']:.2f} | {kb // 1024} | {verdict} |\n")
+PY
+done
+{
+    echo
+    echo "Cache: $cold_note."
+    echo
+} >>"$report"
+cat "$report"
