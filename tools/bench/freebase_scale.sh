@@ -5,12 +5,18 @@
 #
 #   BENCH_DIR=/tmp/bench VARIANT=a|b bash tools/bench/freebase_scale.sh load
 #   BENCH_DIR=/tmp/bench VARIANT=a|b bash tools/bench/freebase_scale.sh retrieve
+#   BENCH_DIR=/tmp/bench bash tools/bench/freebase_scale.sh attach    # b from a, by an update
 #
 # VARIANT a: the synthetic part is disconnected from OpenDialKG's entities (its keys are
 # `entity N`, its relations `relation N`), so every answer must equal the small store's.
 # VARIANT b: OpenDialKG's entity keys take the places of synthetic entities drawn at random
 # (trellis-gen-powerlaw --attach), so they get synthetic neighbours in the graph's own degree
 # distribution: a few become hubs, and the candidate caps must hold.
+#
+# attach: variant b made from variant a's store by one `trellis update` instead of a second
+# load (the disk holds one such store): the facts of the synthetic entities whose places
+# OpenDialKG's keys take (`--attach KEYS --only-attached`) are added with those keys, and the
+# store is renamed fb-b. Its `entity N` copies of those neighbourhoods stay, disconnected.
 #
 # load: the generator writes straight into `trellis ingest -` (no TSV on disk: 1.9B lines
 # would take about 50 GB); peak RSS by /usr/bin/time against MEMORY_MB (default 6144), disk
@@ -26,7 +32,7 @@
 # machine allows it (it needs root and a writable /proc/sys/vm/drop_caches).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-phase="${1:?usage: freebase_scale.sh load|retrieve}"
+phase="${1:?usage: freebase_scale.sh load|attach|retrieve}"
 source tools/eval/kg_gsr_store.sh
 variant="${VARIANT:-a}"
 facts="${FACTS:-1900000000}"
@@ -45,12 +51,40 @@ measure() {
     echo "$name $secs $((kb / 1024))" >>"$work/fb-measures-$variant.txt"
 }
 
+# Every entity key of the small store's input, as the loader reads it.
+odkg_keys() {
+    cut -f1,3 "$data/opendialkg/kg.tsv" | tr '\t' '\n' | grep -v '^$' | sort -u >"$work/odkg-keys.txt"
+}
+
+if [ "$phase" = attach ]; then
+    [ -f "$work/fb-a/CURRENT" ] || { echo "$work/fb-a: no store; run VARIANT=a ... load first" >&2 && exit 2; }
+    [ ! -e "$work/fb-b" ] || { echo "$work/fb-b exists: remove it first" >&2 && exit 2; }
+    odkg_keys
+    : >"$work/fb-measures-b.txt"
+    measure generate "$gen" --facts "$facts" --entities "$entities" --relations 1000 --attach "$work/odkg-keys.txt" --only-attached >"$work/fb-attach.tsv"
+    measure update "$bin" update --store "$work/fb-a" --format tsv --add "$work/fb-attach.tsv" --json >"$work/fb-attach-report.json"
+    mv "$work/fb-a" "$work/fb-b"
+    {
+        echo "## Variant b: OpenDialKG's entities attached by an update ($(date -u +%Y-%m-%d))"
+        echo
+        echo "\`FACTS=$facts ENTITIES=$entities bash tools/bench/freebase_scale.sh attach\`: $(wc -l <"$work/odkg-keys.txt") keys, $(wc -l <"$work/fb-attach.tsv") fact lines."
+        echo
+        echo "| step | seconds | peak RSS MB |"
+        echo "|---|---|---|"
+        awk '{ printf "| %s | %s | %s |\n", $1, $2, $3 }' "$work/fb-measures-b.txt"
+        echo
+        python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("update report:", {k: v for k, v in r.items() if not isinstance(v, (dict, list))})' "$work/fb-attach-report.json"
+        echo
+    } >>"$work/freebase-b.md"
+    cat "$work/freebase-b.md"
+    exit 0
+fi
+
 if [ "$phase" = load ]; then
     case "$variant" in
         a) attach=() ;;
         b)
-            # Every entity key of the small store's input, as the loader reads it.
-            cut -f1,3 "$data/opendialkg/kg.tsv" | tr '\t' '\n' | grep -v '^$' | sort -u >"$work/odkg-keys.txt"
+            odkg_keys
             attach=(--attach "$work/odkg-keys.txt")
             ;;
         *) echo "VARIANT: a or b" >&2 && exit 2 ;;
@@ -91,7 +125,7 @@ if [ "$phase" = load ]; then
     exit 0
 fi
 
-[ "$phase" = retrieve ] || { echo "usage: freebase_scale.sh load|retrieve" >&2 && exit 2; }
+[ "$phase" = retrieve ] || { echo "usage: freebase_scale.sh load|attach|retrieve" >&2 && exit 2; }
 [ -f "$big/CURRENT" ] || { echo "$big: no store; run the load phase first" >&2 && exit 2; }
 dev="$data/opendialkg/dialogs_dev.csv"
 turns="${TURNS:-0}"

@@ -14,6 +14,8 @@
 //! synthetic entity drawn uniformly at random: the facts of that id are written with the key,
 //! so the listed entities (a real graph's, loaded beside) get synthetic neighbours in the
 //! generated graph's own degree distribution. The other facts are the same as without it.
+//! `--only-attached` writes only the facts that touch a listed key: added by `trellis update`
+//! to the store of the plain graph, they give its listed entities those neighbourhoods too.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufWriter, Write};
@@ -56,7 +58,7 @@ fn arg(args: &[String], name: &str, default: &str) -> String {
 fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        eprintln!("usage: trellis-gen-powerlaw [--facts N] [--entities N] [--relations N] [--seed N] [--format tsv|nt] [--attach KEYS]");
+        eprintln!("usage: trellis-gen-powerlaw [--facts N] [--entities N] [--relations N] [--seed N] [--format tsv|nt] [--attach KEYS [--only-attached]]");
         return Ok(());
     }
     let parse = |name: &str, default: &str| -> u64 {
@@ -94,6 +96,11 @@ fn main() -> std::io::Result<()> {
         }
         None => HashMap::new(),
     };
+    let only_attached = args.iter().any(|a| a == "--only-attached");
+    if only_attached && attached.is_empty() {
+        eprintln!("--only-attached: needs --attach KEYS");
+        std::process::exit(2);
+    }
     let mut rng = SplitMix(seed);
     let out = std::io::stdout().lock();
     let mut w = BufWriter::with_capacity(1 << 20, out);
@@ -105,6 +112,10 @@ fn main() -> std::io::Result<()> {
             continue;
         }
         let r = rng.power_law(relations);
+        if only_attached && !attached.contains_key(&s) && !attached.contains_key(&o) {
+            written += 1;
+            continue;
+        }
         if format == "tsv" {
             if attached.is_empty() {
                 writeln!(w, "entity {s}\trelation {r}\tentity {o}")?;
