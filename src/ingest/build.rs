@@ -269,7 +269,7 @@ impl Loading<'_> {
         let load = u32::try_from(self.load_number).unwrap_or(u32::MAX);
         self.record_cap = match self.loader.sort_run_triples {
             // The tests' small runs apply to these sorts too.
-            Some(triples) => triples.saturating_mul(std::mem::size_of::<Triple>()),
+            Some(triples) => triples.saturating_mul(std::mem::size_of::<Triple>()).max(4096),
             None => {
                 let held = self.entities.heap_bytes() + self.relations.heap_bytes() + sorter.heap_bytes();
                 (self.loader.memory_mb << 20).saturating_sub(held).max(MIN_RECORD_CAP)

@@ -84,11 +84,12 @@ impl Loading<'_> {
             }
         }
         label_updates.sort();
-        self.report.dictionary_runs += names.runs();
         let mut sink = SstSink::new(set, CF_NAMES)?;
         // One entry per key: a primary name (flag 0) sorts before an alias (flag 1) of the
         // same key and wins.
-        let new_names = names.write_unique(&mut sink)? - names_overwritten;
+        let (written, runs) = names.write_unique(&mut sink)?;
+        self.report.dictionary_runs += runs;
+        let new_names = written.saturating_sub(names_overwritten);
         ssts.push((CF_NAMES, sink.finish()?));
         tracing::info!(elapsed_ms = t.elapsed().as_millis() as u64, "wrote dictionaries");
         Ok(Tables { ssts, label_updates, new_names })
@@ -116,8 +117,7 @@ impl Loading<'_> {
             for i in 0..dict.new_count() {
                 keys.push(dict.key(i), &(dict.base() + i).to_be_bytes())?;
             }
-            self.report.dictionary_runs += keys.runs();
-            keys.write_unique(&mut key_sink)?;
+            self.report.dictionary_runs += keys.write_unique(&mut key_sink)?.1;
         }
         let key_files = key_sink.finish()?;
         let mut records = SstSink::new(set, cf)?;

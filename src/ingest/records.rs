@@ -18,6 +18,8 @@ type Record = (Vec<u8>, Vec<u8>);
 
 /// Read and write buffer of one run file.
 const RUN_BUFFER_BYTES: usize = 1 << 20;
+/// The smallest read buffer of a run while runs merge.
+const MIN_MERGE_BUFFER_BYTES: usize = 64 << 10;
 /// A key's length is kept in 24 bits (keys come from lines of at most 1 MiB).
 const MAX_KEY_BYTES: usize = (1 << 24) - 1;
 
@@ -46,10 +48,6 @@ impl RecordSorter {
     fn resident_after(&self, more: usize) -> usize {
         let grown = |len: usize, capacity: usize, add: usize| if len + add > capacity { capacity + (2 * capacity).max(len + add) } else { capacity };
         grown(self.bytes.len(), self.bytes.capacity(), more) + grown(self.spans.len(), self.spans.capacity(), 1) * 8
-    }
-
-    pub(super) fn runs(&self) -> usize {
-        self.runs.len()
     }
 
     pub(super) fn push(&mut self, key: &[u8], value: &[u8]) -> Result<(), IngestError> {
@@ -100,23 +98,24 @@ impl RecordSorter {
     }
 
     /// Writes the records in key order to `sink`, one per key: of records with equal keys,
-    /// the one with the smallest value. Returns how many were written. Run files are
-    /// removed.
-    pub(super) fn write_unique(self, sink: &mut SstSink<'_>) -> Result<u64, IngestError> {
+    /// the one with the smallest value. Returns how many were written and how many sorted
+    /// runs they went through. Run files are removed.
+    pub(super) fn write_unique(self, sink: &mut SstSink<'_>) -> Result<(u64, usize), IngestError> {
         self.for_each_unique(|key, value| sink.put(key, value))
     }
 
     /// [`Self::write_unique`] to any writer.
-    fn for_each_unique(mut self, mut write: impl FnMut(&[u8], &[u8]) -> Result<(), IngestError>) -> Result<u64, IngestError> {
+    fn for_each_unique(mut self, mut write: impl FnMut(&[u8], &[u8]) -> Result<(), IngestError>) -> Result<(u64, usize), IngestError> {
         let mut written = 0u64;
-        let mut last: Option<Vec<u8>> = None;
+        let mut last: Vec<u8> = Vec::new();
         let mut put = |key: &[u8], value: &[u8]| -> Result<(), IngestError> {
-            if last.as_deref() == Some(key) {
+            if written > 0 && last == key {
                 return Ok(());
             }
             write(key, value)?;
             written += 1;
-            last = Some(key.to_vec());
+            last.clear();
+            last.extend_from_slice(key);
             Ok(())
         };
         if self.runs.is_empty() {
@@ -125,17 +124,19 @@ impl RecordSorter {
                 let (key, value) = self.record(span);
                 put(key, value)?;
             }
-            return Ok(written);
+            return Ok((written, 0));
         }
         if !self.spans.is_empty() {
             self.spill()?;
         }
         self.bytes = Vec::new();
         self.spans = Vec::new();
+        // The runs' read buffers share the cap (at most 1 MiB each, at least 64 KiB).
+        let buffer = (self.cap / self.runs.len()).clamp(MIN_MERGE_BUFFER_BYTES, RUN_BUFFER_BYTES);
         let mut readers = Vec::with_capacity(self.runs.len());
         for path in &self.runs {
             let file = File::open(path).map_err(|e| IngestError::io(path, e))?;
-            readers.push(RunReader { path: path.clone(), input: BufReader::with_capacity(RUN_BUFFER_BYTES, file), value_len: self.value_len });
+            readers.push(RunReader { path: path.clone(), input: BufReader::with_capacity(buffer, file), value_len: self.value_len });
         }
         // Smallest (key, value) first; the run index breaks no ties that matter (equal
         // records are the same bytes).
@@ -154,7 +155,7 @@ impl RecordSorter {
         for path in &self.runs {
             std::fs::remove_file(path).map_err(|e| IngestError::io(path, e))?;
         }
-        Ok(written)
+        Ok((written, self.runs.len()))
     }
 }
 
@@ -168,10 +169,17 @@ impl RunReader {
     /// The next (key, value), or `None` at the end of the run.
     fn next(&mut self) -> Result<Option<Record>, IngestError> {
         let mut len = [0u8; 4];
-        match self.input.read_exact(&mut len) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-            Err(e) => return Err(IngestError::io(&self.path, e)),
+        // The end of the run only at a record's first byte: a run cut off inside a record
+        // is damaged.
+        let mut got = 0;
+        while got < len.len() {
+            match self.input.read(&mut len[got..]) {
+                Ok(0) if got == 0 => return Ok(None),
+                Ok(0) => return Err(IngestError::io(&self.path, std::io::Error::other("a run this load wrote ends inside a record: the file is damaged"))),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(IngestError::io(&self.path, e)),
+            }
         }
         let len = u32::from_le_bytes(len) as usize;
         if len > MAX_KEY_BYTES {
@@ -195,10 +203,12 @@ mod tests {
         let mut s = RecordSorter::new(dir.path(), "t", 1, cap);
         for (k, v) in records {
             s.push(k, &[*v]).unwrap();
+            // Past its first record, what the sorter holds (allocated) stays within the cap.
+            let held = s.bytes.capacity() + s.spans.capacity() * 8;
+            assert!(s.spans.len() < 2 || held <= cap, "{held} bytes held, cap {cap}");
         }
-        let runs = s.runs();
         let mut out = Vec::new();
-        let n = s
+        let (n, runs) = s
             .for_each_unique(|k, v| {
                 out.push((k.to_vec(), v.to_vec()));
                 Ok(())
@@ -216,6 +226,23 @@ mod tests {
             let (out, _) = sorted(&recs, cap);
             let want: Vec<(Vec<u8>, Vec<u8>)> = vec![(b"a".to_vec(), vec![3]), (b"a\x00".to_vec(), vec![0]), (b"ab".to_vec(), vec![1])];
             assert_eq!(out, want, "cap {cap}");
+        }
+    }
+
+    #[test]
+    fn a_run_cut_off_inside_a_record_is_an_error_naming_it() {
+        for cut in [2, 6, 8] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut s = RecordSorter::new(dir.path(), "t", 4, 0);
+            for k in [b"bb".as_slice(), b"a", b"c"] {
+                s.push(k, &[0, 0, 0, 1]).unwrap();
+            }
+            // Cap 0: every record but the last went to a run of its own.
+            let run = dir.path().join("t-0000.run");
+            let len = std::fs::metadata(&run).unwrap().len();
+            std::fs::OpenOptions::new().write(true).open(&run).unwrap().set_len(len - cut).unwrap();
+            let err = s.for_each_unique(|_, _| Ok(())).unwrap_err().to_string();
+            assert!(err.contains("t-0000.run"), "{err}");
         }
     }
 

@@ -34,6 +34,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 phase="${1:?usage: freebase_scale.sh load|attach|retrieve}"
 source tools/eval/kg_gsr_store.sh
+cargo build --release --locked --bin trellis-gen-powerlaw >&2
 variant="${VARIANT:-a}"
 facts="${FACTS:-1900000000}"
 entities="${ENTITIES:-100000000}"
@@ -53,10 +54,11 @@ measure() {
 
 # Every entity key of the small store's input, as the loader reads it.
 odkg_keys() {
-    cut -f1,3 "$data/opendialkg/kg.tsv" | tr '\t' '\n' | grep -v '^$' | sort -u >"$work/odkg-keys.txt"
+    cut -f1,3 "$data/opendialkg/kg.tsv" | tr '\t' '\n' | grep -v '^$' | LC_ALL=C sort -u >"$work/odkg-keys.txt"
 }
 
 if [ "$phase" = attach ]; then
+    variant=b
     [ -f "$work/fb-a/CURRENT" ] || { echo "$work/fb-a: no store; run VARIANT=a ... load first" >&2 && exit 2; }
     [ ! -e "$work/fb-b" ] || { echo "$work/fb-b exists: remove it first" >&2 && exit 2; }
     odkg_keys

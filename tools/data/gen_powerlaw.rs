@@ -61,6 +61,17 @@ fn main() -> std::io::Result<()> {
         eprintln!("usage: trellis-gen-powerlaw [--facts N] [--entities N] [--relations N] [--seed N] [--format tsv|nt] [--attach KEYS [--only-attached]]");
         return Ok(());
     }
+    let mut i = 1;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--facts" | "--entities" | "--relations" | "--seed" | "--format" | "--attach" => i += 2,
+            "--only-attached" => i += 1,
+            other => {
+                eprintln!("unknown argument {other:?} (--help lists them)");
+                std::process::exit(2)
+            }
+        }
+    }
     let parse = |name: &str, default: &str| -> u64 {
         let v = arg(&args, name, default);
         v.parse().unwrap_or_else(|_| {
