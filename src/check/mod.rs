@@ -9,7 +9,10 @@
 //!   of one genre);
 //! - **refuted**: the phrase names a relation that is functional in the graph, the store
 //!   holds it for one of the two entities with other ends, and none is the other entity
-//!   ("Mystic River was directed by Sean Penn", the store saying Clint Eastwood);
+//!   ("Mystic River was directed by Sean Penn", the store saying Clint Eastwood), when both
+//!   mentions name their entities in full, written as names (not "a great drama" for the
+//!   entity Drama), and no stored end's name holds the other's words (or the other way
+//!   round);
 //! - **not enough information** otherwise.
 //!
 //! Words between two mentions that deny the relation ("was not directed by") turn a
@@ -386,6 +389,11 @@ impl FactChecker {
                 // A denied relation ("was not directed by") is refuted by the facts that hold
                 // it; denying one the store contradicts tells nothing certain.
                 let (verdict, evidence) = match (slot.negated, verdict) {
+                    // A refutation rests on both mentions naming their entities in full, as
+                    // names: "a box set" is no claim about the film The Box.
+                    (false, Verdict::Refuted) if !(names_in_full(&ma.text, &ea.name) && names_in_full(&mb.text, &eb.name)) => {
+                        (Verdict::NotEnoughInfo, Vec::new())
+                    }
                     (false, v) => (v, evidence),
                     (true, Verdict::Supported) => (Verdict::Refuted, evidence),
                     (true, _) => (Verdict::NotEnoughInfo, Vec::new()),
@@ -477,7 +485,7 @@ impl FactChecker {
                     let ends = reads.store.neighbors_via(at, dir, r)?;
                     // Only an entity that is some fact's other end of r can be what the
                     // claim puts there ("released in 2012", 2012 also a film's name).
-                    if !ends.is_empty() && !ends.contains(&other) && reads.takes_part(other, dir.reverse(), r)? {
+                    if !ends.is_empty() && !ends.contains(&other) && reads.takes_part(other, dir.reverse(), r)? && !reads.any_name_overlaps(&ends, other)? {
                         for o in ends.into_iter().take(MAX_EVIDENCE) {
                             against.push(vec![Fact::of(at, Edge { direction: dir, relation: r, other: o })]);
                         }
@@ -562,6 +570,20 @@ impl<'s> Reads<'s> {
         Ok(found)
     }
 
+    /// Whether the name of one of `ends` holds the name of `other` as whole words, or the
+    /// other way round: "Jon Favreau filmography" and the stored director "Jon Favreau" are
+    /// no contradiction, whatever the graph calls them.
+    fn any_name_overlaps(&self, ends: &[EntityId], other: EntityId) -> Result<bool, ReadError> {
+        let other = comparable_words(&self.name(other)?);
+        for &e in ends.iter().take(MAX_EVIDENCE) {
+            let end = comparable_words(&self.name(e)?);
+            if !other.trim().is_empty() && !end.trim().is_empty() && (end.contains(&other) || other.contains(&end)) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     fn name(&self, e: EntityId) -> Result<String, ReadError> {
         Ok(self.store.entity_names(&[e])?.pop().flatten().unwrap_or_default())
     }
@@ -582,4 +604,19 @@ impl<'s> Reads<'s> {
         }
         Ok(out)
     }
+}
+
+/// A name as words to compare: normalized, accents and punctuation folded, with a space at
+/// each end so that `contains` matches whole words only.
+fn comparable_words(name: &str) -> String {
+    let normalized = crate::normalize::normalize_name(name);
+    format!(" {} ", crate::normalize::fold_name(&normalized).unwrap_or(normalized))
+}
+
+/// Whether a mention's text is its entity's whole name (up to case, accents and
+/// punctuation), not a part of it, and written as a name: a mention in lower case names an
+/// entity whose name has capitals only as a common word ("a great drama" is no claim
+/// about the entity Drama).
+fn names_in_full(mention: &str, name: &str) -> bool {
+    comparable_words(mention) == comparable_words(name) && (mention.chars().any(char::is_uppercase) || !name.chars().any(char::is_uppercase))
 }

@@ -23,6 +23,10 @@ Adam Sandler\tis-a\tWriter
 Happy Gilmore\tstarred_actors\tAdam Sandler
 Happy Gilmore\thas_genre\tComedy
 Big Daddy\thas_genre\tComedy
+The Box\trelease_year\t2009
+Iron Man 2\tdirected_by\tJon Favreau
+Zathura\tdirected_by\tJon Favreau filmography
+Drama\trelease_year\t2012
 ";
 
 /// directed_by and release_year functional (every subject one object), starred_actors not;
@@ -109,6 +113,26 @@ fn claims_are_judged_by_the_facts_between_their_entities() {
     // year some film was released in; Gus Van Sant is not): refuted, then not enough.
     assert_eq!(check("Milk was released in 2003."), [row("Milk", "was released in", "2003", Refuted, vec![vec![fact("Milk", "release_year", "2008")]])]);
     assert_eq!(check("Milk was released in Gus Van Sant."), [row("Milk", "was released in", "Gus Van Sant", NotEnoughInfo, vec![])]);
+    // A refutation needs both mentions to name their entities in full ("box" is not the
+    // film The Box), and no stored end whose name holds the claimed one's words (or the
+    // other way round: the graph's "Jon Favreau filmography" for the director Jon Favreau).
+    assert_eq!(
+        check("The Box was released in 2003."),
+        [row("The Box", "was released in", "2003", Refuted, vec![vec![fact("The Box", "release_year", "2009")]])]
+    );
+    assert_eq!(check("It is a box set released in 2003."), [row("The Box", "set released in", "2003", NotEnoughInfo, vec![])]);
+    assert_eq!(
+        check("Iron Man 2 was directed by Jon Favreau filmography."),
+        [row("Iron Man 2", "was directed by", "Jon Favreau filmography", NotEnoughInfo, vec![])]
+    );
+    // A common word in lower case is no name, whatever entity it links to.
+    assert_eq!(check("It is a great drama released in 2003."), [row("Drama", "released in", "2003", NotEnoughInfo, vec![])]);
+    assert_eq!(check("Drama was released in 2003."), [row("Drama", "was released in", "2003", Refuted, vec![vec![fact("Drama", "release_year", "2012")]])]);
+    // Names that share no whole words still refute.
+    assert_eq!(
+        check("Zathura was directed by Clint Eastwood."),
+        [row("Zathura", "was directed by", "Clint Eastwood", Refuted, vec![vec![fact("Zathura", "directed_by", "Jon Favreau filmography")]])]
+    );
     // Questions assert nothing.
     assert!(check("Did Clint Eastwood direct Milk?").is_empty());
     // Another clause ("I") between two mentions: no claim between them.
