@@ -44,6 +44,10 @@ pub struct TripleSorter {
 
 const RUN_BUFFER_BYTES: usize = 1 << 20;
 
+/// A refilling buffer whose capacity passes its limit by this many triples (or an eighth of
+/// the limit, if less) is shrunk to the limit.
+const SHRINK_SLACK_TRIPLES: usize = 1 << 20;
+
 /// The buffer never gets smaller than this, whatever else uses the budget.
 const MIN_BUFFER_TRIPLES: usize = 1024;
 
@@ -69,6 +73,12 @@ impl TripleSorter {
         if self.buf.len() >= limit {
             self.spill()?;
             // The caller's share grew: give the memory back rather than refill it.
+            self.buf.shrink_to(limit);
+        } else if self.buf.capacity() >= limit + (limit / 8).min(SHRINK_SLACK_TRIPLES) {
+            // The caller's share grew while the buffer refills after a spill: the pages of
+            // its last fill are still written, so they count whatever its length; give back
+            // those past the new limit now, not at the next spill (a large vector shrinks in
+            // place, by mremap, without a copy).
             self.buf.shrink_to(limit);
         }
         if self.buf.len() == self.buf.capacity() {
@@ -217,6 +227,26 @@ mod tests {
         })
         .unwrap();
         out
+    }
+
+    #[test]
+    fn a_refilling_buffer_gives_back_what_the_caller_s_growth_takes() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = 1_200_000; // 100,000 triples
+        let mut s = TripleSorter::new(budget, dir.path().to_path_buf());
+        for i in 0..100_001u32 {
+            s.push([i, 0, i], 0).unwrap();
+        }
+        // The buffer filled to the budget, spilled and refills.
+        assert_eq!(s.runs(), 1);
+        assert!(s.buf.capacity() * 12 >= budget, "{}", s.buf.capacity());
+        // The caller now holds half the budget: the buffer keeps at most the rest (and an
+        // eighth of it as slack), at once, not after its next spill.
+        s.push([7, 7, 7], budget / 2).unwrap();
+        assert_eq!(s.runs(), 1);
+        let limit = budget / 2 / 12;
+        assert!(s.buf.capacity() <= limit + limit / 8, "{} > {}", s.buf.capacity(), limit + limit / 8);
+        assert_eq!(s.buf.len(), 2);
     }
 
     proptest! {
