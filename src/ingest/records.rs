@@ -43,8 +43,9 @@ impl RecordSorter {
         RecordSorter { bytes: Vec::new(), spans: Vec::new(), value_len, cap, dir: dir.to_path_buf(), prefix, runs: Vec::new() }
     }
 
-    /// Bytes held (allocated, not only used) once `more` record bytes and one span are added: a full vector grows to
-    /// twice its size (the old and new allocations both live while it copies).
+    /// Bytes held (allocated, not only used) once `more` record bytes and one span are
+    /// added: a full vector grows to twice its size, and the old and new allocations both
+    /// live while it copies.
     fn resident_after(&self, more: usize) -> usize {
         let grown = |len: usize, capacity: usize, add: usize| if len + add > capacity { capacity + (2 * capacity).max(len + add) } else { capacity };
         grown(self.bytes.len(), self.bytes.capacity(), more) + grown(self.spans.len(), self.spans.capacity(), 1) * 8
