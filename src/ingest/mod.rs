@@ -27,6 +27,7 @@ pub(crate) mod error;
 pub(crate) mod input;
 mod intern;
 mod naming;
+mod overlay;
 pub(crate) mod parse;
 mod pipeline;
 mod records;

@@ -11,6 +11,7 @@
 use super::error::IngestError;
 use super::input::{open_input, LineChunker};
 use super::naming::{blank_prefix, default_name};
+use super::overlay::Overlay;
 use super::parse::{parse_chunk, ParseConfig, Record};
 use super::tokens::{follow_write, ChangedTerms, TokenUpkeep};
 use super::{InputSpec, OnError};
@@ -21,12 +22,11 @@ use crate::progress::{Monitor, Progress, Unit, Work};
 use crate::store::codec::{self, NameTarget, TermKind, TermRecord};
 use crate::store::error::{OpenError, ReadError};
 use crate::store::generation::NextGeneration;
-use crate::store::idlist;
 use crate::store::meta::{InputRecord, LoadRecord, Meta, UpdateCounts};
 use crate::store::schema::{self, *};
 use crate::store::{layout, open_options, read_meta, write_meta};
 use crate::text::{self, TextUpkeep, TouchedEntities};
-use rocksdb::{Cache, WriteBatch, DB};
+use rocksdb::{Cache, DB};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -258,13 +258,21 @@ pub struct Updater {
     lang: String,
     source: Option<String>,
     monitor: Monitor,
+    overlay_flush_bytes: usize,
 }
 
 impl Updater {
     /// An updater of the store at `dir` (which must exist): strict (any refused change fails
     /// the whole update), English labels.
     pub fn new(dir: impl AsRef<Path>) -> Updater {
-        Updater { dir: dir.as_ref().to_path_buf(), on_error: OnError::Stop, lang: "en".into(), source: None, monitor: Monitor::new() }
+        Updater {
+            dir: dir.as_ref().to_path_buf(),
+            on_error: OnError::Stop,
+            lang: "en".into(),
+            source: None,
+            monitor: Monitor::new(),
+            overlay_flush_bytes: OVERLAY_FLUSH_BYTES,
+        }
     }
 
     /// Names the source of the facts this update adds (provenance, as
@@ -292,6 +300,15 @@ impl Updater {
     /// `IngestError::Cancelled`, the store unchanged, when cancelled before its commit.
     pub fn with_monitor(mut self, monitor: Monitor) -> Self {
         self.monitor = monitor;
+        self
+    }
+
+    /// Bounds the memory of the changes the update holds before writing them to the
+    /// generation it is making (default 256 MiB; at least 1 byte: a write after every
+    /// change), so tests and measurements can exercise writes mid-update on small inputs.
+    /// What is written early stays invisible until the update commits.
+    pub fn with_overlay_flush_bytes(mut self, bytes: usize) -> Self {
+        self.overlay_flush_bytes = bytes.max(1);
         self
     }
 
@@ -366,6 +383,11 @@ fn run(updater: Updater, changes: Vec<SourcedChange>) -> Result<UpdateReport, In
             Ok(()) => state.counts.applied += 1,
             Err(problem) => refused.push(ChangeProblem { origin, change: description, problem }),
         }
+        // The staging generation is the update's own until it commits (a refused update
+        // drops it), so the overlay's writes may go there early and its memory stay bounded.
+        if state.overlay.pending_bytes() >= updater.overlay_flush_bytes {
+            state.overlay.flush().rocks()?;
+        }
     }
     if !refused.is_empty() && updater.on_error == OnError::Stop {
         let more = refused.len().saturating_sub(MAX_LISTED) as u64;
@@ -375,7 +397,7 @@ fn run(updater: Updater, changes: Vec<SourcedChange>) -> Result<UpdateReport, In
     state.counts.skipped = refused.len() as u64;
     let Applier { overlay, mut meta, mut counts, changed_entities, changed_relations, retired, mut touched, renamed, .. } = state;
     if overlay.is_empty() {
-        // Nothing changed (every fact already stored, or every change refused): no generation.
+        // Nothing to write (every change refused, or each one already in effect): no generation.
         drop(next);
         counts.skipped = refused.len() as u64;
         return Ok(UpdateReport {
@@ -391,7 +413,8 @@ fn run(updater: Updater, changes: Vec<SourcedChange>) -> Result<UpdateReport, In
             elapsed: started.elapsed(),
         });
     }
-    db.write(overlay.into_batch(db)).rocks()?;
+    let mut overlay = overlay;
+    db.write(overlay.take_batch()).rocks()?;
     let dictionaries_changed = !changed_entities.is_empty() || !changed_relations.is_empty() || !retired.is_empty();
     meta.dictionary_epoch += u64::from(dictionaries_changed);
     meta.updated_by = crate::store::build_name();
@@ -433,6 +456,10 @@ fn run(updater: Updater, changes: Vec<SourcedChange>) -> Result<UpdateReport, In
         elapsed: started.elapsed(),
     })
 }
+
+/// What an update's overlay holds before it writes to the staging generation: an update of
+/// any size holds about this much beside its changes.
+const OVERLAY_FLUSH_BYTES: usize = 256 << 20;
 
 /// Problems listed in a refusal; the rest are counted.
 const MAX_LISTED: usize = 100;
@@ -562,74 +589,6 @@ fn read_fact_file(
     Ok(record)
 }
 
-/// Keys and values read by a prefix scan.
-type Entries = Vec<(Vec<u8>, Vec<u8>)>;
-
-/// Writes of one update, over the generation being written: reads see earlier writes.
-struct Overlay<'a> {
-    db: &'a DB,
-    writes: HashMap<&'static str, BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
-}
-
-impl<'a> Overlay<'a> {
-    fn get(&self, cf: &'static str, key: &[u8]) -> Result<Option<Vec<u8>>, ReadError> {
-        if let Some(v) = self.writes.get(cf).and_then(|w| w.get(key)) {
-            return Ok(v.clone());
-        }
-        Ok(self.db.get_pinned_cf(self.db.cf_handle(cf).expect("column family exists"), key).map_err(|e| ReadError::Rocks(e.into()))?.map(|v| v.to_vec()))
-    }
-
-    fn put(&mut self, cf: &'static str, key: Vec<u8>, value: Vec<u8>) {
-        self.writes.entry(cf).or_default().insert(key, Some(value));
-    }
-
-    fn delete(&mut self, cf: &'static str, key: Vec<u8>) {
-        self.writes.entry(cf).or_default().insert(key, None);
-    }
-
-    /// Every (key, value) under `prefix`, stored or written, as it now reads.
-    fn scan(&self, cf: &'static str, prefix: &[u8]) -> Result<Entries, ReadError> {
-        let mut out: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        let mut it = self.db.raw_iterator_cf(self.db.cf_handle(cf).expect("column family exists"));
-        it.seek(prefix);
-        while let Some((k, v)) = it.item() {
-            if !k.starts_with(prefix) {
-                break;
-            }
-            out.insert(k.to_vec(), v.to_vec());
-            it.next();
-        }
-        it.status().map_err(|e| ReadError::Rocks(e.into()))?;
-        if let Some(w) = self.writes.get(cf) {
-            for (k, v) in w.range(prefix.to_vec()..).take_while(|(k, _)| k.starts_with(prefix)) {
-                match v {
-                    Some(v) => out.insert(k.clone(), v.clone()),
-                    None => out.remove(k),
-                };
-            }
-        }
-        Ok(out.into_iter().collect())
-    }
-
-    fn is_empty(&self) -> bool {
-        self.writes.values().all(BTreeMap::is_empty)
-    }
-
-    fn into_batch(self, db: &DB) -> WriteBatch {
-        let mut batch = WriteBatch::default();
-        for (cf, writes) in self.writes {
-            let handle = db.cf_handle(cf).expect("column family exists");
-            for (k, v) in writes {
-                match v {
-                    Some(v) => batch.put_cf(handle, k, v),
-                    None => batch.delete_cf(handle, k),
-                }
-            }
-        }
-        batch
-    }
-}
-
 /// Applies items one at a time; a refused item changes nothing.
 struct Applier<'a> {
     overlay: Overlay<'a>,
@@ -664,7 +623,7 @@ fn corrupt(cf: &'static str, key: &[u8], what: &'static str) -> IngestError {
 impl<'a> Applier<'a> {
     fn new(db: &'a DB, meta: Meta, load: u32) -> Applier<'a> {
         Applier {
-            overlay: Overlay { db, writes: HashMap::new() },
+            overlay: Overlay::new(db),
             meta,
             load,
             counts: UpdateCounts::default(),
@@ -931,25 +890,6 @@ impl<'a> Applier<'a> {
         Ok(())
     }
 
-    fn list(&self, dir: Direction, e: u32, r: u32) -> Result<Vec<u32>, IngestError> {
-        let key = codec::adj_key(dir, EntityId(e), RelationId(r));
-        match self.overlay.get(CF_ADJACENCY, &key)? {
-            None => Ok(Vec::new()),
-            Some(v) => idlist::decode_ids(&v).ok_or_else(|| corrupt(CF_ADJACENCY, &key, "malformed id list")),
-        }
-    }
-
-    fn set_list(&mut self, dir: Direction, e: u32, r: u32, list: &[u32]) {
-        let key = codec::adj_key(dir, EntityId(e), RelationId(r)).to_vec();
-        if list.is_empty() {
-            self.overlay.delete(CF_ADJACENCY, key);
-        } else {
-            let mut buf = Vec::new();
-            idlist::encode_ids(list, &mut buf);
-            self.overlay.put(CF_ADJACENCY, key, buf);
-        }
-    }
-
     fn add_degree(&mut self, dir: Direction, e: u32, delta: i64) -> Result<(), IngestError> {
         let key = codec::degree_key(dir, EntityId(e));
         let before = match self.overlay.get(CF_DEGREES, &key)? {
@@ -968,51 +908,42 @@ impl<'a> Applier<'a> {
     /// Records that this update asserts the fact (its provenance).
     fn assert_source(&mut self, s: u32, r: u32, o: u32) -> Result<(), IngestError> {
         let key = codec::fact_source_key(EntityId(s), RelationId(r), self.load);
-        let mut list = match self.overlay.get(CF_FACT_SOURCES, &key)? {
-            Some(v) => idlist::decode_ids(&v).ok_or_else(|| corrupt(CF_FACT_SOURCES, &key, "malformed id list"))?,
-            None => Vec::new(),
-        };
-        if let Err(at) = list.binary_search(&o) {
-            list.insert(at, o);
-            let mut buf = Vec::new();
-            idlist::encode_ids(&list, &mut buf);
-            self.overlay.put(CF_FACT_SOURCES, key.to_vec(), buf);
+        // Read before written: a list only read is not rewritten, and an update that changes
+        // nothing commits no generation.
+        if !self.overlay.ids(CF_FACT_SOURCES, &key)?.contains(o) {
+            self.overlay.ids_mut(CF_FACT_SOURCES, &key)?.insert(o);
             self.overlay.put(CF_SOURCE_FACTS, codec::source_fact_key(self.load, EntityId(s), RelationId(r)).to_vec(), Vec::new());
         }
         Ok(())
     }
 
-    /// The loads that assert `r(s, o)`, and each one's list for `(s, r)`.
-    fn sources_of(&self, s: u32, r: u32) -> Result<Vec<(u32, Vec<u32>)>, IngestError> {
+    /// The loads that assert facts `r(s, _)`, each with its `fact_sources` key.
+    fn sources_of(&self, s: u32, r: u32) -> Result<Vec<(u32, Vec<u8>)>, IngestError> {
         let mut prefix = s.to_be_bytes().to_vec();
         prefix.extend_from_slice(&r.to_be_bytes());
         let mut out = Vec::new();
-        for (k, v) in self.overlay.scan(CF_FACT_SOURCES, &prefix)? {
+        for k in self.overlay.scan_keys(CF_FACT_SOURCES, &prefix)? {
             let (_, _, load) = codec::decode_triple_key(&k).ok_or_else(|| corrupt(CF_FACT_SOURCES, &k, "malformed key"))?;
-            out.push((load, idlist::decode_ids(&v).ok_or_else(|| corrupt(CF_FACT_SOURCES, &k, "malformed id list"))?));
+            out.push((load, k));
         }
         Ok(out)
     }
 
-    /// Writes one load's list for `(s, r)` (removed with its `source_facts` key when empty).
-    fn set_source_list(&mut self, load: u32, s: u32, r: u32, list: &[u32]) {
-        let key = codec::fact_source_key(EntityId(s), RelationId(r), load).to_vec();
-        if list.is_empty() {
-            self.overlay.delete(CF_FACT_SOURCES, key);
+    /// Removes `o` from one load's list of `(s, r)` (and the list's `source_facts` key once
+    /// it is empty).
+    fn drop_source(&mut self, load: u32, key: &[u8], s: u32, r: u32, o: u32) -> Result<(), IngestError> {
+        let list = self.overlay.ids_mut(CF_FACT_SOURCES, key)?;
+        if list.remove(o) && list.is_empty() {
             self.overlay.delete(CF_SOURCE_FACTS, codec::source_fact_key(load, EntityId(s), RelationId(r)).to_vec());
-        } else {
-            let mut buf = Vec::new();
-            idlist::encode_ids(list, &mut buf);
-            self.overlay.put(CF_FACT_SOURCES, key, buf);
         }
+        Ok(())
     }
 
     /// Removes `o` from every load's list of `(s, r)`: the fact is no longer asserted.
     fn drop_sources(&mut self, s: u32, r: u32, o: u32) -> Result<(), IngestError> {
-        for (load, mut list) in self.sources_of(s, r)? {
-            if let Ok(at) = list.binary_search(&o) {
-                list.remove(at);
-                self.set_source_list(load, s, r, &list);
+        for (load, key) in self.sources_of(s, r)? {
+            if self.overlay.ids(CF_FACT_SOURCES, &key)?.contains(o) {
+                self.drop_source(load, &key, s, r, o)?;
             }
         }
         Ok(())
@@ -1023,14 +954,15 @@ impl<'a> Applier<'a> {
         for (k, _) in self.overlay.scan(CF_SOURCE_FACTS, &load.to_be_bytes())? {
             let (_, s, r) = codec::decode_triple_key(&k).ok_or_else(|| corrupt(CF_SOURCE_FACTS, &k, "malformed key"))?;
             let sources = self.sources_of(s, r)?;
-            let Some((_, mine)) = sources.iter().find(|(l, _)| *l == load) else { continue };
-            let others: BTreeSet<u32> = sources.iter().filter(|(l, _)| *l != load).flat_map(|(_, list)| list.iter().copied()).collect();
-            let mine = mine.clone();
-            self.set_source_list(load, s, r, &[]);
-            for o in mine {
-                if !others.contains(&o) {
-                    self.retract_fact(s, r, o)?;
-                }
+            let Some((_, mine_key)) = sources.iter().find(|(l, _)| *l == load) else { continue };
+            let mine = std::mem::take(self.overlay.ids_mut(CF_FACT_SOURCES, mine_key)?);
+            self.overlay.delete(CF_SOURCE_FACTS, codec::source_fact_key(load, EntityId(s), RelationId(r)).to_vec());
+            let mut others = roaring::RoaringBitmap::new();
+            for (_, key) in sources.iter().filter(|(l, _)| *l != load) {
+                others |= self.overlay.ids(CF_FACT_SOURCES, key)?;
+            }
+            for o in mine - others {
+                self.retract_fact(s, r, o)?;
             }
         }
         Ok(())
@@ -1038,15 +970,12 @@ impl<'a> Applier<'a> {
 
     fn add_fact(&mut self, s: u32, r: u32, o: u32) -> Result<(), IngestError> {
         self.assert_source(s, r, o)?;
-        let mut out = self.list(Direction::Out, s, r)?;
-        let Err(at) = out.binary_search(&o) else { return Ok(()) };
-        out.insert(at, o);
-        self.set_list(Direction::Out, s, r, &out);
-        let mut inc = self.list(Direction::In, o, r)?;
-        if let Err(at) = inc.binary_search(&s) {
-            inc.insert(at, s);
+        let out_key = codec::adj_key(Direction::Out, EntityId(s), RelationId(r));
+        if self.overlay.ids(CF_ADJACENCY, &out_key)?.contains(o) {
+            return Ok(());
         }
-        self.set_list(Direction::In, o, r, &inc);
+        self.overlay.ids_mut(CF_ADJACENCY, &out_key)?.insert(o);
+        self.overlay.ids_mut(CF_ADJACENCY, &codec::adj_key(Direction::In, EntityId(o), RelationId(r)))?.insert(s);
         self.add_degree(Direction::Out, s, 1)?;
         self.add_degree(Direction::In, o, 1)?;
         self.meta.facts += 1;
@@ -1057,15 +986,12 @@ impl<'a> Applier<'a> {
 
     /// Whether the fact was stored (and is now retracted).
     fn retract_fact(&mut self, s: u32, r: u32, o: u32) -> Result<bool, IngestError> {
-        let mut out = self.list(Direction::Out, s, r)?;
-        let Ok(at) = out.binary_search(&o) else { return Ok(false) };
-        out.remove(at);
-        self.set_list(Direction::Out, s, r, &out);
-        let mut inc = self.list(Direction::In, o, r)?;
-        if let Ok(at) = inc.binary_search(&s) {
-            inc.remove(at);
+        let out_key = codec::adj_key(Direction::Out, EntityId(s), RelationId(r));
+        if !self.overlay.ids(CF_ADJACENCY, &out_key)?.contains(o) {
+            return Ok(false);
         }
-        self.set_list(Direction::In, o, r, &inc);
+        self.overlay.ids_mut(CF_ADJACENCY, &out_key)?.remove(o);
+        self.overlay.ids_mut(CF_ADJACENCY, &codec::adj_key(Direction::In, EntityId(o), RelationId(r)))?.remove(s);
         self.add_degree(Direction::Out, s, -1)?;
         self.add_degree(Direction::In, o, -1)?;
         self.meta.facts = self.meta.facts.saturating_sub(1);
@@ -1078,9 +1004,9 @@ impl<'a> Applier<'a> {
     fn delete_entity(&mut self, e: u32) -> Result<(), IngestError> {
         // Its facts, both directions (a self-loop goes with the first).
         for dir in [Direction::Out, Direction::In] {
-            for (k, v) in self.overlay.scan(CF_ADJACENCY, &codec::adj_prefix(dir, EntityId(e)))? {
+            for k in self.overlay.scan_keys(CF_ADJACENCY, &codec::adj_prefix(dir, EntityId(e)))? {
                 let (_, _, r) = codec::decode_adj_key(&k).ok_or_else(|| corrupt(CF_ADJACENCY, &k, "malformed key"))?;
-                let others = idlist::decode_ids(&v).ok_or_else(|| corrupt(CF_ADJACENCY, &k, "malformed id list"))?;
+                let others = self.overlay.ids(CF_ADJACENCY, &k)?.clone();
                 for other in others {
                     let (s, o) = if dir == Direction::Out { (e, other) } else { (other, e) };
                     self.retract_fact(s, r.0, o)?;

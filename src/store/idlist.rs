@@ -35,6 +35,24 @@ pub fn encode_ids(ids: &[u32], out: &mut Vec<u8>) {
     }
 }
 
+/// Encodes a set of ids exactly as [`encode_ids`] encodes them in order.
+pub fn encode_bitmap(ids: &RoaringBitmap, out: &mut Vec<u8>) {
+    let list: Vec<u32> = ids.iter().collect();
+    encode_ids(&list, out);
+}
+
+/// Decodes a list into a set, or `None` when the bytes are not a valid encoding.
+pub fn decode_bitmap(bytes: &[u8]) -> Option<RoaringBitmap> {
+    let (&tag, rest) = bytes.split_first()?;
+    if tag == TAG_ROARING {
+        return RoaringBitmap::deserialize_from(rest).ok();
+    }
+    let mut ids = Vec::new();
+    IdIter::new(bytes)?.try_for_each(|id| id.map(|id| ids.push(id)))?;
+    // The varint form yields strictly increasing ids by construction.
+    RoaringBitmap::from_sorted_iter(ids).ok()
+}
+
 /// Decodes a list, or `None` when the bytes are not a valid encoding.
 pub fn decode_ids(bytes: &[u8]) -> Option<Vec<u32>> {
     let mut out = Vec::new();
@@ -174,6 +192,38 @@ mod tests {
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
             let _ = decode_ids(&bytes);
             let _ = count_ids(&bytes);
+            if let (Some(set), Some(list)) = (decode_bitmap(&bytes), decode_ids(&bytes)) {
+                prop_assert_eq!(set.iter().collect::<Vec<_>>(), list);
+            }
+        }
+
+        /// A list changed as a set (how an update holds it) is stored byte for byte as the
+        /// same ids written as a list, in both encodings.
+        #[test]
+        fn a_changed_set_encodes_as_its_list(base in proptest::collection::btree_set(0u32..20_000, 0..6000),
+                                             added in proptest::collection::vec(0u32..20_000, 0..300),
+                                             removed in proptest::collection::vec(0u32..20_000, 0..3000)) {
+            let list: Vec<u32> = base.iter().copied().collect();
+            let mut buf = Vec::new();
+            encode_ids(&list, &mut buf);
+            let mut set = decode_bitmap(&buf).expect("valid encoding");
+            prop_assert_eq!(set.iter().collect::<Vec<_>>(), list);
+            let mut expected = base.clone();
+            for &id in &added {
+                set.insert(id);
+                expected.insert(id);
+            }
+            for &id in &removed {
+                set.remove(id);
+                expected.remove(&id);
+            }
+            let expected: Vec<u32> = expected.into_iter().collect();
+            let mut from_set = Vec::new();
+            encode_bitmap(&set, &mut from_set);
+            let mut from_list = Vec::new();
+            encode_ids(&expected, &mut from_list);
+            prop_assert_eq!(&from_set, &from_list);
+            prop_assert_eq!(decode_ids(&from_set), Some(expected));
         }
     }
 

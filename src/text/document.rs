@@ -139,8 +139,11 @@ impl<'a> DocumentReader<'a> {
                 break;
             }
             let (_, _, r) = decode_adj_key(k).ok_or_else(|| ReadError::corrupt(CF_ADJACENCY, k, "malformed adjacency key"))?;
-            let ids = idlist::decode_ids(v).ok_or_else(|| ReadError::corrupt(CF_ADJACENCY, k, "malformed id list"))?;
-            out.extend(ids.into_iter().take(limit - out.len()).map(|o| (r.0, o)));
+            // Only the ids kept are decoded (a hub's list holds millions).
+            let ids = idlist::IdIter::new(v).ok_or_else(|| ReadError::corrupt(CF_ADJACENCY, k, "malformed id list"))?;
+            for o in ids.take(limit - out.len()) {
+                out.push((r.0, o.ok_or_else(|| ReadError::corrupt(CF_ADJACENCY, k, "malformed id list"))?));
+            }
             it.next();
         }
         it.status().map_err(rocks)?;

@@ -210,8 +210,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
     /// Random sequences of adds, retracts, deletions, renames and aliases, a few changes per
     /// update: each update in skip mode commits what the model accepts, in strict mode
-    /// either all of it or (one refusal) nothing; a cancelled update changes nothing. Every
-    /// read is compared with the model after every commit.
+    /// either all of it or (one refusal) nothing, also when its overlay is written to the new
+    /// generation after every change; a cancelled update changes nothing. Every read is
+    /// compared with the model after every commit.
     #[test]
     fn updates_match_an_in_memory_model(updates in prop::collection::vec((prop::collection::vec(change_strategy(), 1..5), any::<bool>(), 0u8..8, prop::sample::select(vec![None, Some("s1"), Some("s2")])), 1..7)) {
         let dir = tempfile::tempdir().unwrap();
@@ -224,7 +225,9 @@ proptest! {
             model.load = loads.len() as u32 + 1;
             model.sources = loads.iter().map(|l| l.source.clone()).collect();
             let updater = || {
+                // Odd rolls write the overlay to the new generation after every change.
                 let u = Updater::new(&store);
+                let u = if roll % 2 == 1 { u.with_overlay_flush_bytes(1) } else { u };
                 match source {
                     Some(name) => u.with_source(name),
                     None => u,
@@ -341,6 +344,54 @@ fn cli_update_applies_a_change_file_and_flags_in_one_commit() {
 
 /// A deleted entity leaves nothing behind: not linked by name or alias, no facts, its key
 /// free for a new entity (with a new id); the token index follows.
+/// Updates around one hub (thousands of facts into one entity's list in one update, then
+/// retractions and a re-add of a retracted fact in the same update, repeats of stored facts,
+/// then a source retracted): the store holds exactly the model's facts and provenance after
+/// each; an update whose changes are all refused commits no generation.
+#[test]
+fn updates_around_a_hub_match_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, mut model) = base_store(dir.path());
+    let tokenizer = NameTokenizer::from_file(&fixture("tokenizer.json"), Linearization::trellis()).unwrap();
+    let universe: Vec<String> = ["E0", "E1", "E2", "N0", "N1", "N2", "N3", "N2999"].map(String::from).to_vec();
+    let apply = |model: &mut Model, source: Option<&str>, changes: Vec<Change>| {
+        let loads = Store::open_read_only(&store).unwrap().meta().loads.clone();
+        model.load = loads.len() as u32 + 1;
+        model.sources = loads.iter().map(|l| l.source.clone()).collect();
+        assert!(changes.iter().all(|c| model.apply(c)));
+        // Writes mid-update every few hundred changes: hub lists are read back after them.
+        let updater = Updater::new(&store).on_error(OnError::Stop).with_overlay_flush_bytes(64 << 10);
+        let updater = match source {
+            Some(name) => updater.with_source(name),
+            None => updater,
+        };
+        let report = updater.apply(changes.into_iter().map(|c| (None, c)).collect()).unwrap();
+        if let Err(e) = check(&store, model, &tokenizer, &universe) {
+            panic!("{e}");
+        }
+        report
+    };
+    let mut hub: Vec<Change> = (0..3000).map(|i| Change::Add(fact(&format!("N{i}"), "r0", "E0"))).collect();
+    hub.extend((0..100).map(|i| Change::Add(fact("E0", "r1", &format!("N{i}")))));
+    let report = apply(&mut model, Some("s1"), hub);
+    assert_eq!(report.counts.facts_added, 3100);
+    let mut thin: Vec<Change> = (0..3000).step_by(3).map(|i| Change::Retract(fact(&format!("N{i}"), "r0", "E0"))).collect();
+    thin.push(Change::Add(fact("N0", "r0", "E0")));
+    let report = apply(&mut model, None, thin);
+    assert_eq!((report.counts.facts_retracted, report.counts.facts_added), (1000, 1));
+    // Repeated facts add nothing but their provenance (this update asserts them too).
+    let report = apply(&mut model, None, (1..50).filter(|i| i % 3 != 0).map(|i| Change::Add(fact(&format!("N{i}"), "r0", "E0"))).collect());
+    assert_eq!(report.counts.facts_added, 0);
+    // Only refused changes: no generation.
+    let generation = Store::open_read_only(&store).unwrap().generation();
+    let report = update(&store, OnError::Skip, vec![Change::Retract(fact("N3", "r0", "E0"))]).unwrap();
+    assert_eq!((report.generation, report.skipped.len()), (None, 1));
+    assert_eq!(Store::open_read_only(&store).unwrap().generation(), generation);
+    // N0 r0 E0 is asserted by the second update too, so it outlives s1.
+    apply(&mut model, None, vec![Change::RetractSource("s1".into())]);
+    assert!(model.facts.contains_key(&("N0".into(), "r0".into(), "E0".into())));
+}
+
 #[test]
 fn a_deleted_entity_is_gone_everywhere_and_its_key_can_return() {
     let dir = tempfile::tempdir().unwrap();
