@@ -8,7 +8,9 @@
 //!
 //! The generation being written is private to the update until it commits, so the overlay
 //! may write what it holds to it before the end (`flush`, once `pending_bytes` passes the
-//! caller's bound): an update of millions of facts holds a bounded overlay, not all of them.
+//! caller's bound): an update of millions of facts holds about the bound, not all of them.
+//! Lists too big to write and read back at every flush (hubs) stay held to the end, so each
+//! is still decoded and encoded once an update.
 
 use super::error::IngestError;
 use crate::store::error::ReadError;
@@ -33,7 +35,8 @@ pub(super) struct Overlay<'a> {
     writes: HashMap<&'static str, BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
     /// Id lists held decoded; they shadow `writes` for their keys (an empty one reads as absent).
     lists: HashMap<&'static str, BTreeMap<Vec<u8>, HeldList>>,
-    /// About how many bytes of memory `writes` and `lists` hold (an overestimate).
+    /// About how many bytes of memory `writes` and `lists` hold (an estimate; lists kept
+    /// across flushes are not counted).
     pending: usize,
     /// Whether earlier writes were flushed to the database.
     flushed: bool,
@@ -43,8 +46,13 @@ pub(super) struct Overlay<'a> {
 /// headers and the allocator's rounding).
 const ENTRY_BYTES: usize = 96;
 
-/// Bytes counted for each change to a held list (a set's array grows by doubling).
-const CHANGE_BYTES: usize = 4;
+/// Bytes counted for each held list beside its ids (the set's container vector and the
+/// allocator's headers).
+const LIST_BYTES: usize = 256;
+
+/// Bytes counted for each change to a held list (an id in an array container, or a new
+/// container's share).
+const CHANGE_BYTES: usize = 16;
 
 fn read_error(e: rocksdb::Error) -> ReadError {
     ReadError::Rocks(e.into())
@@ -121,7 +129,7 @@ impl<'a> Overlay<'a> {
                 };
                 // A value written before the list was held stays pending until the batch.
                 let changed = written.is_some();
-                self.pending += ids.serialized_size() + key.len() + ENTRY_BYTES;
+                self.pending += ids.serialized_size() + key.len() + LIST_BYTES;
                 Ok(slot.insert(HeldList { ids, changed }))
             }
         }
@@ -179,16 +187,26 @@ impl<'a> Overlay<'a> {
         self.pending
     }
 
-    /// Writes what the overlay holds to the database and lets it go; reads see it there.
-    pub(super) fn flush(&mut self) -> Result<(), rocksdb::Error> {
-        let batch = self.take_batch();
-        self.db.write(batch)?;
-        self.flushed = true;
+    /// Writes what the overlay holds to the database and lets it go (reads see it there),
+    /// except lists of `keep_lists_of` serialized bytes or more: they stay held, unwritten, to
+    /// the final batch. Writes nothing when nothing changed.
+    pub(super) fn flush(&mut self, keep_lists_of: usize) -> Result<(), rocksdb::Error> {
+        let batch = self.take(Some(keep_lists_of));
+        if !batch.is_empty() {
+            self.db.write(batch)?;
+            self.flushed = true;
+        }
         Ok(())
     }
 
     /// Everything the overlay holds, as one batch (the overlay is left empty).
     pub(super) fn take_batch(&mut self) -> WriteBatch {
+        self.take(None)
+    }
+
+    /// Everything the overlay holds, as one batch (the overlay is left empty), but for lists
+    /// of `keep` serialized bytes or more, which stay held and out of the batch.
+    fn take(&mut self, keep: Option<usize>) -> WriteBatch {
         let writes = std::mem::take(&mut self.writes);
         let lists = std::mem::take(&mut self.lists);
         self.pending = 0;
@@ -206,12 +224,16 @@ impl<'a> Overlay<'a> {
                 }
             }
         }
-        for (cf, lists) in &lists {
+        for (cf, lists) in lists {
             let handle = self.db.cf_handle(cf).expect("column family exists");
-            for (k, held) in lists.iter().filter(|(_, h)| h.changed) {
-                match encode(&held.ids) {
-                    Some(v) => batch.put_cf(handle, k, v),
-                    None => batch.delete_cf(handle, k),
+            for (k, held) in lists {
+                if keep.is_some_and(|keep| held.ids.serialized_size() >= keep) {
+                    self.lists.entry(cf).or_default().insert(k, held);
+                } else if held.changed {
+                    match encode(&held.ids) {
+                        Some(v) => batch.put_cf(handle, k, v),
+                        None => batch.delete_cf(handle, k),
+                    }
                 }
             }
         }

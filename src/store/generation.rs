@@ -3,10 +3,10 @@
 
 use super::layout;
 use super::open_options;
-use super::schema::{descriptors, COLUMN_FAMILIES};
+use super::schema::{cf_options, descriptors, COLUMN_FAMILIES};
 use crate::backend::RocksResult;
 use crate::store::error::WriteError;
-use rocksdb::{Cache, DB};
+use rocksdb::{Cache, ColumnFamilyDescriptor, DB};
 use std::path::{Path, PathBuf};
 
 /// Generation `number` under construction in a staging directory. Dropping it without
@@ -29,13 +29,31 @@ impl NextGeneration {
     /// files beside them (manifest, `CURRENT`, options, log) copied: the same result as
     /// RocksDB's checkpoint, without a writer on the source.
     pub fn begin(dir: &Path, current: Option<&Path>, number: u64, cache: &Cache) -> Result<NextGeneration, WriteError> {
+        Self::begin_with(dir, current, number, cache, true)
+    }
+
+    /// As `begin`, with RocksDB's automatic compaction off when `compaction` is false: for
+    /// writers of many keys spread over a big store, whose level-0 files compacted into its
+    /// bottom level would rewrite every file their keys span (later generations compact them).
+    pub fn begin_with(dir: &Path, current: Option<&Path>, number: u64, cache: &Cache, compaction: bool) -> Result<NextGeneration, WriteError> {
         let staging = layout::staging_dir(dir, number);
         if let Some(source) = current {
             link_generation(source, &staging)?;
         }
         // Opening with every column family of this build's schema creates the ones an
         // older generation lacks.
-        let db = DB::open_cf_descriptors(&open_options(), &staging, descriptors(cache)).rocks()?;
+        let mut families = descriptors(cache);
+        if !compaction {
+            families = COLUMN_FAMILIES
+                .iter()
+                .map(|spec| {
+                    let mut opts = cf_options(spec, cache);
+                    opts.set_disable_auto_compactions(true);
+                    ColumnFamilyDescriptor::new(spec.name, opts)
+                })
+                .collect();
+        }
+        let db = DB::open_cf_descriptors(&open_options(), &staging, families).rocks()?;
         Ok(NextGeneration { db, dir: dir.to_path_buf(), number, staging })
     }
 

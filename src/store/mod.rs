@@ -243,16 +243,20 @@ impl NameCursor<'_> {
 fn max_open_files() -> i32 {
     static LIMIT: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
     *LIMIT.get_or_init(|| {
-        let soft = std::fs::read_to_string("/proc/self/limits").ok().and_then(|limits| open_files_soft_limit(&limits)).unwrap_or(2048);
+        // No limits file (not Linux): assume a common default of 2048.
+        let soft = std::fs::read_to_string("/proc/self/limits").map_or(Some(2048), |limits| open_files_soft_limit(&limits)).unwrap_or(2048);
         i32::try_from(soft / 4).unwrap_or(i32::MAX).clamp(512, 8192)
     })
 }
 
-/// The soft limit of "Max open files" in a `/proc/self/limits` text (`None`: absent or
-/// unlimited).
+/// The soft limit of "Max open files" in a `/proc/self/limits` text (`u64::MAX` when
+/// unlimited; `None` when absent or unreadable).
 fn open_files_soft_limit(limits: &str) -> Option<u64> {
     let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    line["Max open files".len()..].split_whitespace().next()?.parse().ok()
+    match line["Max open files".len()..].split_whitespace().next()? {
+        "unlimited" => Some(u64::MAX),
+        soft => soft.parse().ok(),
+    }
 }
 
 pub(crate) fn open_options() -> Options {
@@ -892,7 +896,7 @@ mod tests {
                       Max processes             94542                94542                processes \n\
                       Max open files            20000                40000                files     \n";
         assert_eq!(open_files_soft_limit(limits), Some(20000));
-        assert_eq!(open_files_soft_limit("Max open files            unlimited            unlimited            files\n"), None);
+        assert_eq!(open_files_soft_limit("Max open files            unlimited            unlimited            files\n"), Some(u64::MAX));
         assert_eq!(open_files_soft_limit(""), None);
     }
 }

@@ -139,7 +139,8 @@ impl<'a> DocumentReader<'a> {
                 break;
             }
             let (_, _, r) = decode_adj_key(k).ok_or_else(|| ReadError::corrupt(CF_ADJACENCY, k, "malformed adjacency key"))?;
-            // Only the ids kept are decoded (a hub's list holds millions).
+            // Only the ids kept are decoded from a delta-varint list (a hub's list holds
+            // millions; a roaring one is read whole, but not copied into a vector).
             let ids = idlist::IdIter::new(v).ok_or_else(|| ReadError::corrupt(CF_ADJACENCY, k, "malformed id list"))?;
             for o in ids.take(limit - out.len()) {
                 out.push((r.0, o.ok_or_else(|| ReadError::corrupt(CF_ADJACENCY, k, "malformed id list"))?));
