@@ -21,9 +21,10 @@
 #
 # load: the generator writes straight into `trellis ingest -` (no TSV on disk: 1.9B lines
 # would take about 50 GB); peak RSS by /usr/bin/time against MEMORY_MB (default 6144), disk
-# used sampled every 5 s (the sorted runs, 24 bytes a fact, are the peak), then the gsr
-# token index. 1.9B lines made a 25 GB store and needed 57.5 GB of disk at the load's peak
-# (48 minutes on 2 cores); `rm -rf $BENCH_DIR/fb-a` frees it.
+# used sampled every 5 s (the sorted runs of both orders beside the tables are the peak), then
+# the gsr token index (INDEX_TOKENS=0 skips it). 1.9B lines made a 25 GB store and needed
+# 57.5 GB of disk at the load's peak with runs of 12 bytes a fact (48 minutes on 2 cores);
+# runs are delta-coded since; `rm -rf $BENCH_DIR/fb-a` frees it.
 #
 # retrieve: `trellis eval retrieval` on the dev dialogs, each row on the small store then the
 # big one (gsr, surge, pcst on TURNS turns, default all; the best rerank pool, surge + gsr +
@@ -111,7 +112,10 @@ if [ "$phase" = load ]; then
             --rejects "$work/fb-$variant-rejects.tsv" "$data/opendialkg/kg.tsv" - >"$work/fb-load-$variant.out" 2>"$work/fb-load-$variant.log"
     kill $sampler
     peak=$(sort -n "$work/fb-disk-$variant.txt" | tail -1)
-    measure index-tokens "$bin" index-tokens --store "$big" --tokenizer "$model/tokenizer.json" --linearization trellis >&2
+    # INDEX_TOKENS=0 leaves the token index (which retrieve needs) for later.
+    if [ "${INDEX_TOKENS:-1}" = 1 ]; then
+        measure index-tokens "$bin" index-tokens --store "$big" --tokenizer "$model/tokenizer.json" --linearization trellis >&2
+    fi
     {
         echo "## Variant $variant: load ($(date -u +%Y-%m-%d) on $(nproc) cores)"
         echo
