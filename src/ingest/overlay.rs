@@ -9,15 +9,15 @@
 //! The generation being written is private to the update until it commits, so the overlay
 //! may write what it holds to it before the end (`flush`, once `pending_bytes` passes the
 //! caller's bound): an update of millions of facts holds about the bound, not all of them.
-//! Lists too big to write and read back at every flush (hubs) stay held to the end, so each
-//! is still decoded and encoded once an update.
+//! The largest lists (hubs, and lists an update keeps adding to) stay held across flushes, up
+//! to half the bound, so each is still decoded and encoded about once an update.
 
 use super::error::IngestError;
 use crate::store::error::ReadError;
 use crate::store::idlist;
 use roaring::RoaringBitmap;
-use rocksdb::{WriteBatch, DB};
-use std::collections::{BTreeMap, HashMap};
+use rocksdb::{WriteBatch, WriteOptions, DB};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Keys and values read by a prefix scan.
 pub(super) type Entries = Vec<(Vec<u8>, Vec<u8>)>;
@@ -45,6 +45,9 @@ pub(super) struct Overlay<'a> {
 /// Bytes counted for a map entry beside its key and value (the map's node, the vectors'
 /// headers and the allocator's rounding).
 const ENTRY_BYTES: usize = 96;
+
+/// Lists smaller than this are never kept across a flush (reading one back is cheap).
+const MIN_KEPT_LIST_BYTES: usize = 4096;
 
 /// Bytes counted for each held list beside its ids (the set's container vector and the
 /// allocator's headers).
@@ -188,12 +191,14 @@ impl<'a> Overlay<'a> {
     }
 
     /// Writes what the overlay holds to the database and lets it go (reads see it there),
-    /// except lists of `keep_lists_of` serialized bytes or more: they stay held, unwritten, to
-    /// the final batch. Writes nothing when nothing changed.
-    pub(super) fn flush(&mut self, keep_lists_of: usize) -> Result<(), rocksdb::Error> {
-        let batch = self.take(Some(keep_lists_of));
+    /// except its largest lists, up to `keep_bytes` of them serialized: they stay held,
+    /// unwritten, for the changes still to come (a list touched all through an update is
+    /// then decoded and written once, not at every flush). Writes nothing when nothing
+    /// changed.
+    pub(super) fn flush(&mut self, keep_bytes: usize) -> Result<(), rocksdb::Error> {
+        let batch = self.take(Some(keep_bytes));
         if !batch.is_empty() {
-            self.db.write(batch)?;
+            self.db.write_opt(batch, &without_log())?;
             self.flushed = true;
         }
         Ok(())
@@ -204,11 +209,28 @@ impl<'a> Overlay<'a> {
         self.take(None)
     }
 
-    /// Everything the overlay holds, as one batch (the overlay is left empty), but for lists
-    /// of `keep` serialized bytes or more, which stay held and out of the batch.
+    /// Everything the overlay holds, as one batch (the overlay is left empty), but for the
+    /// largest lists up to `keep` serialized bytes in all, which stay held and out of it.
     fn take(&mut self, keep: Option<usize>) -> WriteBatch {
         let writes = std::mem::take(&mut self.writes);
         let lists = std::mem::take(&mut self.lists);
+        let mut kept: HashSet<(&'static str, Vec<u8>)> = HashSet::new();
+        if let Some(budget) = keep {
+            let mut sizes: Vec<(usize, &'static str, &Vec<u8>)> = lists
+                .iter()
+                .flat_map(|(cf, l)| l.iter().map(move |(k, h)| (h.ids.serialized_size(), *cf, k)))
+                .filter(|(size, _, _)| *size >= MIN_KEPT_LIST_BYTES)
+                .collect();
+            sizes.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+            let mut total = 0;
+            for (size, cf, k) in sizes {
+                if total + size <= budget {
+                    total += size;
+                    kept.insert((cf, k.clone()));
+                }
+            }
+        }
+        // Kept lists are not counted again: the bound is on what comes after them.
         self.pending = 0;
         let mut batch = WriteBatch::default();
         for (cf, writes) in writes {
@@ -227,7 +249,7 @@ impl<'a> Overlay<'a> {
         for (cf, lists) in lists {
             let handle = self.db.cf_handle(cf).expect("column family exists");
             for (k, held) in lists {
-                if keep.is_some_and(|keep| held.ids.serialized_size() >= keep) {
+                if kept.contains(&(cf, k.clone())) {
                     self.lists.entry(cf).or_default().insert(k, held);
                 } else if held.changed {
                     match encode(&held.ids) {
@@ -239,6 +261,15 @@ impl<'a> Overlay<'a> {
         }
         batch
     }
+}
+
+/// Write options for the generation an update makes: no write-ahead log. A crash before
+/// the commit discards the whole generation, and the commit flushes every column family
+/// before the generation becomes current, so the log would only double what is written.
+pub(super) fn without_log() -> WriteOptions {
+    let mut opts = WriteOptions::default();
+    opts.disable_wal(true);
+    opts
 }
 
 /// The stored form of a list, or `None` for an empty one (empty lists are not stored).

@@ -11,7 +11,7 @@
 use super::error::IngestError;
 use super::input::{open_input, LineChunker};
 use super::naming::{blank_prefix, default_name};
-use super::overlay::Overlay;
+use super::overlay::{without_log, Overlay};
 use super::parse::{parse_chunk, ParseConfig, Record};
 use super::tokens::{follow_write, ChangedTerms, TokenUpkeep};
 use super::{InputSpec, OnError};
@@ -304,7 +304,7 @@ impl Updater {
     }
 
     /// Bounds the memory of the changes the update holds before writing them to the
-    /// generation it is making (default 256 MiB; at least 1 byte: a write after every change
+    /// generation it is making (default 1 GiB; at least 1 byte: a write after every change
     /// that reads or writes the store), so tests and measurements can exercise writes
     /// mid-update on small inputs. What is written early stays invisible until the update
     /// commits; an update expected to write early runs without automatic compaction.
@@ -417,7 +417,7 @@ fn run(updater: Updater, changes: Vec<SourcedChange>) -> Result<UpdateReport, In
         });
     }
     let mut overlay = overlay;
-    db.write(overlay.take_batch()).rocks()?;
+    db.write_opt(overlay.take_batch(), &without_log()).rocks()?;
     let dictionaries_changed = !changed_entities.is_empty() || !changed_relations.is_empty() || !retired.is_empty();
     meta.dictionary_epoch += u64::from(dictionaries_changed);
     meta.updated_by = crate::store::build_name();
@@ -466,7 +466,7 @@ const ESTIMATED_ITEM_BYTES: usize = 1024;
 
 /// What an update's overlay holds before it writes to the staging generation: an update of
 /// any size holds about this much beside its changes.
-const OVERLAY_FLUSH_BYTES: usize = 256 << 20;
+const OVERLAY_FLUSH_BYTES: usize = 1 << 30;
 
 /// Problems listed in a refusal; the rest are counted.
 const MAX_LISTED: usize = 100;
@@ -652,8 +652,8 @@ impl<'a> Applier<'a> {
     /// inside one change that touches many facts (a source retracted, an entity deleted).
     fn maybe_flush(&mut self) -> Result<(), IngestError> {
         if self.overlay.pending_bytes() >= self.flush_bytes {
-            // Lists of an eighth of the bound or more stay held: each is written once.
-            self.overlay.flush(self.flush_bytes / 8).rocks()?;
+            // The largest lists, up to half the bound, stay held for the changes to come.
+            self.overlay.flush(self.flush_bytes / 2).rocks()?;
         }
         Ok(())
     }
