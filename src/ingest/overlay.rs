@@ -221,7 +221,7 @@ impl<'a> Overlay<'a> {
                 .flat_map(|(cf, l)| l.iter().map(move |(k, h)| (h.ids.serialized_size(), *cf, k)))
                 .filter(|(size, _, _)| *size >= MIN_KEPT_LIST_BYTES)
                 .collect();
-            sizes.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+            sizes.sort_unstable_by_key(|&(size, _, _)| std::cmp::Reverse(size));
             let mut total = 0;
             for (size, cf, k) in sizes {
                 if total + size <= budget {
