@@ -35,22 +35,42 @@ pub fn encode_ids(ids: &[u32], out: &mut Vec<u8>) {
     }
 }
 
-/// Encodes a set of ids exactly as [`encode_ids`] encodes them in order.
+/// Encodes a set of ids exactly as [`encode_ids`] encodes them in order, without a copy of
+/// the ids (an update encodes hub lists of millions).
 pub fn encode_bitmap(ids: &RoaringBitmap, out: &mut Vec<u8>) {
-    let list: Vec<u32> = ids.iter().collect();
-    encode_ids(&list, out);
+    out.clear();
+    out.push(TAG_DELTA_VARINT);
+    put_varint(out, ids.len());
+    let mut prev = None;
+    for id in ids {
+        put_varint(out, u64::from(prev.map_or(id, |p: u32| id - p - 1)));
+        prev = Some(id);
+    }
+    if ids.len() >= 64 {
+        let size = ids.serialized_size() + 1;
+        if size < out.len() {
+            out.clear();
+            out.push(TAG_ROARING);
+            ids.serialize_into(&mut *out).expect("writing to a Vec cannot fail");
+        }
+    }
 }
 
-/// Decodes a list into a set, or `None` when the bytes are not a valid encoding.
+/// Decodes a list into a set, or `None` when the bytes are not a valid encoding; the ids go
+/// straight into the set (no copy of the list).
 pub fn decode_bitmap(bytes: &[u8]) -> Option<RoaringBitmap> {
     let (&tag, rest) = bytes.split_first()?;
     if tag == TAG_ROARING {
         return RoaringBitmap::deserialize_from(rest).ok();
     }
-    let mut ids = Vec::new();
-    IdIter::new(bytes)?.try_for_each(|id| id.map(|id| ids.push(id)))?;
-    // The varint form yields strictly increasing ids by construction.
-    RoaringBitmap::from_sorted_iter(ids).ok()
+    let mut broken = false;
+    // The varint form yields strictly increasing ids by construction (a sorted iterator).
+    let ids = IdIter::new(bytes)?.map_while(|id| {
+        broken |= id.is_none();
+        id
+    });
+    let set = RoaringBitmap::from_sorted_iter(ids).ok()?;
+    (!broken).then_some(set)
 }
 
 /// Decodes a list, or `None` when the bytes are not a valid encoding.
