@@ -8,7 +8,8 @@
 //!
 //! The generation being written is private to the update until it commits, so the overlay
 //! may write what it holds to it before the end (`flush`, once `pending_bytes` passes the
-//! caller's bound): an update of millions of facts holds about the bound, not all of them.
+//! caller's bound): an update of millions of facts holds a bounded overlay, not all of them
+//! (the bound is on an estimate; measured RSS runs several times above it).
 //! The largest lists (hubs, and lists an update keeps adding to) stay held across flushes, up
 //! to half the bound, so each is still decoded and encoded about once an update.
 
