@@ -17,10 +17,12 @@
 //! `rejects` (the `--on-error skip` file), `sort` (the external sort), `adjacency` (the
 //! merge of sorted runs into id lists and degrees), `dictionaries` (term records, keys,
 //! names, aliases, labels), `naming` (RDF naming rules), `sst` (the SST file sink),
-//! `tokens` (the token index).
+//! `tokens` (the token index), `change` (what a live update's change is, change files),
+//! `update` and `overlay` (live updates).
 
 mod adjacency;
 mod build;
+mod change;
 pub(crate) mod dict;
 mod dictionaries;
 pub(crate) mod error;
@@ -38,11 +40,12 @@ pub(crate) mod tokenizer;
 pub(crate) mod tokens;
 mod update;
 
+pub use change::{read_change_file, Change, ChangeFileProblem, FactKeys, SourcedChange};
 pub use error::{IngestError, LineError, LineErrorKind, LineProblem};
 pub use input::{Compression, Format, InputSpec};
 pub use tokenizer::{NameTokenizer, PositionDependence, TokenizerError};
 pub use tokens::TokenUpkeep;
-pub use update::{read_change_file, Change, ChangeFileProblem, ChangeOrigin, ChangeProblem, FactKeys, SourcedChange, UpdateProblem, UpdateReport, Updater};
+pub use update::{ChangeOrigin, ChangeProblem, UpdateProblem, UpdateReport, Updater};
 
 use crate::progress::Monitor;
 use crate::store::meta::InputRecord;
