@@ -21,7 +21,7 @@ use crate::limits::{self, OutOfRange};
 use crate::normalize::{fold_name, normalize_name};
 use crate::store::error::ReadError;
 use crate::store::{NameCursor, NameTarget, Store};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 pub use crate::dialog::{check_dialog_size, DialogTooLong, Message, MessageProblem};
@@ -211,12 +211,29 @@ impl Linker {
 
     /// The entity set for the turn that follows `messages[..upto]`: every entity mentioned in
     /// the last `window` messages, weighted by `decay` per message back (a mention's first
-    /// candidate counts fully, the others half), best first.
+    /// candidate counts fully, the others half), best first. A pronoun or reference the
+    /// rewrite resolved counts once per message for its entity, and not in a message that
+    /// names the entity too: "They're good. Aren't they owned by Tom Benson?" must not make
+    /// the team outweigh the name (on dev, counting every resolved word lost gsr more pronoun
+    /// turns than it won).
     pub fn turn_entities(&self, mentions: &[Mention], upto: usize) -> Vec<(EntityId, f32)> {
         let first = upto.saturating_sub(self.cfg.window);
+        let in_window = || mentions.iter().filter(|m| m.message >= first && m.message < upto);
+        let named: HashSet<(usize, u32)> =
+            in_window().filter(|m| m.kind != MatchKind::Resolved).filter_map(|m| m.entities.first().map(|e| (m.message, e.id))).collect();
+        let mut resolved: HashSet<(usize, u32)> = HashSet::new();
         let mut weights: HashMap<EntityId, f32> = HashMap::new();
-        for m in mentions.iter().filter(|m| m.message >= first && m.message < upto) {
+        for m in in_window() {
             let w = self.cfg.decay.powi((upto - 1 - m.message) as i32);
+            if m.kind == MatchKind::Resolved {
+                if let Some(e) = m.entities.first() {
+                    let at = (m.message, e.id);
+                    if !named.contains(&at) && resolved.insert(at) {
+                        *weights.entry(EntityId(e.id)).or_default() += w;
+                    }
+                }
+                continue;
+            }
             for (rank, e) in m.entities.iter().enumerate() {
                 *weights.entry(EntityId(e.id)).or_default() += if rank == 0 { w } else { w / 2.0 };
             }
@@ -227,18 +244,23 @@ impl Linker {
     }
 
     /// For each of `entities`, how many messages before the turn that follows
-    /// `messages[..upto]` it was last mentioned (0: in the last message); `u32::MAX` when no
-    /// mention in `mentions` names it.
+    /// `messages[..upto]` it was last named (0: in the last message); `u32::MAX` when no
+    /// mention in `mentions` names it. A pronoun the rewrite resolved does not make its entity
+    /// younger (the models read an entity's age as when it was named, and on dev resolved
+    /// ages lost gsr pronoun turns); only an entity reached through a resolution alone takes
+    /// the age of its nearest one.
     pub fn entity_ages(&self, mentions: &[Mention], upto: usize, entities: &[EntityId]) -> Vec<u32> {
         entities
             .iter()
             .map(|e| {
-                mentions
-                    .iter()
-                    .filter(|m| m.message < upto && m.entities.iter().any(|x| x.id == e.0))
-                    .map(|m| (upto - 1 - m.message) as u32)
-                    .min()
-                    .unwrap_or(u32::MAX)
+                let age = |resolved: bool| {
+                    mentions
+                        .iter()
+                        .filter(|m| m.message < upto && (m.kind == MatchKind::Resolved) == resolved && m.entities.iter().any(|x| x.id == e.0))
+                        .map(|m| (upto - 1 - m.message) as u32)
+                        .min()
+                };
+                age(false).or_else(|| age(true)).unwrap_or(u32::MAX)
             })
             .collect()
     }

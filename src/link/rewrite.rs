@@ -28,7 +28,10 @@
 //!
 //! A resolved word becomes a mention of its entity ([`super::MatchKind::Resolved`], with a
 //! [`Resolution`]), so the turn's entities, retrieval and the rewritten text
-//! ([`rewritten_text`]) all see it.
+//! ([`rewritten_text`]) all see it. It weighs like a name in the turn's entity set, but once
+//! per message and entity and not beside the entity's own name, and it leaves the entity's
+//! age (messages since it was named) as it was ([`super::Linker::turn_entities`],
+//! [`super::Linker::entity_ages`]): the retrievers' models were trained on names alone.
 
 use super::{LinkedEntity, Mention};
 use crate::ids::{Direction, EntityId, RelationId};

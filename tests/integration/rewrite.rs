@@ -98,6 +98,42 @@ fn pronouns_and_references_resolve_to_the_entities_the_graph_agrees_with() {
     assert!(weight(&mentions, "Jhumpa Lahiri") > weight(&plain, "Jhumpa Lahiri"));
 }
 
+/// How resolved words weigh in the turn's entity set, worked by hand (window 8, decay 0.5:
+/// a message k back weighs 0.5^k): a resolved word counts like a name, but once per message
+/// and entity, not beside the entity's own name, and it does not make the entity younger.
+#[test]
+fn resolved_words_weigh_once_per_message_and_leave_ages_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path(), GRAPH);
+    let l = linker(&store, true);
+    let id = |name: &str| Store::open_read_only(&store).unwrap().entity_by_key(name).unwrap().unwrap();
+    let weights = |messages: &[Message]| {
+        let mentions = l.link_dialog(messages).unwrap();
+        let set = l.turn_entities(&mentions, messages.len());
+        let ids: Vec<_> = set.iter().map(|(e, _)| *e).collect();
+        let ages = l.entity_ages(&mentions, messages.len(), &ids);
+        set.into_iter().zip(ages).map(|((e, w), a)| (e, w, a)).collect::<Vec<_>>()
+    };
+    let find = |set: &[(trellis::ids::EntityId, f32, u32)], name: &str| set.iter().find(|(e, _, _)| *e == id(name)).map(|&(_, w, a)| (w, a)).unwrap();
+    // The dialog of the test above, after its fifth message: Lev Grossman named 4 back (1/16),
+    // "He" 3 back (1/8), "His" in the last (1); Jhumpa Lahiri named 2 back (1/4), "her" 1
+    // back (1/2), "she" (1); Interpreter of Maladies named 1 back (1/2), "it" (1); The
+    // Magician's Land named 3 back (1/8), "the book" 2 back (1/4). Ages: when named.
+    let set = weights(&dialog());
+    assert_eq!(find(&set, "Jhumpa Lahiri"), (1.75, 2));
+    assert_eq!(find(&set, "Interpreter of Maladies"), (1.5, 1));
+    assert_eq!(find(&set, "Lev Grossman"), (1.1875, 4));
+    assert_eq!(find(&set, "The Magician's Land"), (0.375, 3));
+    let order: Vec<_> = set.iter().map(|(e, _, _)| *e).collect();
+    assert_eq!(order[..4], [id("Jhumpa Lahiri"), id("Interpreter of Maladies"), id("Lev Grossman"), id("The Magician's Land")]);
+    // Two words resolved to him in one message count once: 1/2 + 1, not 1/2 + 2.
+    let twice = [says("user", "Do you know Lev Grossman?"), says("assistant", "Yes, he is great and he wrote a lot.")];
+    assert_eq!(find(&weights(&twice), "Lev Grossman"), (1.5, 1));
+    // Beside his name in the same message the word adds nothing: 1/2 + 1.
+    let named = [says("user", "Do you know Lev Grossman?"), says("assistant", "Yes, he is great. Lev Grossman wrote a lot.")];
+    assert_eq!(find(&weights(&named), "Lev Grossman"), (1.5, 0));
+}
+
 #[test]
 fn the_rewrite_never_guesses() {
     let dir = tempfile::tempdir().unwrap();
