@@ -123,6 +123,58 @@ fn the_shipped_model_retrieves_real_paths_on_the_sample() {
         }
     }
     assert!(paths >= dialogs.len());
+    // The same bytes as the models gave quantized the first way (fixtures/shipped/README.md):
+    // one QuantizeLinear per activation computes what Div, Round, Add, Clip, Cast did.
+    let golden = std::fs::read_to_string(fixture("shipped/gsr-sample-answers.jsonl")).unwrap();
+    assert_eq!(std::fs::read_to_string(&output).unwrap(), golden, "answers differ from tests/fixtures/shipped/gsr-sample-answers.jsonl");
+}
+
+/// The chain of the shipped retriever and generator (beam search, three sequences) writes the
+/// replies, scores and knowledge it wrote before its models' quantization was rewritten
+/// (fixtures/shipped/README.md), byte for byte but for the timings.
+#[test]
+fn the_shipped_chain_replies_as_before_its_quantization_was_rewritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("kg");
+    ingest(&store, &[], &[&fixture("opendialkg-sample.tsv")]);
+    stdout_of(trellis().args(["index-tokens", "--linearization", "trellis", "--store"]).arg(&store).arg("--tokenizer").arg(shipped().join("tokenizer.json")));
+    let dialogs = [
+        vec!["Do you know anything about Jordan Spieth?"],
+        vec!["I loved Happy Gilmore.", "Me too, Adam Sandler is so funny. Do you like him?"],
+        vec!["Who wrote Coraline?", "Neil Gaiman did. Have you read it?", "Yes! What else did he write?"],
+        vec!["I want to watch something with Will Smith in it."],
+    ];
+    let requests: String = dialogs.iter().enumerate().map(|(i, h)| serde_json::json!({"id": i, "history": h}).to_string() + "\n").collect();
+    let input = write(dir.path(), "requests.jsonl", requests.as_bytes());
+    let output = dir.path().join("replies.jsonl");
+    stdout_of(
+        trellis()
+            .args(["run", "--retriever", "gsr", "--gen-beams", "4", "--gen-return-sequences", "3", "--store"])
+            .arg(&store)
+            .arg("--model")
+            .arg(shipped())
+            .arg("--generator")
+            .arg(shipped_generator())
+            .arg("--input")
+            .arg(&input)
+            .arg("--output")
+            .arg(&output),
+    );
+    let got: Vec<serde_json::Value> = std::fs::read_to_string(&output)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v.as_object_mut().unwrap().remove("timings");
+            v
+        })
+        .collect();
+    let want: Vec<serde_json::Value> =
+        std::fs::read_to_string(fixture("shipped/run-sample-replies.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g, w, "a reply differs from tests/fixtures/shipped/run-sample-replies.jsonl");
+    }
 }
 
 /// Requests about the sample's films: a first message naming a film and, for every other

