@@ -1,5 +1,6 @@
-# Sourced by tools/eval/gsr.sh, tools/eval/pipeline.sh, tools/eval/encoders.sh, tools/eval/batch_independence.sh, tools/bench/rerank.sh and
-# tools/bench/pipeline.sh: builds the trellis binary and the store every retriever is measured
+# Sourced by tools/eval/gsr.sh, pipeline.sh, encoders.sh, batch_independence.sh and
+# tools/bench/rerank.sh, pipeline.sh, padding.sh, quantize.sh, freebase_scale.sh: builds the
+# trellis binary and the store every retriever is measured
 # on ($work/kg-gsr: OpenDialKG's kg.tsv, loaded once per BENCH_DIR) with the token index of
 # $model's tokenizer. Sets bin, data, work, model and store.
 source tools/setup.sh

@@ -120,7 +120,8 @@ def quantize_rows(x, scale, out, prefix):
         n("Expand", ["rq_zero_point", p("row_count")], "row_zero_point"),
         n("QuantizeLinear", [p("rows"), p("row_scale"), p("row_zero_point")], "rows_quantized", axis=0),
         n("Shape", [x], "shape"),
-        helper.make_node("Reshape", [p("rows_quantized"), p("shape")], [out], name=f"{prefix}/reshape_node"),
+        # allowzero: a 0 in x's shape is a 0 (an empty sequence), not "copy the input's dimension".
+        helper.make_node("Reshape", [p("rows_quantized"), p("shape")], [out], name=f"{prefix}/reshape_node", allowzero=1),
     ]
 
 
@@ -137,9 +138,10 @@ def upgrade(model):
             if cast.op_type != "Cast" or cast.input[0] not in producer or producer[cast.input[0]].op_type != "Clip":
                 continue
             clip = producer[cast.input[0]]
-            add = producer.get(clip.input[0])
-            rnd = producer.get(add.input[0]) if add is not None else None
-            div = producer.get(rnd.input[0]) if rnd is not None else None
+            first = lambda node: producer.get(node.input[0]) if node is not None and node.input else None  # noqa: E731
+            add = first(clip)
+            rnd = first(add)
+            div = first(rnd)
             chain = [x.op_type if x is not None else None for x in (add, rnd, div)]
             if chain != ["Add", "Round", "Div"] or list(clip.input[1:]) != ["rq_0", "rq_255"] or add.input[1] != "rq_128":
                 raise SystemExit(f"row_quant: {cast.name}: not the per-row chain of Div, Round, Add, Clip, Cast")
