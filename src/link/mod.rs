@@ -213,14 +213,14 @@ impl Linker {
     /// the last `window` messages, weighted by `decay` per message back (a mention's first
     /// candidate counts fully, the others half), best first. A pronoun or reference the
     /// rewrite resolved counts once per message for its entity, and not in a message that
-    /// names the entity too: "They're good. Aren't they owned by Tom Benson?" must not make
+    /// names the entity too (as any candidate of a mention): "They're good. Aren't they owned by Tom Benson?" must not make
     /// the team outweigh the name (on dev, counting every resolved word lost gsr more pronoun
     /// turns than it won).
     pub fn turn_entities(&self, mentions: &[Mention], upto: usize) -> Vec<(EntityId, f32)> {
         let first = upto.saturating_sub(self.cfg.window);
         let in_window = || mentions.iter().filter(|m| m.message >= first && m.message < upto);
         let named: HashSet<(usize, u32)> =
-            in_window().filter(|m| m.kind != MatchKind::Resolved).filter_map(|m| m.entities.first().map(|e| (m.message, e.id))).collect();
+            in_window().filter(|m| m.kind != MatchKind::Resolved).flat_map(|m| m.entities.iter().map(|e| (m.message, e.id))).collect();
         let mut resolved: HashSet<(usize, u32)> = HashSet::new();
         let mut weights: HashMap<EntityId, f32> = HashMap::new();
         for m in in_window() {
@@ -247,8 +247,8 @@ impl Linker {
     /// `messages[..upto]` it was last named (0: in the last message); `u32::MAX` when no
     /// mention in `mentions` names it. A pronoun the rewrite resolved does not make its entity
     /// younger (the models read an entity's age as when it was named, and on dev resolved
-    /// ages lost gsr pronoun turns); only an entity reached through a resolution alone takes
-    /// the age of its nearest one.
+    /// ages lost gsr pronoun turns). A resolution's entity was always named before it in a
+    /// linked dialog; given mentions where it was not, its nearest resolution counts.
     pub fn entity_ages(&self, mentions: &[Mention], upto: usize, entities: &[EntityId]) -> Vec<u32> {
         entities
             .iter()

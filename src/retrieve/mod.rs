@@ -99,7 +99,7 @@ pub struct RetrievalInput<'a> {
     pub history: &'a [Message],
     /// The entities linked in them (the candidates' seeds).
     pub mentioned: Vec<EntityId>,
-    /// Per mentioned entity, how many messages back it was last mentioned (0: the last
+    /// Per mentioned entity, how many messages back it was last named (0: the last
     /// message); empty when the entities were given rather than linked (all taken as 0).
     /// Only a generative retriever whose input shows the entities reads it.
     pub ages: Vec<u32>,
