@@ -105,7 +105,10 @@ fn capped_edges(cursor: &mut NeighborCursor<'_>, e: EntityId, per_relation: usiz
     let mut out = Vec::new();
     let mut group: Option<(Direction, RelationId)> = None;
     let mut in_group = 0;
-    cursor.for_each(e, |edge| {
+    // A list's ids are distinct, so `avoid` is at most one of them: one more than the cap
+    // decoded is enough to keep the cap of the others.
+    let decoded = per_relation.saturating_add(usize::from(avoid.is_some()));
+    cursor.for_each_first(e, decoded, |edge| {
         if out.len() >= total {
             return ControlFlow::Break(());
         }

@@ -158,7 +158,14 @@ pub struct NeighborCursor<'s> {
 impl NeighborCursor<'_> {
     /// Calls `f` for every edge at `e`, both directions, in (direction, relation, other)
     /// order, as `Store::for_each_neighbor(e, None, None, f)`.
-    pub fn for_each(&mut self, e: EntityId, mut f: impl FnMut(Edge) -> ControlFlow<()>) -> Result<(), ReadError> {
+    pub fn for_each(&mut self, e: EntityId, f: impl FnMut(Edge) -> ControlFlow<()>) -> Result<(), ReadError> {
+        self.for_each_first(e, usize::MAX, f)
+    }
+
+    /// As [`for_each`](Self::for_each), but only the first `per_relation` edges of each
+    /// (direction, relation): the rest of a list is never decoded, so a hub's relation of a
+    /// million objects costs what ten do (a capped candidate set takes ten of each).
+    pub fn for_each_first(&mut self, e: EntityId, per_relation: usize, mut f: impl FnMut(Edge) -> ControlFlow<()>) -> Result<(), ReadError> {
         for dir in Direction::BOTH {
             let prefix = codec::adj_prefix(dir, e);
             self.it.seek(prefix);
@@ -167,7 +174,7 @@ impl NeighborCursor<'_> {
                     break;
                 }
                 let (_, _, r) = codec::decode_adj_key(k).ok_or_else(|| ReadError::corrupt(CF_ADJACENCY, k, "malformed adjacency key"))?;
-                if visit_list(dir, r, v, k, &mut f)?.is_break() {
+                if visit_list(dir, r, v, k, per_relation, &mut f)?.is_break() {
                     return Ok(());
                 }
                 self.it.next();
@@ -715,7 +722,7 @@ impl Store {
             if let Some(r) = relation {
                 let key = codec::adj_key(dir, e, r);
                 if let Some(v) = self.db.get_pinned_cf(self.cf(CF_ADJACENCY), key).map_err(|e| self.read_error(e))? {
-                    if visit_list(dir, r, &v, &key, &mut f)?.is_break() {
+                    if visit_list(dir, r, &v, &key, usize::MAX, &mut f)?.is_break() {
                         return Ok(());
                     }
                 }
@@ -723,7 +730,7 @@ impl Store {
             }
             let mut stopped = false;
             self.scan_adjacency(e, dir, |r, v, key| {
-                let flow = visit_list(dir, r, v, key, &mut f)?;
+                let flow = visit_list(dir, r, v, key, usize::MAX, &mut f)?;
                 stopped = flow.is_break();
                 Ok(flow)
             })?;
@@ -784,10 +791,11 @@ fn visit_list(
     relation: RelationId,
     value: &[u8],
     key: &[u8],
+    first: usize,
     f: &mut impl FnMut(Edge) -> ControlFlow<()>,
 ) -> Result<ControlFlow<()>, ReadError> {
     let ids = idlist::IdIter::new(value).ok_or_else(|| ReadError::corrupt(CF_ADJACENCY, key, "malformed id list"))?;
-    for id in ids {
+    for id in ids.take(first) {
         let id = id.ok_or_else(|| ReadError::corrupt(CF_ADJACENCY, key, "malformed id list"))?;
         if f(Edge { direction: dir, relation, other: EntityId(id) }).is_break() {
             return Ok(ControlFlow::Break(()));

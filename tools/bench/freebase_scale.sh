@@ -30,7 +30,8 @@
 # big one (gsr, surge, pcst on TURNS turns, default all; the best rerank pool, surge + gsr +
 # pcst reranked by the MiniLM cross-encoder, on POOL_TURNS, default 600), turns/s and peak
 # RSS, and whether the two stores rank the same paths for every turn (--turns files
-# compared), with the page cache as the runs leave it (warm).
+# compared), with the page cache as the runs leave it (warm). Variant b adds the facts of the
+# HUB_SAMPLE (default 100) entities the dev gold paths name most, small store against big.
 #
 # cold: the first pass after dropping the page cache (needs root and a writable
 # /proc/sys/vm/drop_caches; refused otherwise) against the pass right after it, gsr and
@@ -178,8 +179,8 @@ rows=(
     echo
     echo "\`VARIANT=$variant bash tools/bench/freebase_scale.sh retrieve\`: \`trellis eval retrieval --store S --input dialogs_dev.csv --json --turns F\` plus the row's flags, the small store ($store) then the big one ($big), one after the other."
     echo
-    echo "| retriever | turns | store | path@1 | MRR | turns/s | peak RSS MB | same ranked paths as the small store |"
-    echo "|---|---|---|---|---|---|---|---|"
+    echo "| retriever | turns | store | path@1 | MRR | turns/s | latency p99 ms | peak RSS MB | same ranked paths as the small store |"
+    echo "|---|---|---|---|---|---|---|---|---|"
 } >>"$report"
 for row in "${rows[@]}"; do
     IFS='|' read -r name n flags <<<"$row"
@@ -209,8 +210,43 @@ same = sum(1 for x, y in zip(a, b) if x == y)
 with open(report, "a") as out:
     for which, (r, kb) in (("small", small), ("big", big)):
         verdict = "" if which == "small" else f"{same} of {len(a)} turns" + (" (all)" if same == len(a) == len(b) else "")
-        out.write(f"| {name} | {r['turns']} | {which} | {r['path_at']['1']:.4f} | {r['mrr']:.4f} | {r['turns_per_s']:.2f} | {kb // 1024} | {verdict} |\n")
+        out.write(f"| {name} | {r['turns']} | {which} | {r['path_at']['1']:.4f} | {r['mrr']:.4f} | {r['turns_per_s']:.2f} | {r['latency_ms_p99']:.1f} | {kb // 1024} | {verdict} |\n")
 PY
 done
 echo >>"$report"
+if [ "$variant" = b ]; then
+    # The caps at work: the facts of the entities the dev gold paths name most, in the big
+    # store, against the small one (a capped candidate set reads at most 100 facts and 100
+    # two-hop paths of an entity, and gsr's walk expands no entity past 10,000 facts).
+    python3 - "$work/fb-turns-small.jsonl" "$bin" "$store" "$big" "${HUB_SAMPLE:-100}" >>"$report" <<'PY'
+import collections, json, subprocess, sys
+turns, bin_, small, big, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+count = collections.Counter()
+for line in open(turns):
+    for h, _, t in json.loads(line).get("gold") or []:
+        count[h] += 1
+        count[t] += 1
+def degree(store, key):
+    out = subprocess.run([bin_, "entity", "--store", store, "--json", key], capture_output=True, text=True)
+    if out.returncode != 0:
+        return None
+    e = json.loads(out.stdout.splitlines()[0])
+    return e["out_degree"] + e["in_degree"]
+rows = []
+for key, _ in count.most_common(n):
+    a, b = degree(small, key), degree(big, key)
+    if a is not None and b is not None:
+        rows.append((b, a, key))
+rows.sort(reverse=True)
+print(f"The {len(rows)} entities the dev gold paths name most, facts in the small and the big store: "
+      f"{sum(1 for b, a, _ in rows if b > a)} gained synthetic neighbours, {sum(1 for b, _, _ in rows if b > 10000)} have more than "
+      f"10,000 facts; the five with most:")
+print()
+print("| entity | facts, small store | facts, big store |")
+print("|---|---|---|")
+for b, a, key in rows[:5]:
+    print(f"| {key} | {a:,} | {b:,} |")
+print()
+PY
+fi
 cat "$report"
