@@ -165,7 +165,7 @@ impl NeighborCursor<'_> {
     /// As [`for_each`](Self::for_each), but only the first `per_relation` edges of each
     /// (direction, relation): the rest of a list is never decoded, so a hub's relation of a
     /// million objects costs what ten do (a capped candidate set takes ten of each).
-    pub fn for_each_first(&mut self, e: EntityId, per_relation: usize, mut f: impl FnMut(Edge) -> ControlFlow<()>) -> Result<(), ReadError> {
+    pub(crate) fn for_each_first(&mut self, e: EntityId, per_relation: usize, mut f: impl FnMut(Edge) -> ControlFlow<()>) -> Result<(), ReadError> {
         for dir in Direction::BOTH {
             let prefix = codec::adj_prefix(dir, e);
             self.it.seek(prefix);
