@@ -125,6 +125,25 @@ def quantize_rows(x, scale, out, prefix):
     ]
 
 
+def splice(graph, before, replace, drop):
+    """Rewrites `graph`'s node list in order: `before[id(n)]` ahead of node n, n replaced by
+    `replace[id(n)]` (itself when absent), nodes whose id is in `drop` left out."""
+    nodes = []
+    for n in graph.node:
+        nodes.extend(before.get(id(n), []))
+        if id(n) not in drop:
+            nodes.extend(replace.get(id(n), [n]))
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
+def finish(top):
+    """The shared constants added once (an upgraded model may hold some), unread names dropped."""
+    have = {i.name for i in top.initializer}
+    top.initializer.extend(numpy_helper.from_array(v, name=k) for k, v in CONSTANTS.items() if k not in have)
+    drop_dead(top)
+
+
 def upgrade(model):
     """A model converted by the first version of this script (Div, Round, Add, Clip, Cast per
     quantized activation) with each such chain as one QuantizeLinear (quantize_rows): the
@@ -149,15 +168,8 @@ def upgrade(model):
             replace[id(cast)] = quantize_rows(x, scale, cast.output[0], f"rq{gi}/u{upgraded}")
             drop.update({id(clip), id(add), id(rnd), id(div)})
             upgraded += 1
-        nodes = []
-        for n in g.node:
-            if id(n) not in drop:
-                nodes.extend(replace.get(id(n), [n]))
-        del g.node[:]
-        g.node.extend(nodes)
-    have = {i.name for i in top.initializer}
-    top.initializer.extend(numpy_helper.from_array(v, name=k) for k, v in CONSTANTS.items() if k not in have)
-    drop_dead(top)
+        splice(g, {}, replace, drop)
+    finish(top)
     return upgraded
 
 
@@ -213,17 +225,8 @@ def convert(model, split_scales=False):
             drop.add(id(cast))
             drop.add(id(mul))
             converted += 1
-        nodes = []
-        for n in g.node:
-            nodes.extend(before.get(id(n), []))
-            if id(n) in drop:
-                continue
-            nodes.extend(replace.get(id(n), [n]))
-        del g.node[:]
-        g.node.extend(nodes)
-    have = {i.name for i in top.initializer}
-    top.initializer.extend(numpy_helper.from_array(v, name=k) for k, v in CONSTANTS.items() if k not in have)
-    drop_dead(top)
+        splice(g, before, replace, drop)
+    finish(top)
     left = sum(1 for g in all_graphs(top) for n in g.node if n.op_type == "DynamicQuantizeLinear")
     if left:
         raise SystemExit(f"row_quant: {left} per-tensor quantizations left")
