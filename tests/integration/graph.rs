@@ -263,3 +263,46 @@ fn candidates_are_capped_and_deterministic() {
     assert!(stored as usize > expected, "Golf has {stored} facts");
     assert_eq!(one_hop.iter().filter(|h| h.from == golf).count(), expected.min(cfg.facts_per_entity));
 }
+
+#[test]
+fn a_second_hop_passes_over_the_start_entity_without_losing_its_cap() {
+    // B r A, B r C, B r D, E s B; ids in input order: B 0, A 1, C 2, D 3, E 4. From A
+    // (mentioned), the one fact is A <-r- B; B's lists are Out r [A, C, D] and In s [E].
+    // With two tails a relation, the walk back to A is passed over and not counted, so
+    // B's r list still gives C and D (not C alone), then E: three 2-hop paths, in store
+    // order (direction Out first, then relation, then neighbour id).
+    let dir = tempfile::tempdir().unwrap();
+    let input = write(dir.path(), "g.tsv", b"B\tr\tA\nB\tr\tC\nB\tr\tD\nE\ts\tB\n");
+    let s = dir.path().join("s");
+    ingest(&s, &[], &[&input]);
+    let store = std::sync::Arc::new(Store::open_read_only(&s).unwrap());
+    let key = |k: &str| store.entity_by_key(k).unwrap().unwrap();
+    let mut rc = RetrieverConfig::new(RetrieverKind::All);
+    rc.candidates.tails_per_relation = 2;
+    let retriever = Retriever::new(store.clone(), rc).unwrap();
+    let paths: Vec<Vec<(String, String, String)>> = retriever
+        .rank(&RetrievalInput::given(&[], vec![key("A")]))
+        .unwrap()
+        .into_iter()
+        .map(|p| {
+            p.hops
+                .iter()
+                .map(|h| {
+                    let (s, r, o) = h.fact();
+                    let name = |e: EntityId| store.entity_info(e).unwrap().unwrap().key;
+                    (name(s), store.relation(r).unwrap().unwrap().key, name(o))
+                })
+                .collect()
+        })
+        .collect();
+    let f = |s: &str, r: &str, o: &str| (s.to_string(), r.to_string(), o.to_string());
+    assert_eq!(
+        paths,
+        vec![
+            vec![f("B", "r", "A")],
+            vec![f("B", "r", "A"), f("B", "r", "C")],
+            vec![f("B", "r", "A"), f("B", "r", "D")],
+            vec![f("B", "r", "A"), f("E", "s", "B")],
+        ]
+    );
+}
