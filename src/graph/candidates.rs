@@ -131,28 +131,47 @@ fn capped_edges(cursor: &mut NeighborCursor<'_>, e: EntityId, per_relation: usiz
 /// The capped candidate subgraph of `mentioned`: each entity's facts and 2-hop paths within
 /// the caps of `cfg`, in store order.
 pub fn candidate_subgraph(store: &Store, mentioned: &[EntityId], cfg: &CandidateConfig) -> Result<Candidates, ReadError> {
+    let mut cursor = store.neighbor_cursor();
+    candidate_subgraph_with(mentioned, |m| entity_candidates(&mut cursor, m, cfg))
+}
+
+/// The candidate subgraph as the concatenation of each distinct mentioned entity's own
+/// candidates (`of`), in input order: the caps are per entity, so an entity's candidates do
+/// not depend on the others' and may come from a cache.
+pub(crate) fn candidate_subgraph_with<C: std::borrow::Borrow<Candidates>>(
+    mentioned: &[EntityId],
+    mut of: impl FnMut(EntityId) -> Result<C, ReadError>,
+) -> Result<Candidates, ReadError> {
     let mut out = Candidates::default();
     let mut seen = std::collections::HashSet::new();
-    let mut cursor = store.neighbor_cursor();
     for &m in mentioned {
         if !seen.insert(m) {
             continue;
         }
-        let first = capped_edges(&mut cursor, m, cfg.tails_per_relation, cfg.facts_per_entity, None)?;
-        out.one_hop.extend(first.iter().map(|&edge| Hop { from: m, edge }));
-        if cfg.hops < 2 {
-            continue;
+        let c = of(m)?;
+        out.one_hop.extend_from_slice(&c.borrow().one_hop);
+        out.two_hop.extend_from_slice(&c.borrow().two_hop);
+    }
+    Ok(out)
+}
+
+/// One mentioned entity's capped candidates: its facts, then its 2-hop paths.
+pub(crate) fn entity_candidates(cursor: &mut NeighborCursor<'_>, m: EntityId, cfg: &CandidateConfig) -> Result<Candidates, ReadError> {
+    let mut out = Candidates::default();
+    let first = capped_edges(cursor, m, cfg.tails_per_relation, cfg.facts_per_entity, None)?;
+    out.one_hop.extend(first.iter().map(|&edge| Hop { from: m, edge }));
+    if cfg.hops < 2 {
+        return Ok(out);
+    }
+    let mut paths = 0;
+    for &edge in &first {
+        if paths >= cfg.paths_per_entity {
+            break;
         }
-        let mut paths = 0;
-        for &edge in &first {
-            if paths >= cfg.paths_per_entity {
-                break;
-            }
-            let room = cfg.paths_per_entity - paths;
-            for second in capped_edges(&mut cursor, edge.other, cfg.tails_per_relation, room, Some(m))? {
-                out.two_hop.push([Hop { from: m, edge }, Hop { from: edge.other, edge: second }]);
-                paths += 1;
-            }
+        let room = cfg.paths_per_entity - paths;
+        for second in capped_edges(cursor, edge.other, cfg.tails_per_relation, room, Some(m))? {
+            out.two_hop.push([Hop { from: m, edge }, Hop { from: edge.other, edge: second }]);
+            paths += 1;
         }
     }
     Ok(out)

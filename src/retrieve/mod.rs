@@ -15,7 +15,7 @@ pub mod surge;
 pub mod targets;
 
 use crate::graph::candidates::{
-    candidate_fact_paths, candidate_subgraph, distinct_terms, in_neighbourhood, CandidateConfig, CandidateScope, Candidates, Fact, Hop,
+    candidate_fact_paths, candidate_subgraph_with, distinct_terms, entity_candidates, in_neighbourhood, CandidateConfig, CandidateScope, Candidates, Fact, Hop,
 };
 use crate::graph::informativeness::{Informativeness, KatzConfig};
 use crate::ids::EntityId;
@@ -238,6 +238,9 @@ pub struct Retriever {
     cfg: RetrieverConfig,
     /// Names read for earlier calls: consecutive turns of a dialog share most candidates.
     names: std::sync::Mutex<NameCache>,
+    /// Each mentioned entity's capped candidates from earlier calls: a dialog's turns mention
+    /// the same entities, and an evaluation asks for a turn's candidates twice (admits, ranks).
+    candidates: std::sync::Mutex<hashbrown::HashMap<EntityId, Arc<Candidates>>>,
     gsr: Option<gsr::GsrRetriever>,
     /// The `dense` retriever's bi-encoder.
     dense: Option<Arc<dense::DenseScorer>>,
@@ -328,6 +331,7 @@ impl Retriever {
             store,
             cfg,
             names: Default::default(),
+            candidates: Default::default(),
             gsr,
             dense,
             pcst_dense,
@@ -368,6 +372,7 @@ impl Retriever {
             store,
             cfg: self.cfg.clone(),
             names: Default::default(),
+            candidates: Default::default(),
             gsr,
             dense: self.dense.clone(),
             pcst_dense: self.pcst_dense.clone(),
@@ -534,7 +539,7 @@ impl Retriever {
         }
         match self.cfg.scope {
             CandidateScope::Capped => {
-                let cands = candidate_fact_paths(&candidate_subgraph(&self.store, mentioned, &self.cfg.candidates)?);
+                let cands = candidate_fact_paths(&self.candidates(mentioned)?);
                 Ok(paths.iter().any(|p| cands.contains(p)))
             }
             CandidateScope::Uncapped => {
@@ -560,7 +565,7 @@ impl Retriever {
         if self.gsr.is_some() {
             return Ok(self.rank_batch_own(std::slice::from_ref(input))?.pop().unwrap_or_default());
         }
-        let cand = candidate_subgraph(&self.store, &input.mentioned, &self.cfg.candidates)?;
+        let cand = self.candidates(&input.mentioned)?;
         let mut paths: Vec<Vec<Hop>> = cand.one_hop.iter().map(|h| vec![*h]).collect();
         paths.extend(cand.two_hop.iter().map(|p| p.to_vec()));
         let mut scored: Vec<ScoredPath> = match &self.cfg.kind {
@@ -717,6 +722,25 @@ impl Retriever {
 
     /// The names of a candidate subgraph's entities and relations: from the cache, the rest
     /// in two batched reads.
+    /// The capped candidate subgraph of `mentioned` (`candidate_subgraph`), each entity's
+    /// part read once and kept (this retriever reads one generation: what it keeps stays true).
+    pub(crate) fn candidates(&self, mentioned: &[EntityId]) -> Result<Candidates, ReadError> {
+        let mut cursor = None;
+        candidate_subgraph_with(mentioned, |m| {
+            if let Some(c) = self.candidates.lock().unwrap_or_else(|e| e.into_inner()).get(&m) {
+                return Ok(c.clone());
+            }
+            let cursor = cursor.get_or_insert_with(|| self.store.neighbor_cursor());
+            let c = Arc::new(entity_candidates(cursor, m, &self.cfg.candidates)?);
+            let mut cache = self.candidates.lock().unwrap_or_else(|e| e.into_inner());
+            if cache.len() >= CANDIDATE_CACHE_ENTRIES {
+                cache.clear();
+            }
+            cache.insert(m, c.clone());
+            Ok(c)
+        })
+    }
+
     fn names_of(&self, cand: &Candidates) -> Result<Names, ReadError> {
         self.names_of_facts(cand.facts())
     }
@@ -820,6 +844,10 @@ fn relation_phrase(name: &str) -> String {
 /// Entities whose name tokens a retriever keeps between calls (some 100-200 bytes each,
 /// so tens of MB at most); past it, the cache starts over. Relations are few and all kept.
 const NAME_CACHE_ENTRIES: usize = 200_000;
+
+/// Mentioned entities whose candidates a retriever keeps (at most ~5 KB each under the
+/// default caps; the cache is emptied when full).
+const CANDIDATE_CACHE_ENTRIES: usize = 4096;
 
 #[derive(Default)]
 struct NameCache {

@@ -10,7 +10,7 @@
 
 use super::{dense, targets::resolve_gold, Names, RetrievalInput, RetrieveError, Retriever, RetrieverConfig, RetrieverKind};
 use crate::dataset::opendialkg::{Dialog, Sample};
-use crate::graph::candidates::{candidate_subgraph, Fact, Hop};
+use crate::graph::candidates::{Fact, Hop};
 use crate::ids::{EntityId, RelationId};
 use crate::link::LinkConfig;
 use crate::model::encoder::subgraph::{subgraph_ids, SubgraphIds, SubgraphText};
@@ -191,7 +191,7 @@ impl SurgeTargetMaker {
             }
         };
         let input = self.retriever.input(history)?;
-        let cand = candidate_subgraph(self.retriever.store(), &input.mentioned, &self.retriever.cfg.candidates)?;
+        let cand = self.retriever.candidates(&input.mentioned)?;
         let mut paths: Vec<Vec<Hop>> = cand.one_hop.iter().map(|h| vec![*h]).collect();
         paths.extend(cand.two_hop.iter().map(|p| p.to_vec()));
         out.gold = paths.iter().position(|p| p.iter().map(Hop::fact).eq(gold.iter().copied()));
