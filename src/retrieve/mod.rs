@@ -720,8 +720,6 @@ impl Retriever {
         Ok(out)
     }
 
-    /// The names of a candidate subgraph's entities and relations: from the cache, the rest
-    /// in two batched reads.
     /// The capped candidate subgraph of `mentioned` (`candidate_subgraph`), each entity's
     /// part read once and kept (this retriever reads one generation: what it keeps stays true).
     pub(crate) fn candidates(&self, mentioned: &[EntityId]) -> Result<Candidates, ReadError> {
@@ -731,7 +729,9 @@ impl Retriever {
                 return Ok(c.clone());
             }
             let cursor = cursor.get_or_insert_with(|| self.store.neighbor_cursor());
-            let c = Arc::new(entity_candidates(cursor, m, &self.cfg.candidates)?);
+            let mut c = entity_candidates(cursor, m, &self.cfg.candidates)?;
+            c.two_hop.shrink_to_fit();
+            let c = Arc::new(c);
             let mut cache = self.candidates.lock().unwrap_or_else(|e| e.into_inner());
             if cache.len() >= CANDIDATE_CACHE_ENTRIES {
                 cache.clear();
@@ -741,6 +741,8 @@ impl Retriever {
         })
     }
 
+    /// The names of a candidate subgraph's entities and relations: from the cache, the rest
+    /// in two batched reads.
     fn names_of(&self, cand: &Candidates) -> Result<Names, ReadError> {
         self.names_of_facts(cand.facts())
     }
@@ -845,8 +847,8 @@ fn relation_phrase(name: &str) -> String {
 /// so tens of MB at most); past it, the cache starts over. Relations are few and all kept.
 const NAME_CACHE_ENTRIES: usize = 200_000;
 
-/// Mentioned entities whose candidates a retriever keeps (at most ~5 KB each under the
-/// default caps; the cache is emptied when full).
+/// Mentioned entities whose candidates a retriever keeps (at most ~6 KB each under the
+/// default caps, ~24 MB in all; each retriever of a rerank pool has its own; emptied when full).
 const CANDIDATE_CACHE_ENTRIES: usize = 4096;
 
 #[derive(Default)]

@@ -73,13 +73,15 @@ fn sample_facts() -> HashSet<(String, String, String)> {
         .collect()
 }
 
-#[test]
-fn the_shipped_model_retrieves_real_paths_on_the_sample() {
+/// The sample store token-indexed for the shipped retriever, and four requests about it (one
+/// to three messages, a pronoun among them) written as a request file: (the folder holding
+/// both, the store, the file, the requests' histories).
+fn sample_with_four_requests() -> (tempfile::TempDir, PathBuf, PathBuf, Vec<Vec<&'static str>>) {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("kg");
     ingest(&store, &[], &[&fixture("opendialkg-sample.tsv")]);
     stdout_of(trellis().args(["index-tokens", "--linearization", "trellis", "--store"]).arg(&store).arg("--tokenizer").arg(shipped().join("tokenizer.json")));
-    let dialogs = [
+    let dialogs = vec![
         vec!["Do you know anything about Jordan Spieth?"],
         vec!["I loved Happy Gilmore.", "Me too, Adam Sandler is so funny. Do you like him?"],
         vec!["Who wrote Coraline?", "Neil Gaiman did. Have you read it?", "Yes! What else did he write?"],
@@ -87,6 +89,12 @@ fn the_shipped_model_retrieves_real_paths_on_the_sample() {
     ];
     let requests: String = dialogs.iter().enumerate().map(|(i, h)| serde_json::json!({"id": i, "history": h}).to_string() + "\n").collect();
     let input = write(dir.path(), "requests.jsonl", requests.as_bytes());
+    (dir, store, input, dialogs)
+}
+
+#[test]
+fn the_shipped_model_retrieves_real_paths_on_the_sample() {
+    let (dir, store, input, dialogs) = sample_with_four_requests();
     let output = dir.path().join("answers.jsonl");
     stdout_of(
         trellis()
@@ -164,18 +172,7 @@ fn assert_same(got: &serde_json::Value, want: &serde_json::Value, at: &str) {
 /// (fixtures/shipped/README.md): on this machine byte for byte but for the timings.
 #[test]
 fn the_shipped_chain_replies_as_before_its_quantization_was_rewritten() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("kg");
-    ingest(&store, &[], &[&fixture("opendialkg-sample.tsv")]);
-    stdout_of(trellis().args(["index-tokens", "--linearization", "trellis", "--store"]).arg(&store).arg("--tokenizer").arg(shipped().join("tokenizer.json")));
-    let dialogs = [
-        vec!["Do you know anything about Jordan Spieth?"],
-        vec!["I loved Happy Gilmore.", "Me too, Adam Sandler is so funny. Do you like him?"],
-        vec!["Who wrote Coraline?", "Neil Gaiman did. Have you read it?", "Yes! What else did he write?"],
-        vec!["I want to watch something with Will Smith in it."],
-    ];
-    let requests: String = dialogs.iter().enumerate().map(|(i, h)| serde_json::json!({"id": i, "history": h}).to_string() + "\n").collect();
-    let input = write(dir.path(), "requests.jsonl", requests.as_bytes());
+    let (dir, store, input, _dialogs) = sample_with_four_requests();
     let output = dir.path().join("replies.jsonl");
     stdout_of(
         trellis()
