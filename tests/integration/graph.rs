@@ -225,6 +225,14 @@ fn candidates_are_capped_and_deterministic() {
     let candidates = || -> Vec<Vec<Hop>> { retriever.rank(&RetrievalInput::given(&[], mentioned.clone())).unwrap().into_iter().map(|p| p.hops).collect() };
     let c = candidates();
     assert_eq!(c, candidates(), "same input, same candidates");
+    // A retriever keeps each entity's candidates: one that has answered other inputs first
+    // (each entity alone, in another order) answers as a fresh one does.
+    let used = Retriever::new(store.clone(), RetrieverConfig::new(RetrieverKind::All)).unwrap();
+    for m in [named("The Dark Knight"), named("Golf"), named("Jordan Spieth")] {
+        used.rank(&RetrievalInput::given(&[], vec![m])).unwrap();
+    }
+    let from_used: Vec<Vec<Hop>> = used.rank(&RetrievalInput::given(&[], mentioned.clone())).unwrap().into_iter().map(|p| p.hops).collect();
+    assert_eq!(from_used, c, "kept candidates, concatenated in the input's order");
     let first = c.iter().position(|p| p.len() == 2).unwrap_or(c.len());
     assert!(c[first..].iter().all(|p| p.len() == 2), "1-hop paths first, then 2-hop ones");
     let one_hop: Vec<Hop> = c[..first].iter().map(|p| p[0]).collect();
