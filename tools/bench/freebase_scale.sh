@@ -26,6 +26,9 @@
 # 57.5 GB of disk at the load's peak with runs of 12 bytes a fact (48 minutes on 2 cores);
 # runs are delta-coded since; `rm -rf $BENCH_DIR/fb-a` frees it.
 #
+# BIN and GEN: frozen copies of the two binaries (the runs take hours; a build of the working
+# tree meanwhile would change them).
+#
 # retrieve: `trellis eval retrieval` on the dev dialogs, each row on the small store then the
 # big one (gsr, surge, pcst on TURNS turns, default all; the best rerank pool, surge + gsr +
 # pcst reranked by the MiniLM cross-encoder, on POOL_TURNS, default 600), turns/s and peak
@@ -40,13 +43,13 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 phase="${1:?usage: freebase_scale.sh load|attach|retrieve}"
 source tools/eval/kg_gsr_store.sh
-cargo build --release --locked --bin trellis-gen-powerlaw >&2
+[ -n "${GEN:-}" ] || cargo build --release --locked --bin trellis-gen-powerlaw >&2
 variant="${VARIANT:-a}"
 facts="${FACTS:-2300000000}"
 entities="${ENTITIES:-100000000}"
 budget="${MEMORY_MB:-6144}"
 big="$work/fb-$variant"
-gen="$CARGO_TARGET_DIR/release/trellis-gen-powerlaw"
+gen="${GEN:-$CARGO_TARGET_DIR/release/trellis-gen-powerlaw}"
 report="$work/freebase-$variant.md"
 
 # Peak of a command: `measure NAME CMD...` runs it under /usr/bin/time, appends "NAME secs MB".

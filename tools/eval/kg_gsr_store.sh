@@ -3,9 +3,14 @@
 # trellis binary and the store every retriever is measured
 # on ($work/kg-gsr: OpenDialKG's kg.tsv, loaded once per BENCH_DIR) with the token index of
 # $model's tokenizer. Sets bin, data, work, model and store.
+# BIN: a frozen copy of a build, for runs that outlast the working tree's next build.
 source tools/setup.sh
-cargo build --release --locked --bin trellis >&2
-bin="$CARGO_TARGET_DIR/release/trellis"
+if [ -n "${BIN:-}" ]; then
+    bin="$BIN"
+else
+    cargo build --release --locked --bin trellis >&2
+    bin="$CARGO_TARGET_DIR/release/trellis"
+fi
 data="${TRELLIS_SHARED_DATA:-../shared/data}"
 work="${BENCH_DIR:-/tmp/trellis-bench}"
 model="${MODEL:-models/gsr-opendialkg}"
