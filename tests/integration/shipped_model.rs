@@ -612,8 +612,7 @@ fn the_zero_shot_minilm_export_matches_sentence_transformers() {
     use trellis::model::encoder::BiEncoder;
     use trellis::model::RuntimeOptions;
     let dir = PathBuf::from(std::env::var_os("TRELLIS_ZERO_SHOT_MODEL").expect("TRELLIS_ZERO_SHOT_MODEL: the export's directory"));
-    let g: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("encoders/minilm-zero-shot-goldens.json")).unwrap()).unwrap();
+    let g: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture("encoders/minilm-zero-shot-goldens.json")).unwrap()).unwrap();
     // The goldens belong to the weights the export was made from.
     let provenance: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("provenance.json")).unwrap()).unwrap();
     assert_eq!(provenance["weights"]["sha256"], g["weights_sha256"], "the export's weights are not the goldens'");
