@@ -62,6 +62,11 @@ ENCODERS = GSR.parents[1] / "tests" / "fixtures" / "encoders"
         ("pcst", {"pcst_scores": "dense", "dense_model": ENCODERS / "t5-mean"}, ["--pcst-scores", "dense", "--dense-model", ENCODERS / "t5-mean"]),
         ("surge", {"surge_model": ENCODERS / "subgraph"}, ["--surge-model", ENCODERS / "subgraph"]),
         (
+            "surge",
+            {"surge_model": ENCODERS / "subgraph", "rewrite": True, "rewrite_input": "surge"},
+            ["--surge-model", ENCODERS / "subgraph", "--rewrite", "--rewrite-input", "surge"],
+        ),
+        (
             "bm25",
             {"rerank": ENCODERS / "cross", "rerank_pool": ["pcst", "dense"], "rerank_top": 4, "dense_model": ENCODERS / "bert-cls"},
             ["--rerank", ENCODERS / "cross", "--rerank-pool", "pcst,dense", "--rerank-top", "4", "--dense-model", ENCODERS / "bert-cls"],
@@ -90,6 +95,8 @@ def test_encoder_options_are_checked(store):
         trellis.Retriever(store, "bm25", rerank_pool=["pcst"])
     with pytest.raises(trellis.SettingError, match="`rerank_fusion` needs `rerank`"):
         trellis.Retriever(store, "bm25", rerank_fusion=1.0)
+    with pytest.raises(trellis.SettingError, match="`rewrite_input` needs `rewrite`"):
+        trellis.Retriever(store, "bm25", rewrite_input="bm25")
     with pytest.raises(trellis.SettingError, match="rerank_fusion"):
         trellis.Retriever(store, "bm25", rerank=ENCODERS / "cross", rerank_fusion=-1.0)
     with pytest.raises(trellis.SettingError, match="unknown retriever"):

@@ -370,6 +370,12 @@ pub(crate) fn resolve(
     Ok(out)
 }
 
+/// `history` with each message rewritten ([`rewritten_text`]) by `mentions`, the linker's
+/// mentions of it.
+pub fn rewritten_history(history: &[crate::dialog::Message], mentions: &[Mention]) -> Vec<crate::dialog::Message> {
+    history.iter().enumerate().map(|(i, m)| crate::dialog::Message { speaker: m.speaker.clone(), text: rewritten_text(&m.text, i, mentions) }).collect()
+}
+
 /// `text` (message `index`) with each resolved word of `mentions` replaced by its
 /// entity's name (`'s` added for a possessive): "He wrote The Magician's Land" becomes
 /// "Lev Grossman wrote The Magician's Land".

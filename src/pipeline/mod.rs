@@ -248,16 +248,6 @@ impl Pipeline {
         Ok(Pipeline { retriever, generator: Arc::new(generator), settings, checker })
     }
 
-    /// `history` with each message as the retriever's linker rewrote it (`mentions`: its
-    /// resolved pronouns and references replaced by their entities' names).
-    fn rewritten(history: &[Message], mentions: &[crate::link::Mention]) -> Vec<Message> {
-        history
-            .iter()
-            .enumerate()
-            .map(|(i, m)| Message { speaker: m.speaker.clone(), text: crate::link::rewrite::rewritten_text(&m.text, i, mentions) })
-            .collect()
-    }
-
     /// The fact checker replies are checked with, if any.
     pub fn checker(&self) -> Option<&FactChecker> {
         self.checker.as_deref()
@@ -404,7 +394,7 @@ impl Pipeline {
             for r in requests {
                 let mentions = self.retriever.linker().link_dialog(r.history)?;
                 if self.settings.rewrite_history {
-                    rewritten.push(Self::rewritten(r.history, &mentions));
+                    rewritten.push(crate::link::rewrite::rewritten_history(r.history, &mentions));
                 }
                 resolutions.push(mentions.into_iter().filter(|m| m.kind == crate::link::MatchKind::Resolved).collect());
             }

@@ -253,7 +253,7 @@ pub fn encoder_input_ids(store: &Store, dir: &ModelDir, input: &RetrievalInput<'
             entities.push(InputEntity { name: name.unwrap_or_default(), age });
         }
     }
-    Ok(dir.encode_history(input.history, &entities, previous_paths)?)
+    Ok(dir.encode_history(input.text_history(), &entities, previous_paths)?)
 }
 
 /// The beam search's view of one request's automaton (borrowed: it outlives the search).

@@ -176,31 +176,34 @@ pub fn answer_batch(
     requests: &[&Request],
     opts: &AnswerOptions,
 ) -> Result<Vec<Result<Value, RequestError>>, RetrieveError> {
-    // Per request: its entities and their ages, or what is wrong with it.
-    type Linked = Result<(Vec<EntityId>, Vec<u32>), RequestError>;
+    // Per request: its entities, their ages and the rewritten history, or what is wrong with it.
+    type Linked = Result<(Vec<EntityId>, Vec<u32>, Option<Vec<Message>>), RequestError>;
     let mut ids: Vec<Linked> = Vec::with_capacity(requests.len());
     for request in requests {
         ids.push(match &request.entities {
-            Some(keys) => resolve_entities(store, keys)?.map(|v| (v, Vec::new())),
+            Some(keys) => resolve_entities(store, keys)?.map(|v| (v, Vec::new(), None)),
             None => {
                 let input = retriever.input(&request.history)?;
-                Ok((input.mentioned, input.ages))
+                Ok((input.mentioned, input.ages, input.rewritten))
             }
         });
     }
     let inputs: Vec<super::RetrievalInput<'_>> = requests
         .iter()
         .zip(&ids)
-        .filter_map(|(r, i)| i.as_ref().ok().map(|(m, a)| super::RetrievalInput { history: &r.history, mentioned: m.clone(), ages: a.clone() }))
+        .filter_map(|(r, i)| {
+            i.as_ref().ok().map(|(m, a, w)| super::RetrievalInput { history: &r.history, mentioned: m.clone(), ages: a.clone(), rewritten: w.clone() })
+        })
         .collect();
     let mut ranked = retriever.rank_batch(&inputs)?.into_iter();
     let mut out = Vec::with_capacity(requests.len());
     for (request, ids) in requests.iter().zip(ids) {
         match ids {
             Err(e) => out.push(Err(e)),
-            Ok((ids, ages)) => {
+            Ok((ids, ages, rewritten)) => {
                 let paths = ranked.next().unwrap_or_default();
-                out.push(Ok(render(store, retriever, request, ids, ages, paths, opts)?));
+                let input = super::RetrievalInput { history: &request.history, mentioned: ids, ages, rewritten };
+                out.push(Ok(render(store, retriever, request, input, paths, opts)?));
             }
         }
     }
@@ -211,8 +214,7 @@ fn render(
     store: &Store,
     retriever: &Retriever,
     request: &Request,
-    ids: Vec<EntityId>,
-    ages: Vec<u32>,
+    input: super::RetrievalInput<'_>,
     paths: Vec<super::ScoredPath>,
     opts: &AnswerOptions,
 ) -> Result<Value, RetrieveError> {
@@ -221,7 +223,7 @@ fn render(
     let facts = paths.iter().flat_map(|p| p.hops.iter().map(|h| h.fact()));
     // The mentioned entities are shown too, even when no path holds them.
     let (mut es, rs) = distinct_terms(facts);
-    es.extend(&ids);
+    es.extend(&input.mentioned);
     es.sort_unstable();
     es.dedup();
     let entity: hashbrown::HashMap<EntityId, String> = es.iter().copied().zip(store.entity_names(&es)?).map(|(e, n)| (e, n.unwrap_or_default())).collect();
@@ -250,7 +252,7 @@ fn render(
             v
         })
         .collect();
-    let names: Vec<&String> = ids.iter().map(|e| &entity[e]).collect();
+    let names: Vec<&String> = input.mentioned.iter().map(|e| &entity[e]).collect();
     let mut v = json!({"id": request.id, "mentioned": names, "paths": out_paths});
     if opts.explain && request.entities.is_none() && retriever.linker().config().rewrite {
         // Every pronoun and reference the rewrite resolved: which words, which entity, which
@@ -260,9 +262,9 @@ fn render(
         v["resolutions"] = json!(resolved);
     }
     if opts.explain {
-        // The encoder input the model read (first step), for comparing decoders on it.
+        // The encoder input the model read (first step, the rewritten history with
+        // `rewrite_input`), for comparing decoders on it.
         if let Some(g) = retriever.generative() {
-            let input = super::RetrievalInput { history: &request.history, mentioned: ids, ages };
             v["input_ids"] = json!(g.encoder_ids(&input, &[])?);
         }
     }

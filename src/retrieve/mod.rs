@@ -60,6 +60,17 @@ pub enum RetrieveError {
     /// The store's vector file (`trellis index-vectors`).
     #[error("dense vectors: {0}")]
     Vectors(#[from] crate::vectors::VectorsError),
+    /// The ranking was to read the rewritten history, but the linker does not rewrite.
+    #[error("the retriever ranks with the rewritten dialog only when the linker rewrites (set `rewrite`)")]
+    RewriteInputWithoutRewrite,
+    /// `rewrite_input` names a part this retriever does not have.
+    #[error("rewrite_input: `{part}` is not a part of this ranking ({parts})")]
+    RewriteInputNotInPlay {
+        /// The part named.
+        part: String,
+        /// The parts there are.
+        parts: String,
+    },
 }
 
 impl From<crate::progress::Cancelled> for RetrieveError {
@@ -94,6 +105,7 @@ pub struct TokenScore {
 }
 
 /// What retrievers see: the dialog history (oldest first) and the entities linked in it.
+#[derive(Clone)]
 pub struct RetrievalInput<'a> {
     /// The messages so far, oldest first.
     pub history: &'a [Message],
@@ -103,14 +115,34 @@ pub struct RetrievalInput<'a> {
     /// message); empty when the entities were given rather than linked (all taken as 0).
     /// Only a generative retriever whose input shows the entities reads it.
     pub ages: Vec<u32>,
+    /// The history as the linker's rewrite resolved it ("he" -> "Lev Grossman"), when some
+    /// part of the ranking reads it ([`RetrieverConfig::rewrite_input`]); the other parts read
+    /// `history`.
+    pub rewritten: Option<Vec<Message>>,
 }
 
 impl<'a> RetrievalInput<'a> {
     /// Entities given by the caller (no recency known).
     pub fn given(history: &'a [Message], mentioned: Vec<EntityId>) -> RetrievalInput<'a> {
-        RetrievalInput { history, mentioned, ages: Vec::new() }
+        RetrievalInput { history, mentioned, ages: Vec::new(), rewritten: None }
+    }
+
+    /// The messages a ranking that reads the rewrite reads (a model's input, BM25's terms):
+    /// the rewritten history when there is one, else the history as given.
+    pub(crate) fn text_history(&self) -> &[Message] {
+        self.rewritten.as_deref().unwrap_or(self.history)
+    }
+
+    /// The same input without its rewritten history: what a part that reads the dialog as
+    /// written ranks.
+    fn as_written(&self) -> RetrievalInput<'a> {
+        RetrievalInput { history: self.history, mentioned: self.mentioned.clone(), ages: self.ages.clone(), rewritten: None }
     }
 }
+
+/// The parts of a ranking that can read the rewritten dialog ([`RetrieverConfig::rewrite_input`]):
+/// the retrievers and the reranker.
+pub const REWRITE_PARTS: &[&str] = &["all", "random", "bm25", "katz", "pcst", "gsr", "dense", "surge", "search", "rerank"];
 
 /// Which retriever; the generative one with what it needs (its model), so that no
 /// retriever can be built without it.
@@ -186,6 +218,12 @@ pub struct RetrieverConfig {
     pub pcst: PcstConfig,
     /// Rerank the answer (and the other pooled retrievers' top paths) with a cross-encoder.
     pub rerank: Option<rerank::RerankOptions>,
+    /// The parts of the ranking that read the history as the linker's rewrite resolved it
+    /// ("Lev Grossman wrote it" for "He wrote it"; needs `link.rewrite`): retriever names of
+    /// this retriever and its rerank pool, and `rerank` for the cross-encoder
+    /// ([`REWRITE_PARTS`]). The others read it as written. On OpenDialKG's dev turns the
+    /// rewritten text helped gsr and surge and hurt pcst's BM25 prizes and the T5 reranker.
+    pub rewrite_input: Vec<String>,
 }
 
 impl RetrieverConfig {
@@ -201,6 +239,7 @@ impl RetrieverConfig {
             seed: 42,
             pcst: PcstConfig::new(PcstVariant::Seed003),
             rerank: None,
+            rewrite_input: Vec::new(),
         }
     }
 
@@ -236,6 +275,8 @@ pub struct Retriever {
     store: Arc<Store>,
     linker: Linker,
     cfg: RetrieverConfig,
+    /// Whether this retriever ranks with the rewritten history (`rewrite_input` names it).
+    reads_rewrite: bool,
     /// Names read for earlier calls: consecutive turns of a dialog share most candidates.
     names: std::sync::Mutex<NameCache>,
     /// Each mentioned entity's capped candidates from earlier calls: a dialog's turns mention
@@ -261,6 +302,8 @@ struct Reranking {
     top: usize,
     pool: Vec<Retriever>,
     fusion: f64,
+    /// Whether the cross-encoder's query is the rewritten history (`rewrite_input` names `rerank`).
+    reads_rewrite: bool,
 }
 
 impl Retriever {
@@ -268,6 +311,17 @@ impl Retriever {
     /// ranges of [`RetrieverConfig::validate`].
     pub fn new(store: Arc<Store>, cfg: RetrieverConfig) -> Result<Retriever, RetrieveError> {
         cfg.validate()?;
+        if !cfg.rewrite_input.is_empty() && !cfg.link.rewrite {
+            return Err(RetrieveError::RewriteInputWithoutRewrite);
+        }
+        let mut parts: Vec<&str> = vec![cfg.kind.name()];
+        if let Some(r) = &cfg.rerank {
+            parts.push("rerank");
+            parts.extend(r.pool.iter().map(RetrieverKind::name));
+        }
+        if let Some(p) = cfg.rewrite_input.iter().find(|p| !parts.contains(&p.as_str())) {
+            return Err(RetrieveError::RewriteInputNotInPlay { part: p.clone(), parts: parts.join(", ") });
+        }
         let mut scorers = Vec::new();
         let mut main = Self::build(store.clone(), cfg.clone(), &mut scorers)?;
         if let Some(r) = &cfg.rerank {
@@ -284,7 +338,8 @@ impl Retriever {
                 pool.push(Self::build(store.clone(), c, &mut scorers)?);
             }
             let encoder = Arc::new(crate::model::encoder::CrossEncoder::open(&r.model, &r.runtime, r.batch)?);
-            main.rerank = Some(Reranking { encoder, top: r.top, pool, fusion: r.fusion });
+            let reads_rewrite = cfg.rewrite_input.iter().any(|p| p == "rerank");
+            main.rerank = Some(Reranking { encoder, top: r.top, pool, fusion: r.fusion, reads_rewrite });
         }
         Ok(main)
     }
@@ -326,10 +381,12 @@ impl Retriever {
         };
         let rerank = cfg.rerank.take();
         let vectors = stored_vectors(&store, vector_reader(&cfg, &dense, &pcst_dense))?;
+        let reads_rewrite = cfg.rewrite_input.iter().any(|p| p == cfg.kind.name());
         let mut r = Retriever {
             linker: Linker::new(store.clone(), cfg.link.clone())?,
             store,
             cfg,
+            reads_rewrite,
             names: Default::default(),
             candidates: Default::default(),
             gsr,
@@ -358,6 +415,7 @@ impl Retriever {
                 top: r.top,
                 pool: r.pool.iter().map(|p| p.on_store(store.clone())).collect::<Result<_, _>>()?,
                 fusion: r.fusion,
+                reads_rewrite: r.reads_rewrite,
             }),
             None => None,
         };
@@ -371,6 +429,7 @@ impl Retriever {
             vectors: stored_vectors(&store, vector_reader(&self.cfg, &self.dense, &self.pcst_dense))?,
             store,
             cfg: self.cfg.clone(),
+            reads_rewrite: self.reads_rewrite,
             names: Default::default(),
             candidates: Default::default(),
             gsr,
@@ -434,7 +493,7 @@ impl Retriever {
             let u = rerank::union(&these, r.top);
             let paths: Vec<&[Hop]> = u.iter().map(|p| p.hops.as_slice()).collect();
             texts.extend(self.path_texts(&paths)?);
-            queries.push(dense::query_text(input.history, turns));
+            queries.push(dense::query_text(if r.reads_rewrite { input.text_history() } else { input.history }, turns));
             owner.extend(std::iter::repeat_n(i, u.len()));
             pooled.push(u);
         }
@@ -455,6 +514,13 @@ impl Retriever {
     fn rank_batch_own(&self, inputs: &[RetrievalInput<'_>]) -> Result<Vec<Vec<ScoredPath>>, RetrieveError> {
         let Some(g) = &self.gsr else {
             return inputs.iter().map(|i| self.rank_own(i)).collect();
+        };
+        let as_written: Vec<RetrievalInput<'_>>;
+        let inputs = if self.reads_rewrite || inputs.iter().all(|i| i.rewritten.is_none()) {
+            inputs
+        } else {
+            as_written = inputs.iter().map(RetrievalInput::as_written).collect();
+            &as_written
         };
         let found = g.retrieve_batch(inputs, &self.candidate_mode())?;
         Ok(found
@@ -527,7 +593,8 @@ impl Retriever {
         let mentions = self.linker.link_dialog(history)?;
         let mentioned: Vec<EntityId> = self.linker.turn_entities(&mentions, history.len()).into_iter().map(|(e, _)| e).collect();
         let ages = self.linker.entity_ages(&mentions, history.len(), &mentioned);
-        Ok(RetrievalInput { history, mentioned, ages })
+        let rewritten = (!self.cfg.rewrite_input.is_empty()).then(|| crate::link::rewrite::rewritten_history(history, &mentions));
+        Ok(RetrievalInput { history, mentioned, ages, rewritten })
     }
 
     /// Whether this retriever could return one of `paths` (facts in walking order) for these
@@ -565,6 +632,13 @@ impl Retriever {
         if self.gsr.is_some() {
             return Ok(self.rank_batch_own(std::slice::from_ref(input))?.pop().unwrap_or_default());
         }
+        let as_written;
+        let input = if self.reads_rewrite || input.rewritten.is_none() {
+            input
+        } else {
+            as_written = input.as_written();
+            &as_written
+        };
         let cand = self.candidates(&input.mentioned)?;
         let mut paths: Vec<Vec<Hop>> = cand.one_hop.iter().map(|h| vec![*h]).collect();
         paths.extend(cand.two_hop.iter().map(|p| p.to_vec()));
@@ -586,7 +660,7 @@ impl Retriever {
                 let scores = bm25::mean_over_last_turns_with(
                     paths.len(),
                     |i, add| paths[i].iter().for_each(|h| names.fact_tokens(h.fact(), add)),
-                    input.history,
+                    input.text_history(),
                     self.cfg.bm25_turns,
                 );
                 let turns = self.cfg.bm25_turns.max(1).min(input.history.len().max(1));
@@ -616,7 +690,7 @@ impl Retriever {
                 }
                 out
             }
-            RetrieverKind::Pcst => self.pcst_paths(&cand, paths, input.history)?,
+            RetrieverKind::Pcst => self.pcst_paths(&cand, paths, input.text_history())?,
             RetrieverKind::Dense(opts) if opts.paths == dense::DensePaths::Facts => {
                 let scorer = self.dense.as_ref().expect("a dense retriever has its model");
                 let names = self.names_of(&cand)?;
@@ -625,7 +699,7 @@ impl Retriever {
                 facts.dedup();
                 let texts: Vec<String> = facts.iter().map(|&f| names.fact_text(f)).collect();
                 let keys: Vec<crate::vectors::VectorKey> = facts.iter().map(|&(s, r, o)| crate::vectors::VectorKey::Fact(s, r, o)).collect();
-                let q = scorer.query(input.history, scorer.encoder().dir().turns())?;
+                let q = scorer.query(input.text_history(), scorer.encoder().dir().turns())?;
                 let vectors = scorer.keyed_documents(&keys, &texts, self.vectors.as_deref(), q.len())?;
                 let dots: hashbrown::HashMap<Fact, f64> = facts.iter().zip(&vectors).map(|(&f, v)| (f, crate::model::encoder::pooling::dot(&q, v))).collect();
                 paths
@@ -642,7 +716,7 @@ impl Retriever {
                 let names = self.names_of(&cand)?;
                 let texts: Vec<String> = paths.iter().map(|hops| names.path_text(hops)).collect();
                 let turns = scorer.encoder().dir().turns();
-                let scores = scorer.scores(input.history, turns, &texts)?;
+                let scores = scorer.scores(input.text_history(), turns, &texts)?;
                 paths
                     .into_iter()
                     .zip(scores)

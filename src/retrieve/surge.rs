@@ -112,7 +112,7 @@ impl Retriever {
         paths: Vec<Vec<Hop>>,
     ) -> Result<Vec<super::ScoredPath>, RetrieveError> {
         let names = self.names_of(cand)?;
-        let query = dense::query_text(input.history, scorer.dir().turns());
+        let query = dense::query_text(input.text_history(), scorer.dir().turns());
         let sub = Indexed::new(cand.facts());
         let scores = scorer.score(&sub.text(&query, &input.mentioned, &names))?;
         let n = sub.facts.len();

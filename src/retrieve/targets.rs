@@ -78,7 +78,7 @@ impl<'d> TargetMaker<'d> {
         let mentions = self.linker.link_dialog(history)?;
         let mentioned: Vec<EntityId> = self.linker.turn_entities(&mentions, history.len()).into_iter().map(|(e, _)| e).collect();
         let ages = self.linker.entity_ages(&mentions, history.len(), &mentioned);
-        let input = RetrievalInput { history, mentioned, ages };
+        let input = RetrievalInput { history, mentioned, ages, rewritten: None };
         let input_ids = encoder_input_ids(&self.store, self.dir, &input, &[])?;
         let mut out = TrainingTarget {
             dialog: index,

@@ -186,6 +186,8 @@ pub enum Owner {
     UncappedScope,
     /// The batch of the dense retriever's and the reranker's encoders.
     EncoderBatch,
+    /// The parts `rewrite_input` can name: the retriever, its rerank pool, the reranker.
+    RewriteInput,
     /// A setting of beam search; the strategy setting's name is the prefix + `strategy`.
     BeamSearch {
         /// The prefix of the names read (`gen_` in a pipeline).
@@ -213,6 +215,7 @@ impl std::fmt::Display for Owner {
             Owner::Models => f.write_str("it is for retrievers with a model (gsr, dense, surge, a reranker, pcst with dense scores)"),
             Owner::UncappedScope => f.write_str("uncapped is for the gsr retriever alone (the others enumerate their candidates)"),
             Owner::EncoderBatch => f.write_str("it is for the dense retriever's and the reranker's encoders"),
+            Owner::RewriteInput => f.write_str("it names the retriever, its rerank_pool, or rerank when there is a reranker"),
             Owner::BeamSearch { prefix } => write!(f, "it is a setting of beam search (set `{prefix}strategy` to choose it)"),
             Owner::Sampling { prefix } => write!(f, "it is a setting of sampling (set `{prefix}strategy` to choose it)"),
         }
@@ -628,6 +631,21 @@ fn read_retriever(kind: &str, r: &Reader<'_>, role: Role, runtime: &RuntimeOptio
         }
     }
     cfg.link = read_link(r)?;
+    for part in r.list("rewrite_input").unwrap_or_default() {
+        if !crate::retrieve::REWRITE_PARTS.contains(&part.as_str()) {
+            return Err(UnknownName { what: "rewrite_input part", value: part, allowed: crate::retrieve::REWRITE_PARTS }.into());
+        }
+        let in_this = if part == "rerank" { cfg.rerank.is_some() } else { in_play(&part) };
+        if !in_this {
+            return Err(SettingError::NotApplicable { name: format!("rewrite_input {part}"), to: chosen.clone(), belongs: Owner::RewriteInput });
+        }
+        if !cfg.rewrite_input.contains(&part) {
+            cfg.rewrite_input.push(part);
+        }
+    }
+    if !cfg.rewrite_input.is_empty() && !cfg.link.rewrite {
+        return Err(SettingError::Needs { name: "rewrite_input".into(), needs: "rewrite".into(), what: "the dialog rewrite the ranking would read" });
+    }
     cfg.validate()?;
     Ok(cfg)
 }

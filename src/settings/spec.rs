@@ -144,6 +144,11 @@ pub const RETRIEVER: &[Spec] = &[
         || crate::retrieve::rerank::DEFAULT_FUSION.to_string(),
     ),
     with_default(spec("encoder_batch", "N", "dense, rerank: texts embedded or pairs scored together."), || crate::model::encoder::DEFAULT_BATCH.to_string()),
+    listed(spec(
+        "rewrite_input",
+        "PARTS",
+        "Parts that rank with the dialog as the rewrite resolved it, he -> Lev Grossman (needs rewrite; comma-separated: the retriever's and its pool's names, rerank for the cross-encoder).",
+    )),
 ];
 
 /// The settings of a store's vector index (`trellis index-vectors`): the bi-encoder whose

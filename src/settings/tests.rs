@@ -171,6 +171,10 @@ fn every_setting_of_the_tables_is_read_somewhere() {
             "dense_paths" => "facts",
             "alpha" | "decay" | "rerank_fusion" => "0.5",
             "model" | "dense_model" | "surge_model" | "rerank" => "x",
+            "rewrite_input" => {
+                s.set("rewrite", "true");
+                "gsr,pcst,rerank"
+            }
             _ => "1",
         };
         s.set(spec.name, value);
@@ -216,4 +220,24 @@ fn a_pipeline_s_batch_reaches_every_generative_retriever_pooled_ones_too() {
     let p = PipelineSpec::read("pcst", &s).unwrap();
     let pool = &p.retriever.rerank.as_ref().unwrap().pool;
     assert!(matches!(&pool[0], RetrieverKind::Gsr(g) if g.batch == 2), "{pool:?}");
+}
+
+#[test]
+fn rewrite_input_names_parts_in_play_and_needs_the_rewrite() {
+    let e = retriever("bm25", &given(&[("rewrite_input", "bm25")])).unwrap_err().to_string();
+    assert_eq!(e, "`rewrite_input` needs `rewrite` (the dialog rewrite the ranking would read)");
+    let cfg = retriever("bm25", &given(&[("rewrite_input", "bm25"), ("rewrite", "true")])).unwrap();
+    assert_eq!((cfg.rewrite_input.as_slice(), cfg.link.rewrite), (["bm25".to_owned()].as_slice(), true));
+    assert!(retriever("bm25", &given(&[("rewrite", "true")])).unwrap().rewrite_input.is_empty());
+    // A pool's members and its reranker, each once.
+    let mut s = given(&[("rewrite", "true"), ("rerank", "r"), ("rewrite_input", "pcst,rerank,pcst")]);
+    s.set_list("rerank_pool", ["pcst"]);
+    assert_eq!(retriever("bm25", &s).unwrap().rewrite_input, ["pcst", "rerank"]);
+    // Parts this ranking does not have, and names that are no part.
+    let e = retriever("bm25", &given(&[("rewrite", "true"), ("rewrite_input", "gsr")])).unwrap_err().to_string();
+    assert_eq!(e, "`rewrite_input gsr` does not apply to the bm25 retriever: it names the retriever, its rerank_pool, or rerank when there is a reranker");
+    let e = retriever("bm25", &given(&[("rewrite", "true"), ("rewrite_input", "rerank")])).unwrap_err().to_string();
+    assert!(e.starts_with("`rewrite_input rerank` does not apply to the bm25 retriever"), "{e}");
+    let e = retriever("bm25", &given(&[("rewrite", "true"), ("rewrite_input", "true")])).unwrap_err().to_string();
+    assert!(e.starts_with("unknown rewrite_input part \"true\" (all, random, bm25"), "{e}");
 }

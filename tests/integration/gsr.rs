@@ -85,7 +85,7 @@ fn gsr_matches_the_python_reference_for_every_prior_and_layout() {
                 let names: Vec<Option<String>> = store.entity_names(&mentioned).unwrap();
                 let want: Vec<&str> = d["mentioned"].as_array().unwrap().iter().map(|m| m.as_str().unwrap()).collect();
                 assert_eq!(names.iter().map(|n| n.as_deref().unwrap()).collect::<Vec<_>>(), want);
-                inputs.push(RetrievalInput { history: h, mentioned, ages: vec![] });
+                inputs.push(RetrievalInput::given(h, mentioned));
             }
             // All dialogs in one batch: their beams share decoder calls.
             let ranked = r.rank_batch(&inputs).unwrap();
@@ -404,8 +404,8 @@ fn a_second_step_conditions_on_the_first_path() {
     };
     let two = open(2);
     let mentioned = two.mentioned(&history).unwrap();
-    let got = two.rank(&RetrievalInput { history: &history, mentioned: mentioned.clone(), ages: vec![] }).unwrap();
-    let one = open(1).rank(&RetrievalInput { history: &history, mentioned: mentioned.clone(), ages: vec![] }).unwrap();
+    let got = two.rank(&RetrievalInput::given(&history, mentioned.clone())).unwrap();
+    let one = open(1).rank(&RetrievalInput::given(&history, mentioned.clone())).unwrap();
     assert_eq!(got[0].hops, one[0].hops, "step 0 keeps its best path");
     assert!(got[0].explanation.contains("step 0") && got[1..].iter().all(|p| p.explanation.contains("step 1")));
     for (i, p) in got.iter().enumerate() {
@@ -425,8 +425,7 @@ fn a_second_step_conditions_on_the_first_path() {
     let mut conditioned = history.clone();
     let last = conditioned.last_mut().unwrap();
     last.text = format!("{} [SEP] {text}", last.text);
-    let want: Vec<_> =
-        open(1).rank(&RetrievalInput { history: &conditioned, mentioned, ages: vec![] }).unwrap().into_iter().filter(|p| p.hops != got[0].hops).collect();
+    let want: Vec<_> = open(1).rank(&RetrievalInput::given(&conditioned, mentioned)).unwrap().into_iter().filter(|p| p.hops != got[0].hops).collect();
     assert_eq!(got[1..].iter().map(|p| (p.hops.clone(), p.score)).collect::<Vec<_>>(), want.iter().map(|p| (p.hops.clone(), p.score)).collect::<Vec<_>>());
 }
 
@@ -441,7 +440,7 @@ fn unconstrained_decoding_keeps_only_real_paths() {
     for d in g["dialogs"].as_array().unwrap() {
         let h = history_of(d);
         let mentioned = r.mentioned(&h).unwrap();
-        for p in r.rank(&RetrievalInput { history: &h, mentioned, ages: vec![] }).unwrap() {
+        for p in r.rank(&RetrievalInput::given(&h, mentioned)).unwrap() {
             for h in &p.hops {
                 let (a, rel, b) = h.fact();
                 assert!(store.neighbors_via(a, trellis::Direction::Out, rel).unwrap().contains(&b));

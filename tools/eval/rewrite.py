@@ -7,6 +7,9 @@ message right before the action holds one of the words, or a determiner and a re
 noun). Usage:
 
     python3 tools/eval/rewrite.py DEV_CSV --retrieval NAME PLAIN.jsonl REWRITE.jsonl [...]
+
+The last column: the turns path@1 gained and lost from PLAIN to REWRITE, on the pronoun turns
+and on the rest.
 """
 
 import argparse
@@ -64,13 +67,22 @@ def main():
     pron = {k for k, t in texts.items() if has_reference(t)}
     rest = set(texts) - pron
     print(f"turns with a message before the action: {len(texts)}; with a pronoun or reference: {len(pron)}")
-    print("| retriever | rewrite | path@1 all | path@1 pronoun turns | path@1 other turns |")
-    print("|---|---|---|---|---|")
+    print("| retriever | rewrite | path@1 all | path@1 pronoun turns | path@1 other turns | turns won / lost: pronoun, other |")
+    print("|---|---|---|---|---|---|")
     for name, plain, rewritten in a.retrieval:
+        before = path_at_1(plain)
         for label, f in (("no", plain), ("yes", rewritten)):
             hits = path_at_1(f)
             (al, n), (pr, m), (ot, o) = share(hits, hits.keys()), share(hits, pron), share(hits, rest)
-            print(f"| {name} | {label} | {al:.4f} ({n}) | {pr:.4f} ({m}) | {ot:.4f} ({o}) |")
+            moved = ""
+            if label == "yes":
+                # Turns path@1 gained and lost against the first file, on each kind of turn.
+                def won_lost(keys):
+                    keys = [k for k in keys if k in hits and k in before]
+                    return sum(hits[k] and not before[k] for k in keys), sum(before[k] and not hits[k] for k in keys)
+                (pw, pl), (ow, ol) = won_lost(pron), won_lost(rest)
+                moved = f"{pw} / {pl}, {ow} / {ol}"
+            print(f"| {name} | {label} | {al:.4f} ({n}) | {pr:.4f} ({m}) | {ot:.4f} ({o}) | {moved} |")
 
 
 if __name__ == "__main__":
