@@ -265,7 +265,9 @@ fn render(
         // The encoder input the model read (first step, the rewritten history with
         // `rewrite_input`), for comparing decoders on it.
         if let Some(g) = retriever.generative() {
-            v["input_ids"] = json!(g.encoder_ids(&input, &[])?);
+            // As gsr read it: rewritten only when `rewrite_input` names it, not another part.
+            let written = (!retriever.reads_rewrite && input.rewritten.is_some()).then(|| input.as_written());
+            v["input_ids"] = json!(g.encoder_ids(written.as_ref().unwrap_or(&input), &[])?);
         }
     }
     Ok(v)

@@ -61,10 +61,12 @@ pub enum RetrieveError {
     #[error("dense vectors: {0}")]
     Vectors(#[from] crate::vectors::VectorsError),
     /// The ranking was to read the rewritten history, but the linker does not rewrite.
-    #[error("the retriever ranks with the rewritten dialog only when the linker rewrites (set `rewrite`)")]
+    #[error("`rewrite_input` needs `rewrite` (the dialog rewrite the ranking would read)")]
     RewriteInputWithoutRewrite,
-    /// `rewrite_input` names a part this retriever does not have.
-    #[error("rewrite_input: `{part}` is not a part of this ranking ({parts})")]
+    /// `rewrite_input` names a part this retriever does not have, or one that reads no text.
+    #[error(
+        "`rewrite_input {part}` is not a part of this ranking that reads the dialog (it has {parts}; those that can: bm25, pcst, gsr, dense, surge, rerank)"
+    )]
     RewriteInputNotInPlay {
         /// The part named.
         part: String,
@@ -122,7 +124,8 @@ pub struct RetrievalInput<'a> {
 }
 
 impl<'a> RetrievalInput<'a> {
-    /// Entities given by the caller (no recency known).
+    /// Entities given by the caller (no recency known, no rewrite: every part reads
+    /// `history` as written).
     pub fn given(history: &'a [Message], mentioned: Vec<EntityId>) -> RetrievalInput<'a> {
         RetrievalInput { history, mentioned, ages: Vec::new(), rewritten: None }
     }
@@ -141,8 +144,9 @@ impl<'a> RetrievalInput<'a> {
 }
 
 /// The parts of a ranking that can read the rewritten dialog ([`RetrieverConfig::rewrite_input`]):
-/// the retrievers and the reranker.
-pub const REWRITE_PARTS: &[&str] = &["all", "random", "bm25", "katz", "pcst", "gsr", "dense", "surge", "search", "rerank"];
+/// the retrievers that read the dialog's text, and the reranker. `all` and `katz` read no
+/// text; `random` seeds its order and `search` finds its mentions in the dialog as written.
+pub const REWRITE_PARTS: &[&str] = &["bm25", "pcst", "gsr", "dense", "surge", "rerank"];
 
 /// Which retriever; the generative one with what it needs (its model), so that no
 /// retriever can be built without it.
@@ -319,7 +323,7 @@ impl Retriever {
             parts.push("rerank");
             parts.extend(r.pool.iter().map(RetrieverKind::name));
         }
-        if let Some(p) = cfg.rewrite_input.iter().find(|p| !parts.contains(&p.as_str())) {
+        if let Some(p) = cfg.rewrite_input.iter().find(|p| !parts.contains(&p.as_str()) || !REWRITE_PARTS.contains(&p.as_str())) {
             return Err(RetrieveError::RewriteInputNotInPlay { part: p.clone(), parts: parts.join(", ") });
         }
         let mut scorers = Vec::new();
@@ -986,5 +990,81 @@ impl Names {
             t.tokens.iter().for_each(|x| add(x));
         }
         self.entity_tokens(o, add);
+    }
+}
+
+#[cfg(test)]
+mod rewrite_input_tests {
+    use super::*;
+    use crate::ingest::{BulkLoader, InputSpec};
+
+    const GRAPH: &str = "Lev Grossman\tGender\tMale\nLev Grossman\tis-a\tAuthor\nThe Magicians\twritten_by\tLev Grossman\n\
+The Magician's Land\twritten_by\tLev Grossman\nThe Magician's Land\tis-a\tBook\nJhumpa Lahiri\tGender\tFemale\n\
+Interpreter of Maladies\twritten_by\tJhumpa Lahiri\nInterpreter of Maladies\tis-a\tBook\n";
+
+    fn says(text: &str) -> Message {
+        Message { speaker: String::new(), text: text.into() }
+    }
+
+    fn scores(paths: Vec<ScoredPath>) -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = paths.into_iter().map(|p| (format!("{:?}", p.hops), p.score.to_bits())).collect();
+        v.sort();
+        v
+    }
+
+    /// A bm25 retriever reranked over a pcst pool: each part reads the rewritten history only
+    /// when `rewrite_input` names it (its own kind for a pool member, `rerank` for the
+    /// cross-encoder), on a newer generation too; an unnamed part ranks exactly what it ranks
+    /// without the rewritten history, a named one differs; the library refuses a part the
+    /// ranking lacks and the setting without the rewrite.
+    #[test]
+    fn each_part_reads_the_rewrite_only_when_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let tsv = dir.path().join("g.tsv");
+        std::fs::write(&tsv, GRAPH).unwrap();
+        BulkLoader::new(dir.path().join("kg")).load(&[InputSpec::new(&tsv)]).unwrap();
+        let store = Arc::new(Store::open_read_only(dir.path().join("kg")).unwrap());
+        let cross = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/encoders/cross");
+        let cfg = |parts: &[&str]| {
+            let mut c = RetrieverConfig::new(RetrieverKind::Bm25);
+            c.link.rewrite = true;
+            let mut r = rerank::RerankOptions::new(&cross);
+            r.pool = vec![RetrieverKind::Pcst];
+            c.rerank = Some(r);
+            c.rewrite_input = parts.iter().map(|p| p.to_string()).collect();
+            c
+        };
+        let flags = |r: &Retriever| {
+            let rr = r.rerank.as_ref().unwrap();
+            (r.reads_rewrite, rr.pool[0].reads_rewrite, rr.reads_rewrite)
+        };
+        let pcst_only = Retriever::new(store.clone(), cfg(&["pcst"])).unwrap();
+        assert_eq!(flags(&pcst_only), (false, true, false));
+        assert_eq!(flags(&pcst_only.on_store(store.clone()).unwrap()), (false, true, false));
+        assert_eq!(flags(&Retriever::new(store.clone(), cfg(&["bm25", "rerank"])).unwrap()), (true, false, true));
+        assert_eq!(flags(&Retriever::new(store.clone(), cfg(&[])).unwrap()), (false, false, false));
+
+        let history = [
+            says("Do you know Lev Grossman?"),
+            says("Yes! He wrote The Magician's Land."),
+            says("I liked the book. Does Jhumpa Lahiri write fantasy too?"),
+            says("No, she wrote Interpreter of Maladies. His books are longer."),
+        ];
+        let input = pcst_only.input(&history).unwrap();
+        let rewritten = input.rewritten.clone().expect("a part reads the rewrite");
+        assert_eq!(rewritten[1].text, "Yes! Lev Grossman wrote The Magician's Land.");
+        let written = input.as_written();
+        let pcst = &pcst_only.rerank.as_ref().unwrap().pool[0];
+        assert_eq!(scores(pcst_only.rank_own(&input).unwrap()), scores(pcst_only.rank_own(&written).unwrap()), "bm25 is not named");
+        assert_ne!(scores(pcst.rank_own(&input).unwrap()), scores(pcst.rank_own(&written).unwrap()), "pcst is named");
+        let bm25 = Retriever::new(store.clone(), cfg(&["bm25"])).unwrap();
+        assert_ne!(scores(bm25.rank_own(&input).unwrap()), scores(bm25.rank_own(&written).unwrap()), "bm25 is named");
+
+        let refused = |c: RetrieverConfig| Retriever::new(store.clone(), c).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(refused(cfg(&["gsr"])).starts_with("`rewrite_input gsr` is not a part of this ranking"), "{}", refused(cfg(&["gsr"])));
+        assert!(refused(cfg(&["katz"])).starts_with("`rewrite_input katz` is not a part"));
+        let mut c = cfg(&["pcst"]);
+        c.link.rewrite = false;
+        assert_eq!(refused(c), "`rewrite_input` needs `rewrite` (the dialog rewrite the ranking would read)");
     }
 }

@@ -152,7 +152,8 @@ pub struct SurgeTarget {
 }
 
 /// Writes the training targets of a subgraph model: per turn, exactly the inputs
-/// `--retriever surge` gives the model, the candidate paths and the gold one.
+/// `--retriever surge` gives the model (the dialog as written: not `rewrite_input`), the
+/// candidate paths and the gold one.
 pub struct SurgeTargetMaker {
     retriever: Retriever,
     dir: EncoderDir,

@@ -147,7 +147,7 @@ pub const RETRIEVER: &[Spec] = &[
     listed(spec(
         "rewrite_input",
         "PARTS",
-        "Parts that rank with the dialog as the rewrite resolved it, he -> Lev Grossman (needs rewrite; comma-separated: the retriever's and its pool's names, rerank for the cross-encoder).",
+        "Parts that rank with the dialog as the rewrite resolved it, he -> Lev Grossman (needs rewrite; comma-separated: the retriever's and its pool's names among bm25, pcst, gsr, dense, surge, and rerank for the cross-encoder).",
     )),
 ];
 
