@@ -27,9 +27,10 @@ impl SstOptions {
                 .iter()
                 .map(|spec| {
                     let mut opts = schema::cf_options(spec, cache);
-                    // Ingested files land in the bottom level: compress them as such.
+                    // Ingested files land in the bottom level: compress them as such (the
+                    // writer takes the bottommost compression: ZSTD, or a hot family's LZ4).
                     opts.set_compression_type(rocksdb::DBCompressionType::Zstd);
-                    if !matches!(spec.name, CF_ADJACENCY | CF_DEGREES) {
+                    if !spec.hot && !matches!(spec.name, CF_ADJACENCY | CF_DEGREES) {
                         // A zstd dictionary per file, sampled from its blocks: names repeat
                         // words across blocks more than within one. Id lists gain ~1% from
                         // it for 10% of the load's time, so they go without. Raw samples, not
@@ -104,4 +105,41 @@ pub(super) fn write_sorted<'a>(set: &SstOptions, cf: &'static str, entries: impl
         sink.put(k, v)?;
     }
     sink.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ingest::{BulkLoader, InputSpec};
+    use crate::store::schema::COLUMN_FAMILIES;
+    use crate::Store;
+
+    /// A loaded store's files: a hot family's (`CfSpec::hot`, the names read for every
+    /// candidate) in LZ4, every other family's in ZSTD, as the loader writes the bottom level
+    /// (the files it ingests; `meta`'s few keys are written and flushed to level 0, in LZ4).
+    #[test]
+    fn the_loader_writes_hot_families_in_lz4_and_the_rest_in_zstd() {
+        let dir = tempfile::tempdir().unwrap();
+        let tsv = dir.path().join("g.tsv");
+        let lines: String = (0..2000).map(|i| format!("entity {i}\tlinked_to\tentity {}\n", (i * 7 + 3) % 2000)).collect();
+        std::fs::write(&tsv, lines).unwrap();
+        BulkLoader::new(dir.path().join("kg")).load(&[InputSpec::new(&tsv)]).unwrap();
+        let store = Store::open_read_only(dir.path().join("kg")).unwrap();
+        let files = store.db().live_files().unwrap();
+        let mut seen = Vec::new();
+        for spec in COLUMN_FAMILIES {
+            for f in files.iter().filter(|f| f.column_family_name == spec.name && f.level > 0) {
+                let bytes = std::fs::read(store.generation_dir().join(f.name.trim_start_matches('/'))).unwrap();
+                // The properties block is uncompressed; its key `rocksdb.compression` (stored
+                // as a suffix of the key before it, `rocksdb.comparator`) is followed by its
+                // value, the file's compression.
+                let has = |word: &[u8]| bytes.windows(word.len()).any(|w| w == word);
+                let (want, not): (&[u8], &[u8]) = if spec.hot { (b"ressionLZ4", b"ressionZSTD") } else { (b"ressionZSTD", b"ressionLZ4") };
+                assert!(has(want) && !has(not), "{}: {} is not {}", spec.name, f.name, String::from_utf8_lossy(&want[7..]));
+                seen.push(spec.name);
+            }
+        }
+        for family in ["entities", "adjacency", "names"] {
+            assert!(seen.contains(&family), "no {family} file was checked: {seen:?}");
+        }
+    }
 }

@@ -40,32 +40,37 @@ pub enum Access {
 pub struct CfSpec {
     pub name: &'static str,
     pub access: Access,
+    /// Read a record at a time at ids spread over the whole family, on every retrieval
+    /// (the names of a turn's candidates): a block cache cannot hold such a family of a
+    /// Freebase-sized store, so each first read decompresses a whole block for one record.
+    /// Small LZ4 blocks make that read cheap, at some disk (`cf_options`).
+    pub hot: bool,
 }
 
 /// Every column family of the current schema (v4: schema/v4.md). `meta` first; the order is otherwise irrelevant.
 pub const COLUMN_FAMILIES: &[CfSpec] = &[
-    CfSpec { name: CF_META, access: Access::Dense },
-    CfSpec { name: CF_ENTITIES, access: Access::Dense },
-    CfSpec { name: CF_ENTITY_KEYS, access: Access::Point },
-    CfSpec { name: CF_RELATIONS, access: Access::Dense },
-    CfSpec { name: CF_RELATION_KEYS, access: Access::Point },
-    CfSpec { name: CF_NAMES, access: Access::Scan },
-    CfSpec { name: CF_ALIASES, access: Access::Prefix(4) },
+    CfSpec { name: CF_META, access: Access::Dense, hot: false },
+    CfSpec { name: CF_ENTITIES, access: Access::Dense, hot: true },
+    CfSpec { name: CF_ENTITY_KEYS, access: Access::Point, hot: false },
+    CfSpec { name: CF_RELATIONS, access: Access::Dense, hot: false },
+    CfSpec { name: CF_RELATION_KEYS, access: Access::Point, hot: false },
+    CfSpec { name: CF_NAMES, access: Access::Scan, hot: false },
+    CfSpec { name: CF_ALIASES, access: Access::Prefix(4), hot: false },
     // direction ++ entity: all relations of one entity in one direction.
-    CfSpec { name: CF_ADJACENCY, access: Access::Prefix(5) },
-    CfSpec { name: CF_DEGREES, access: Access::Dense },
+    CfSpec { name: CF_ADJACENCY, access: Access::Prefix(5), hot: false },
+    CfSpec { name: CF_DEGREES, access: Access::Dense, hot: false },
     // v2: the token index.
-    CfSpec { name: CF_TOKENIZERS, access: Access::Dense },
-    CfSpec { name: CF_TERM_TOKENS, access: Access::Dense },
-    CfSpec { name: CF_TOKEN_TRIE, access: Access::Scan },
+    CfSpec { name: CF_TOKENIZERS, access: Access::Dense, hot: false },
+    CfSpec { name: CF_TERM_TOKENS, access: Access::Dense, hot: true },
+    CfSpec { name: CF_TOKEN_TRIE, access: Access::Scan, hot: false },
     // v4: live updates. The tokenizer each token index was built with (so loads and updates
     // re-tokenize the names they change), and the entities deleted by updates.
-    CfSpec { name: CF_TOKENIZER_FILES, access: Access::Dense },
-    CfSpec { name: CF_RETIRED, access: Access::Dense },
+    CfSpec { name: CF_TOKENIZER_FILES, access: Access::Dense, hot: false },
+    CfSpec { name: CF_RETIRED, access: Access::Dense, hot: false },
     // v4: provenance. subject ++ relation ++ load -> the objects that load asserted;
     // load ++ subject ++ relation -> empty (what a load asserted, for retracting a source).
-    CfSpec { name: CF_FACT_SOURCES, access: Access::Prefix(8) },
-    CfSpec { name: CF_SOURCE_FACTS, access: Access::Prefix(4) },
+    CfSpec { name: CF_FACT_SOURCES, access: Access::Prefix(8), hot: false },
+    CfSpec { name: CF_SOURCE_FACTS, access: Access::Prefix(4), hot: false },
 ];
 
 /// Options of one column family; the same options are used by the SST writers of the bulk
@@ -87,8 +92,9 @@ pub fn cf_options(spec: &CfSpec, cache: &Cache) -> Options {
     table.set_pin_l0_filter_and_index_blocks_in_cache(true);
     table.set_format_version(6);
     // 16 KiB blocks: names and short id lists compress far better than in 4 KiB blocks,
-    // and warm reads come from the block cache, which holds blocks uncompressed.
-    table.set_block_size(16 << 10);
+    // and warm reads come from the block cache, which holds blocks uncompressed. A hot
+    // family's first reads are cold ones (`CfSpec::hot`): 4 KiB.
+    table.set_block_size(if spec.hot { 4 << 10 } else { 16 << 10 });
     match spec.access {
         Access::Point => table.set_bloom_filter(10.0, false),
         Access::Prefix(len) => {
@@ -101,9 +107,10 @@ pub fn cf_options(spec: &CfSpec, cache: &Cache) -> Options {
         Access::Dense | Access::Scan => {}
     }
     opts.set_block_based_table_factory(&table);
-    // LZ4 for the levels that are read hot; ZSTD at the bottom, where most bytes live.
+    // LZ4 for the levels that are read hot; ZSTD at the bottom, where most bytes live,
+    // except in a hot family, read at the bottom as much as anywhere.
     opts.set_compression_type(DBCompressionType::Lz4);
-    opts.set_bottommost_compression_type(DBCompressionType::Zstd);
+    opts.set_bottommost_compression_type(if spec.hot { DBCompressionType::Lz4 } else { DBCompressionType::Zstd });
     opts
 }
 
