@@ -101,21 +101,30 @@ class Surge(torch.nn.Module):
         q = self.query((torch.softmax(w, dim=0).unsqueeze(-1) * z).sum(0))
         e = self.entity_in(self.names(entity_ids, entity_mask)) + entity_mentioned.unsqueeze(-1) * self.mentioned
         r = self.relation_in(self.names(relation_ids, relation_mask)).index_select(0, fact_relation)
-        nodes = torch.arange(e.shape[0], dtype=torch.int64)
-        head = (fact_head.unsqueeze(1) == nodes.unsqueeze(0)).to(torch.float32)  # [facts, nodes]
-        tail = (fact_tail.unsqueeze(1) == nodes.unsqueeze(0)).to(torch.float32)
-        incidence = head + tail
-        degree = incidence.sum(0).clamp(min=1.0).unsqueeze(-1)
+        # Sums over a node's facts as scatter-adds and a fact's ends as gathers: linear in the
+        # subgraph (exports before 2026-11-29 multiplied by [facts, entities] one-hot
+        # matrices, quadratic; tools/train/surge_sparse.py rewrites those).
+        n = e.shape[0]
+        ones = torch.ones(fact_head.shape[0], 1, dtype=e.dtype)
+        degree = (to_nodes(ones, fact_head, n) + to_nodes(ones, fact_tail, n)).clamp(min=1.0)
         for k in range(len(self.node_self)):
             rel = self.node_rel[k](r)
             to_tail = self.node_msg[k](e.index_select(0, fact_head)) + rel
             to_head = self.node_msg[k](e.index_select(0, fact_tail)) - rel
-            gathered = (tail.t() @ to_tail + head.t() @ to_head) / degree
+            gathered = (to_nodes(to_tail, fact_tail, n) + to_nodes(to_head, fact_head, n)) / degree
             e = e + torch.relu(self.node_norm[k](self.node_self[k](e) + gathered))
-            shared = incidence @ ((incidence.t() @ r) / degree) / 2.0
+            around = (to_nodes(r, fact_head, n) + to_nodes(r, fact_tail, n)) / degree
+            shared = (around.index_select(0, fact_head) + around.index_select(0, fact_tail)) / 2.0
             r = r + torch.relu(self.edge_norm[k](self.edge_self[k](r) + self.edge_node[k](shared)))
         d = self.triple(torch.cat([e.index_select(0, fact_head), r, e.index_select(0, fact_tail)], dim=-1))
         return d @ q
+
+
+def to_nodes(x, index, n):
+    """Row i of the result: the sum of the rows of `x` whose `index` is i (n rows). As
+    scatter_add, which exports as ScatterElements with reduction add (torch's export of
+    index_add keeps one row of each repeated index, not the sum)."""
+    return torch.zeros(n, x.shape[-1], dtype=x.dtype).scatter_add(0, index.unsqueeze(1).expand(-1, x.shape[-1]), x)
 
 
 def load_encoder(init):

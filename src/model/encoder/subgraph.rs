@@ -52,6 +52,12 @@ pub struct SubgraphIds {
 /// Tokenizes a subgraph as `dir`'s model reads it. Refused: a text the tokenizer fails on,
 /// an id past the model's vocabulary, a fact pointing outside the lists.
 pub fn subgraph_ids(dir: &EncoderDir, text: &SubgraphText<'_>) -> Result<SubgraphIds> {
+    subgraph_ids_cached(dir, text, None)
+}
+
+/// [`subgraph_ids`], the names' ids from `cache` where it has them (a name's ids depend on
+/// the name and the model's tokenizer alone, so they stay true).
+fn subgraph_ids_cached(dir: &EncoderDir, text: &SubgraphText<'_>, cache: Option<&NameIds>) -> Result<SubgraphIds> {
     let tok = dir.tokenizer();
     let check = |ids: &[u32]| -> Result<()> {
         match (dir.vocab, ids.iter().find(|&&t| Some(t) >= dir.vocab)) {
@@ -65,14 +71,28 @@ pub fn subgraph_ids(dir: &EncoderDir, text: &SubgraphText<'_>) -> Result<Subgrap
     };
     let input_ids = encode(text.query, true)?;
     check(&input_ids)?;
-    let name = |t: &&str| -> Result<Vec<u32>> {
+    let name = |t: &str| -> Result<Vec<u32>> {
         let mut ids = encode(t, false)?;
         ids.truncate(dir.name_length);
         check(&ids)?;
         Ok(ids)
     };
-    let entity_ids = text.entities.iter().map(name).collect::<Result<Vec<_>>>()?;
-    let relation_ids = text.relations.iter().map(name).collect::<Result<Vec<_>>>()?;
+    let names = |texts: &[&str]| -> Result<Vec<Vec<u32>>> {
+        let Some(cache) = cache else { return texts.iter().map(|t| name(t)).collect() };
+        let mut out = cache.get(texts);
+        let mut fresh = Vec::new();
+        for (slot, t) in out.iter_mut().zip(texts) {
+            if slot.is_none() {
+                let ids = name(t)?;
+                fresh.push((*t, ids.clone()));
+                *slot = Some(ids);
+            }
+        }
+        cache.put(fresh);
+        Ok(out.into_iter().flatten().collect())
+    };
+    let entity_ids = names(&text.entities)?;
+    let relation_ids = names(&text.relations)?;
     let (n, r) = (text.entities.len() as u32, text.relations.len() as u32);
     if text.mentioned.len() != text.entities.len() {
         return Err(EncoderError::Input { problem: InputProblem::MentionedFlags { flags: text.mentioned.len(), entities: n as usize } });
@@ -89,6 +109,35 @@ pub fn subgraph_ids(dir: &EncoderDir, text: &SubgraphText<'_>) -> Result<Subgrap
         fact_relation: text.facts.iter().map(|f| f[1]).collect(),
         fact_tail: text.facts.iter().map(|f| f[2]).collect(),
     })
+}
+
+/// Names whose ids a scorer keeps between calls (a turn's subgraph names a few hundred
+/// entities, and a dialog's turns mostly the same ones); past it, the cache starts over.
+const NAME_IDS_ENTRIES: usize = 200_000;
+
+/// A name's ids (cut at the model's name length), as [`subgraph_ids`] tokenizes it.
+#[derive(Default)]
+struct NameIds(std::sync::Mutex<hashbrown::HashMap<Box<str>, Box<[u32]>>>);
+
+impl NameIds {
+    /// The ids of each name the cache has.
+    fn get(&self, texts: &[&str]) -> Vec<Option<Vec<u32>>> {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        texts.iter().map(|t| map.get(*t).map(|ids| ids.to_vec())).collect()
+    }
+
+    fn put(&self, fresh: Vec<(&str, Vec<u32>)>) {
+        if fresh.is_empty() {
+            return;
+        }
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() + fresh.len() > NAME_IDS_ENTRIES {
+            map.clear();
+        }
+        for (t, ids) in fresh {
+            map.insert(t.into(), ids.into_boxed_slice());
+        }
+    }
 }
 
 /// The checks [`subgraph_ids`] makes by construction, for ids from elsewhere.
@@ -119,6 +168,7 @@ fn check_ids(dir: &EncoderDir, ids: &SubgraphIds) -> Result<()> {
 /// call from many threads (one session each, from the pool).
 pub struct SubgraphScorer {
     core: Core,
+    names: NameIds,
 }
 
 super::core_accessors!(SubgraphScorer);
@@ -126,13 +176,13 @@ super::core_accessors!(SubgraphScorer);
 impl SubgraphScorer {
     /// Loads a subgraph model and checks its graph's inputs and outputs.
     pub fn open(dir: &Path, opts: &RuntimeOptions) -> Result<SubgraphScorer> {
-        Ok(SubgraphScorer { core: Core::open(dir, EncoderTask::Subgraph, opts, 1)? })
+        Ok(SubgraphScorer { core: Core::open(dir, EncoderTask::Subgraph, opts, 1)?, names: NameIds::default() })
     }
 
     /// Each fact's score (higher: more relevant to the dialog), in the order of
     /// `text.facts`; nothing to run for a subgraph without facts.
     pub fn score(&self, text: &SubgraphText<'_>) -> Result<Vec<f32>> {
-        let ids = subgraph_ids(&self.core.dir, text)?;
+        let ids = subgraph_ids_cached(&self.core.dir, text, Some(&self.names))?;
         self.score_ids(&ids)
     }
 
