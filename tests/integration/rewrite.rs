@@ -311,3 +311,52 @@ fn rewrite_input_ranks_the_dialog_as_rewritten() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("`rewrite_input` needs `rewrite`"), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// `--explain`'s `input_ids` are the encoder input gsr read: the rewritten dialog when
+/// `--rewrite-input` names gsr (the same ids as the dialog rewritten by hand, read as
+/// written), the dialog as written when only another part reads the rewrite (a pool member
+/// here) or none does.
+#[test]
+fn explain_shows_the_input_gsr_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path(), GRAPH);
+    let model = fixture("gsr/tiny-split");
+    stdout_of(
+        trellis().args(["index-tokens", "--store"]).arg(&store).arg("--tokenizer").arg(model.join("tokenizer.json")).args(["--linearization", "dialoggsr"]),
+    );
+    let written = ["Do you know Lev Grossman?", "Yes! He wrote The Magician's Land.", "I liked the book."];
+    let by_hand = ["Do you know Lev Grossman?", "Yes! Lev Grossman wrote The Magician's Land.", "I liked The Magician's Land."];
+    let input_ids = |texts: &[&str], extra: &[&str]| -> serde_json::Value {
+        let input = write(dir.path(), "in.jsonl", (serde_json::json!({"id": 1, "history": texts}).to_string() + "\n").as_bytes());
+        let out = dir.path().join("out.jsonl");
+        let o = trellis()
+            .args(["retrieve", "--retriever", "gsr", "--explain", "--model-threads", "1", "--store"])
+            .arg(&store)
+            .arg("--model")
+            .arg(&model)
+            .arg("--input")
+            .arg(&input)
+            .arg("--output")
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_str(std::fs::read_to_string(&out).unwrap().trim()).unwrap();
+        v["input_ids"].clone()
+    };
+    let cross = fixture("encoders/cross");
+    let pool = ["--rerank", cross.to_str().unwrap(), "--rerank-pool", "pcst"];
+    let as_written = input_ids(&written, &[]);
+    let rewritten = input_ids(&written, &["--rewrite", "--rewrite-input", "gsr"]);
+    assert!(as_written.as_array().is_some_and(|a| !a.is_empty()), "{as_written}");
+    assert_eq!(rewritten, input_ids(&by_hand, &[]), "gsr read the dialog as rewritten");
+    assert_ne!(rewritten, as_written);
+    assert_eq!(input_ids(&written, &["--rewrite"]), as_written, "the rewrite alone changes links, not gsr's text");
+    let mut pcst_reads = pool.to_vec();
+    pcst_reads.extend(["--rewrite", "--rewrite-input", "pcst"]);
+    assert_eq!(input_ids(&written, &pcst_reads), as_written, "only the pool's pcst reads the rewrite");
+    let mut both = pool.to_vec();
+    both.extend(["--rewrite", "--rewrite-input", "gsr,pcst"]);
+    assert_eq!(input_ids(&written, &both), rewritten);
+}
