@@ -27,9 +27,8 @@ impl SstOptions {
                 .iter()
                 .map(|spec| {
                     let mut opts = schema::cf_options(spec, cache);
-                    // Ingested files land in the bottom level: compress them as such (the
-                    // writer takes the bottommost compression: ZSTD, or a hot family's LZ4).
-                    opts.set_compression_type(rocksdb::DBCompressionType::Zstd);
+                    // Ingested files land in the bottom level, and the SST writer compresses
+                    // with `cf_options`' bottommost compression: ZSTD, a hot family's LZ4.
                     if !spec.hot && !matches!(spec.name, CF_ADJACENCY | CF_DEGREES) {
                         // A zstd dictionary per file, sampled from its blocks: names repeat
                         // words across blocks more than within one. Id lists gain ~1% from

@@ -52,6 +52,17 @@ fn sparse_subgraph_model_matches_pytorch() {
     check_against_pytorch(&sparse);
 }
 
+/// The fixture's model exported by today's tools/train/surge.py (scatter-adds since
+/// 2026-11-29, as ScatterElements): the same PyTorch goldens (its own PyTorch run gave
+/// scores within 1.7e-6 of them).
+#[test]
+fn scatter_export_of_the_subgraph_model_matches_pytorch() {
+    let scatter = fixture("encoders/subgraph-scatter");
+    let graph = std::fs::read(scatter.join("model.onnx")).unwrap();
+    assert!(graph.windows(15).any(|w| w == b"ScatterElements"), "the fixture is today's export");
+    check_against_pytorch(&scatter);
+}
+
 fn check_against_pytorch(dir: &Path) {
     let g = goldens();
     let m = SubgraphScorer::open(dir, &RuntimeOptions::default()).unwrap();

@@ -79,17 +79,20 @@ fn subgraph_ids_cached(dir: &EncoderDir, text: &SubgraphText<'_>, cache: Option<
     };
     let names = |texts: &[&str]| -> Result<Vec<Vec<u32>>> {
         let Some(cache) = cache else { return texts.iter().map(|t| name(t)).collect() };
-        let mut out = cache.get(texts);
+        let mut out = Vec::with_capacity(texts.len());
         let mut fresh = Vec::new();
-        for (slot, t) in out.iter_mut().zip(texts) {
-            if slot.is_none() {
-                let ids = name(t)?;
-                fresh.push((*t, ids.clone()));
-                *slot = Some(ids);
+        for (hit, t) in cache.get(texts).into_iter().zip(texts) {
+            match hit {
+                Some(ids) => out.push(ids.to_vec()),
+                None => {
+                    let ids = name(t)?;
+                    fresh.push((*t, std::sync::Arc::from(ids.as_slice())));
+                    out.push(ids);
+                }
             }
         }
         cache.put(fresh);
-        Ok(out.into_iter().flatten().collect())
+        Ok(out)
     };
     let entity_ids = names(&text.entities)?;
     let relation_ids = names(&text.relations)?;
@@ -111,31 +114,43 @@ fn subgraph_ids_cached(dir: &EncoderDir, text: &SubgraphText<'_>, cache: Option<
     })
 }
 
-/// Names whose ids a scorer keeps between calls (a turn's subgraph names a few hundred
-/// entities, and a dialog's turns mostly the same ones); past it, the cache starts over.
-const NAME_IDS_ENTRIES: usize = 200_000;
+/// Bytes of names and ids a scorer keeps between calls (a turn's subgraph names a few
+/// hundred entities, and a dialog's turns mostly the same ones; some 50-100 bytes a name
+/// under the shipped name length, so about 150,000 names); past it, the cache starts over.
+const NAME_IDS_BYTES: usize = 16 << 20;
 
 /// A name's ids (cut at the model's name length), as [`subgraph_ids`] tokenizes it.
 #[derive(Default)]
-struct NameIds(std::sync::Mutex<hashbrown::HashMap<Box<str>, Box<[u32]>>>);
+struct NameIds(std::sync::Mutex<NameIdsInner>);
+
+#[derive(Default)]
+struct NameIdsInner {
+    map: hashbrown::HashMap<Box<str>, std::sync::Arc<[u32]>>,
+    bytes: usize,
+}
 
 impl NameIds {
     /// The ids of each name the cache has.
-    fn get(&self, texts: &[&str]) -> Vec<Option<Vec<u32>>> {
-        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        texts.iter().map(|t| map.get(*t).map(|ids| ids.to_vec())).collect()
+    fn get(&self, texts: &[&str]) -> Vec<Option<std::sync::Arc<[u32]>>> {
+        let inner = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        texts.iter().map(|t| inner.map.get(*t).cloned()).collect()
     }
 
-    fn put(&self, fresh: Vec<(&str, Vec<u32>)>) {
+    fn put(&self, fresh: Vec<(&str, std::sync::Arc<[u32]>)>) {
         if fresh.is_empty() {
             return;
         }
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() + fresh.len() > NAME_IDS_ENTRIES {
-            map.clear();
-        }
+        let mut inner = self.0.lock().unwrap_or_else(|e| e.into_inner());
         for (t, ids) in fresh {
-            map.insert(t.into(), ids.into_boxed_slice());
+            // The key, the ids and a map slot's own bytes.
+            let bytes = t.len() + 4 * ids.len() + 48;
+            if inner.bytes + bytes > NAME_IDS_BYTES {
+                inner.map.clear();
+                inner.bytes = 0;
+            }
+            if inner.map.insert(t.into(), ids).is_none() {
+                inner.bytes += bytes;
+            }
         }
     }
 }
