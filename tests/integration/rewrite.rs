@@ -42,6 +42,15 @@ fn dialog() -> Vec<Message> {
     ]
 }
 
+/// `trellis retrieve` of one request (the dialog `texts`) with `args`, its one answer.
+fn retrieve_one(dir: &Path, store: &Path, texts: &[&str], args: &[&str]) -> serde_json::Value {
+    let input = write(dir, "in.jsonl", (serde_json::json!({"id": 1, "history": texts}).to_string() + "\n").as_bytes());
+    let out = dir.join("out.jsonl");
+    let o = trellis().arg("retrieve").args(args).arg("--store").arg(store).arg("--input").arg(&input).arg("--output").arg(&out).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_str(std::fs::read_to_string(&out).unwrap().trim()).unwrap()
+}
+
 fn linker(store: &Path, rewrite: bool) -> Linker {
     let mut cfg = LinkConfig::default();
     cfg.rewrite = rewrite;
@@ -192,22 +201,8 @@ fn a_message_full_of_pronouns_resolves_at_most_the_cap() {
 fn retrieve_and_respond_explain_what_the_rewrite_resolved() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(dir.path(), GRAPH);
-    let input = write(dir.path(), "in.jsonl", b"{\"id\": 1, \"history\": [\"Do you know Lev Grossman?\", \"Yes! He wrote The Magician's Land.\"]}\n");
-    let out = dir.path().join("out.jsonl");
-    let retrieve = |extra: &[&str]| -> serde_json::Value {
-        let o = trellis()
-            .args(["retrieve", "--retriever", "bm25", "--store"])
-            .arg(&store)
-            .arg("--input")
-            .arg(&input)
-            .arg("--output")
-            .arg(&out)
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        serde_json::from_str(std::fs::read_to_string(&out).unwrap().trim()).unwrap()
-    };
+    let texts = ["Do you know Lev Grossman?", "Yes! He wrote The Magician's Land."];
+    let retrieve = |extra: &[&str]| retrieve_one(dir.path(), &store, &texts, &[&["--retriever", "bm25"], extra].concat());
     let a = retrieve(&["--rewrite", "--explain"]);
     let r = &a["resolutions"];
     assert_eq!(r.as_array().unwrap().len(), 1, "{a}");
@@ -263,22 +258,8 @@ fn rewrite_input_ranks_the_dialog_as_rewritten() {
         "Did Jhumpa Lahiri write Interpreter of Maladies in English? Lev Grossman's books are longer.",
     ];
     let original: Vec<String> = dialog().into_iter().map(|m| m.text).collect();
-    let request = |texts: &[&str]| serde_json::json!({"id": 1, "history": texts}).to_string() + "\n";
     let scores = |texts: &[&str], extra: &[&str]| -> std::collections::BTreeMap<String, f64> {
-        let input = write(dir.path(), "in.jsonl", request(texts).as_bytes());
-        let out = dir.path().join("out.jsonl");
-        let o = trellis()
-            .args(["retrieve", "--retriever", "bm25", "--top", "100", "--store"])
-            .arg(&store)
-            .arg("--input")
-            .arg(&input)
-            .arg("--output")
-            .arg(&out)
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let v: serde_json::Value = serde_json::from_str(std::fs::read_to_string(&out).unwrap().trim()).unwrap();
+        let v = retrieve_one(dir.path(), &store, texts, &[&["--retriever", "bm25", "--top", "100"], extra].concat());
         v["paths"]
             .as_array()
             .unwrap()
@@ -298,7 +279,7 @@ fn rewrite_input_ranks_the_dialog_as_rewritten() {
     assert_eq!(linked_only.keys().collect::<Vec<_>>(), rewritten.keys().collect::<Vec<_>>());
     assert_ne!(linked_only, rewritten, "the rewritten text must change some path's score");
 
-    let input = write(dir.path(), "in.jsonl", request(&original).as_bytes());
+    let input = write(dir.path(), "in.jsonl", (serde_json::json!({"id": 1, "history": original}).to_string() + "\n").as_bytes());
     let o = trellis()
         .args(["retrieve", "--retriever", "bm25", "--rewrite-input", "bm25", "--store"])
         .arg(&store)
@@ -326,25 +307,8 @@ fn explain_shows_the_input_gsr_read() {
     );
     let written = ["Do you know Lev Grossman?", "Yes! He wrote The Magician's Land.", "I liked the book."];
     let by_hand = ["Do you know Lev Grossman?", "Yes! Lev Grossman wrote The Magician's Land.", "I liked The Magician's Land."];
-    let input_ids = |texts: &[&str], extra: &[&str]| -> serde_json::Value {
-        let input = write(dir.path(), "in.jsonl", (serde_json::json!({"id": 1, "history": texts}).to_string() + "\n").as_bytes());
-        let out = dir.path().join("out.jsonl");
-        let o = trellis()
-            .args(["retrieve", "--retriever", "gsr", "--explain", "--model-threads", "1", "--store"])
-            .arg(&store)
-            .arg("--model")
-            .arg(&model)
-            .arg("--input")
-            .arg(&input)
-            .arg("--output")
-            .arg(&out)
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let v: serde_json::Value = serde_json::from_str(std::fs::read_to_string(&out).unwrap().trim()).unwrap();
-        v["input_ids"].clone()
-    };
+    let gsr = ["--retriever", "gsr", "--explain", "--model-threads", "1", "--model", model.to_str().unwrap()];
+    let input_ids = |texts: &[&str], extra: &[&str]| retrieve_one(dir.path(), &store, texts, &[&gsr[..], extra].concat())["input_ids"].clone();
     let cross = fixture("encoders/cross");
     let pool = ["--rerank", cross.to_str().unwrap(), "--rerank-pool", "pcst"];
     let as_written = input_ids(&written, &[]);

@@ -251,6 +251,11 @@ def main():
     ap.add_argument("--no-keep", action="store_true", help="do not keep the dense graph as model.dense.onnx")
     args = ap.parse_args()
     src = args.model / "model.onnx"
+    for need in (src, args.model / "config.json"):
+        if not need.is_file():
+            raise SystemExit(f"{need}: no such file (--model must be a subgraph model directory)")
+    if args.targets is not None and not args.targets.is_file():
+        raise SystemExit(f"{args.targets}: no such file (--targets: `trellis targets` lines of this model)")
     m = onnx.load(str(src))
     n = Rewriter(m).rewrite()
     onnx.checker.check_model(m)
