@@ -76,6 +76,31 @@ const ALSO_AGREED: usize = 4;
 
 const DETERMINERS: &[&str] = &["the", "that", "this", "these", "those"];
 
+/// Words that follow "her" as an object ("gave her a book", "about her and him", "saw her
+/// yesterday", "her to"); before any other word of the same sentence "her" is taken as
+/// possessive ("her books", "her latest novel") and rewritten as "X's". A heuristic: a verb
+/// after an object ("heard her sing") reads as possessive.
+#[rustfmt::skip]
+const AFTER_OBJECT_HER: &[&str] = &[
+    "a", "an", "the", "this", "that", "these", "those", "some", "any", "all", "both", "each", "every", "no", "my",
+    "your", "his", "its", "our", "their", "me", "you", "him", "it", "us", "them", "what", "who", "to", "in", "on",
+    "at", "for", "with", "about", "from", "by", "as", "of", "into", "onto", "over", "under", "after", "before",
+    "since", "than", "like", "through", "during", "without", "and", "or", "but", "so", "because", "if", "when",
+    "while", "though", "although", "until", "too", "also", "again", "now", "then", "there", "here", "yesterday",
+    "today", "tonight", "tomorrow", "very", "much", "more", "most", "back", "up", "down", "out", "off", "away",
+    "anymore", "well", "lately", "recently", "already", "yet", "still", "either", "not", "is", "was", "be", "been",
+    "are", "were", "do", "does", "did", "has", "have", "had", "will", "would", "can", "could", "should", "might",
+    "must", "just", "ever", "once", "enough", "better", "best", "less", "least",
+];
+
+/// Whether "her" (word `i`) is possessive: a next word in the same sentence, with nothing
+/// but spaces between, that does not follow an object.
+fn her_is_possessive(text: &str, ws: &[super::words::Word<'_>], i: usize) -> bool {
+    let Some(next) = ws.get(i + 1) else { return false };
+    let between = text.get(ws[i].end..next.start).unwrap_or(",");
+    between.chars().all(char::is_whitespace) && !AFTER_OBJECT_HER.contains(&next.text.to_lowercase().as_str())
+}
+
 /// What a word must agree with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -103,7 +128,8 @@ pub struct Resolution {
     /// Messages back from the word's message to the mention it was resolved to (0: the
     /// same message).
     pub messages_back: usize,
-    /// Whether the word is possessive (his, her, its, their): the rewritten text adds `'s`.
+    /// Whether the word is possessive (his, its, their, hers; "her" before a word that does
+    /// not follow an object, as in "her books"): the rewritten text adds `'s`.
     pub possessive: bool,
     /// The other candidates that agreed, in order of preference (ids; at most four).
     pub also_agreed: Vec<u32>,
@@ -113,10 +139,7 @@ fn pronoun(word: &str) -> Option<(Agreement, bool)> {
     Some(match word {
         "he" | "him" | "himself" => (Agreement::Masculine, false),
         "his" => (Agreement::Masculine, true),
-        "she" | "herself" => (Agreement::Feminine, false),
-        // "her" is object or possessive: the name reads right either way only as "X's"
-        // before a noun; kept plain (the linker needs the entity, not the grammar).
-        "her" => (Agreement::Feminine, false),
+        "she" | "her" | "herself" => (Agreement::Feminine, false),
         "hers" => (Agreement::Feminine, true),
         "it" | "itself" => (Agreement::Neuter, false),
         "its" => (Agreement::Neuter, true),
@@ -284,6 +307,7 @@ fn targets<'a>(text: &'a str, found: &[Mention]) -> Vec<Target<'a>> {
         // "got it", "about it", "here it is": "it" that stands for nothing.
         let idiom = w == "it" && i > 0 && IDIOM_BEFORE_IT.contains(&ws[i - 1].text.to_lowercase().as_str());
         if let Some((agreement, possessive)) = pronoun(&w).filter(|_| !idiom) {
+            let possessive = possessive || (w == "her" && her_is_possessive(text, &ws, i));
             let (start, end) = (ws[i].start, ws[i].end);
             if !inside(start, end) {
                 out.push(Target { start, end, agreement, possessive, noun: None });
@@ -396,4 +420,25 @@ pub fn rewritten_text(text: &str, index: usize, mentions: &[Mention]) -> String 
     }
     out.push_str(&text[at..]);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each pronoun of `text` with whether the rewrite writes it as "X's".
+    fn possessives(text: &str) -> Vec<(&str, bool)> {
+        targets(text, &[]).iter().filter(|t| t.noun.is_none()).map(|t| (&text[t.start..t.end], t.possessive)).collect()
+    }
+
+    #[test]
+    fn her_is_possessive_only_before_a_word_that_does_not_follow_an_object() {
+        assert_eq!(possessives("No, her books are about immigrants."), [("her", true)]);
+        assert_eq!(possessives("Her latest novel? I gave her a copy."), [("Her", true), ("her", false)]);
+        assert_eq!(possessives("I met her yesterday and liked her."), [("her", false), ("her", false)]);
+        assert_eq!(possessives("Tell me about her, please"), [("her", false)]);
+        assert_eq!(possessives("I like her  music and his films"), [("her", true), ("his", true)]);
+        assert_eq!(possessives("Was it hers or her sister's?"), [("it", false), ("hers", true), ("her", true)]);
+        assert_eq!(possessives("She wrote to her"), [("She", false), ("her", false)]);
+    }
 }

@@ -73,6 +73,9 @@ pub enum RetrieveError {
         /// The parts there are.
         parts: String,
     },
+    /// `rewrite_input` names one part more than once.
+    #[error("`rewrite_input` names {0} twice")]
+    RewriteInputTwice(String),
 }
 
 impl From<crate::progress::Cancelled> for RetrieveError {
@@ -325,6 +328,9 @@ impl Retriever {
         }
         if let Some(p) = cfg.rewrite_input.iter().find(|p| !parts.contains(&p.as_str()) || !REWRITE_PARTS.contains(&p.as_str())) {
             return Err(RetrieveError::RewriteInputNotInPlay { part: p.clone(), parts: parts.join(", ") });
+        }
+        if let Some((_, p)) = cfg.rewrite_input.iter().enumerate().find(|(i, p)| cfg.rewrite_input[..*i].contains(p)) {
+            return Err(RetrieveError::RewriteInputTwice(p.clone()));
         }
         let mut scorers = Vec::new();
         let mut main = Self::build(store.clone(), cfg.clone(), &mut scorers)?;

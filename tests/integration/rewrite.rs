@@ -253,8 +253,8 @@ fn rewrite_input_ranks_the_dialog_as_rewritten() {
         "Do you know Lev Grossman?",
         "Yes! Lev Grossman wrote The Magician's Land.",
         "I liked The Magician's Land. Does Jhumpa Lahiri write fantasy too?",
-        // "her" stays plain: object or possessive, the rewrite does not tell them apart.
-        "No, Jhumpa Lahiri books are about immigrants, like Interpreter of Maladies.",
+        // "her" before a noun is possessive.
+        "No, Jhumpa Lahiri's books are about immigrants, like Interpreter of Maladies.",
         "Did Jhumpa Lahiri write Interpreter of Maladies in English? Lev Grossman's books are longer.",
     ];
     let original: Vec<String> = dialog().into_iter().map(|m| m.text).collect();

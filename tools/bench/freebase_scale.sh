@@ -35,6 +35,7 @@
 # RSS, and whether the two stores rank the same paths for every turn (--turns files
 # compared), with the page cache as the runs leave it (warm). Variant b adds the facts of the
 # HUB_SAMPLE (default 100) entities the dev gold paths name most, small store against big.
+# ROWS (default "gsr surge pcst pool") picks the rows, e.g. ROWS="surge pcst".
 #
 # cold: the first pass after dropping the page cache (needs root and a writable
 # /proc/sys/vm/drop_caches; refused otherwise) against the pass right after it, gsr and
@@ -185,8 +186,15 @@ rows=(
     echo "| retriever | turns | store | path@1 | MRR | turns/s | latency p99 ms | peak RSS MB | same ranked paths as the small store |"
     echo "|---|---|---|---|---|---|---|---|---|"
 } >>"$report"
+wanted=" ${ROWS:-gsr surge pcst pool} "
+for w in $wanted; do
+    case "$w" in gsr | surge | pcst | pool) ;; *) echo "ROWS: gsr, surge, pcst or pool, not '$w'" >&2 && exit 2 ;; esac
+done
 for row in "${rows[@]}"; do
     IFS='|' read -r name n flags <<<"$row"
+    key="${name%%,*}"
+    [ "$key" = "surge + gsr + pcst" ] && key=pool
+    [[ "$wanted" == *" $key "* ]] || continue
     max=()
     [ "$n" != 0 ] && max=(--max-turns "$n")
     for which in small big; do
