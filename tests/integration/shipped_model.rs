@@ -131,8 +131,7 @@ fn the_shipped_model_retrieves_real_paths_on_the_sample() {
         }
     }
     assert!(paths >= dialogs.len());
-    // The answers the models gave quantized the first way (fixtures/shipped/README.md): one
-    // QuantizeLinear per activation computes what Div, Round, Add, Clip, Cast did.
+    // The answers recorded with the shipped models (fixtures/shipped/README.md).
     let golden: Vec<serde_json::Value> =
         std::fs::read_to_string(fixture("shipped/gsr-sample-answers.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(answers.len(), golden.len());
@@ -168,10 +167,10 @@ fn assert_same(got: &serde_json::Value, want: &serde_json::Value, at: &str) {
 }
 
 /// The chain of the shipped retriever and generator (beam search, three sequences) writes the
-/// replies, scores and knowledge it wrote before its models' quantization was rewritten
-/// (fixtures/shipped/README.md): on this machine byte for byte but for the timings.
+/// replies, scores and knowledge recorded with them (fixtures/shipped/README.md): on this
+/// machine byte for byte but for the timings.
 #[test]
-fn the_shipped_chain_replies_as_before_its_quantization_was_rewritten() {
+fn the_shipped_chain_replies_as_recorded() {
     let (dir, store, input, _dialogs) = sample_with_four_requests();
     let output = dir.path().join("replies.jsonl");
     stdout_of(

@@ -17,7 +17,10 @@ decoder's weights are stored once; `split` writes the two decoder files. `--quan
 the weights of the matrix products as int8, about a quarter of the size, and quantizes their
 activations per row at run time (tools/train/row_quant.py), so a request's answer does not
 depend on the other requests of its batch; its cost on dev is measured, not assumed
-(docs/results-2026-11-25.md, "Batch independence").
+(docs/results-2026-11-25.md, "Batch independence"). `--calibration FILE` (with `--quantize`
+and the merged layout) then makes those scales constants calibrated on FILE, `trellis
+targets` output of training dialogs (tools/train/static_quant.py): batch-independent too,
+and cheaper at run time.
 """
 import argparse
 import json
@@ -140,7 +143,13 @@ def main():
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--layout", choices=["merged", "split"], default="merged")
     ap.add_argument("--quantize", action="store_true")
+    ap.add_argument("--calibration", type=Path, help="with --quantize: `trellis targets` JSONL of training turns; constant activation scales")
+    ap.add_argument("--calibration-turns", type=int, default=2000)
     args = ap.parse_args()
+    if args.calibration and not (args.quantize and args.layout == "merged"):
+        raise SystemExit("export: --calibration needs --quantize and the merged layout")
+    if args.calibration and not args.calibration.is_file():
+        raise SystemExit(f"export: {args.calibration}: no such file")
     from transformers import T5ForConditionalGeneration
 
     torch.set_num_threads(1)
@@ -191,8 +200,14 @@ def main():
     # Byte for byte: the store's token index is keyed by the file's fingerprint.
     shutil.copyfile(args.tokenizer, out / "tokenizer.json")
     (out / "trellis.json").write_text(json.dumps(spec, indent=2) + "\n")
+    static = ""
+    if args.calibration:
+        import static_quant
+
+        static = ", " + static_quant.make_static(out, static_quant.read_samples(args.calibration, args.calibration_turns))
+        worst = max(worst, t5.verify(out, merged, model, ids, mask, dec, tol=0.5))
     size = sum(f.stat().st_size for f in out.iterdir())
-    print(f"export: {out} ({args.layout}{', int8' if args.quantize else ''}, {size / 1e6:.1f} MB, onnxruntime vs PyTorch max |diff| {worst:.2e}{greedy}, {cfg['vocab_size']} vocab)", file=sys.stderr)
+    print(f"export: {out} ({args.layout}{', int8' if args.quantize else ''}{static}, {size / 1e6:.1f} MB, onnxruntime vs PyTorch max |diff| {worst:.2e}{greedy}, {cfg['vocab_size']} vocab)", file=sys.stderr)
 
 
 if __name__ == "__main__":

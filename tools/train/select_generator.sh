@@ -6,8 +6,8 @@
 #   STORE=DIR bash tools/train/select_generator.sh RUN_DIR [MODEL_DIR...]
 #
 # For each RUN_DIR/generator/epoch-N/hf (and each MODEL_DIR given, an exported generator to
-# compare with, e.g. the shipped one): exported int8 as it would ship (export.py --quantize,
-# once, into epoch-N/model), then `trellis eval pipeline` on the first TURNS (default 1000)
+# compare with, e.g. the shipped one): exported int8 as it would ship (export.py --quantize
+# --calibration RUN_DIR/gen-train-targets.jsonl, once, into epoch-N/model), then `trellis eval pipeline` on the first TURNS (default 1000)
 # assistant replies of the dev dialogs with their gold path (`--knowledge gold`: the
 # generator's own share of the chain, no retriever in it) on STORE (a store of kg.tsv, e.g.
 # tools/eval/kg_gsr_store.sh's). Each report is kept beside the model (reply-TURNS.json);
@@ -31,7 +31,8 @@ for hf in "$run"/generator/epoch-*/hf; do
     dir="$(dirname "$hf")/model"
     if [ ! -f "$dir/trellis.json" ]; then
         echo "select_generator.sh: exporting $hf" >&2
-        "$PY" tools/train/export.py --hf "$hf" --tokenizer "$tok" --trellis-json tools/train/generator.json --out "$dir.part" --quantize >&2
+        "$PY" tools/train/export.py --hf "$hf" --tokenizer "$tok" --trellis-json tools/train/generator.json --out "$dir.part" --quantize \
+            --calibration "$run/gen-train-targets.jsonl" >&2
         rm -rf "$dir" && mv "$dir.part" "$dir"
     fi
     models+=("$dir")

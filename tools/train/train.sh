@@ -141,8 +141,11 @@ if [ "$ONLY" != generator ]; then
         --trellis "$bin" --trellis-json tools/train/trellis.json --dev-store "$run/store-dev" \
         --dev-dialogs "$data/dialogs_dev.csv" --dev-turns "$DEV_TURNS" ${STOP_AFTER:+--stop-after "$STOP_AFTER"}
     [ -n "$STOP_AFTER" ] && { say "stopped after $STOP_AFTER retrieval steps (STOP_AFTER): nothing exported"; exit 0; }
+    # int8 with activation scales calibrated on the first 2,000 training targets (static_quant.py).
+    cal=()
+    [ "$QUANTIZE" = 1 ] && cal=(--calibration "$run/train-targets.jsonl")
     "$PY" tools/train/export.py --hf "$run/retrieval/best/hf" --tokenizer "$run/tokenizer.json" \
-        --trellis-json tools/train/trellis.json --out "$OUT" "${q[@]}"
+        --trellis-json tools/train/trellis.json --out "$OUT" "${q[@]}" "${cal[@]}"
     say "retriever done: $OUT (dev history in $run/retrieval/history.json)"
 fi
 [ "$ONLY" = retriever ] && exit 0
@@ -196,8 +199,10 @@ budget=()
 stamp="$run/generator/exported.stamp"
 { cat "$run/generator/best.json"; echo "$OUT_GEN ${q[*]}"; } > "$stamp.new"
 if [ ! -f "$OUT_GEN/trellis.json" ] || ! cmp -s "$stamp.new" "$stamp"; then
+    cal=()
+    [ "$QUANTIZE" = 1 ] && cal=(--calibration "$run/gen-train-targets.jsonl")
     "$PY" tools/train/export.py --hf "$run/generator/best/hf" --tokenizer "$run/gen-tokenizer.json" \
-        --trellis-json tools/train/generator.json --out "$OUT_GEN" "${q[@]}"
+        --trellis-json tools/train/generator.json --out "$OUT_GEN" "${q[@]}" "${cal[@]}"
     mv "$stamp.new" "$stamp"
 else
     rm "$stamp.new"
