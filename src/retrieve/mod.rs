@@ -74,8 +74,11 @@ pub enum RetrieveError {
         parts: String,
     },
     /// `rewrite_input` names one part more than once.
-    #[error("`rewrite_input` names {0} twice")]
-    RewriteInputTwice(String),
+    #[error("`rewrite_input` names {part} twice")]
+    RewriteInputTwice {
+        /// The part named twice.
+        part: String,
+    },
 }
 
 impl From<crate::progress::Cancelled> for RetrieveError {
@@ -330,7 +333,7 @@ impl Retriever {
             return Err(RetrieveError::RewriteInputNotInPlay { part: p.clone(), parts: parts.join(", ") });
         }
         if let Some((_, p)) = cfg.rewrite_input.iter().enumerate().find(|(i, p)| cfg.rewrite_input[..*i].contains(p)) {
-            return Err(RetrieveError::RewriteInputTwice(p.clone()));
+            return Err(RetrieveError::RewriteInputTwice { part: p.clone() });
         }
         let mut scorers = Vec::new();
         let mut main = Self::build(store.clone(), cfg.clone(), &mut scorers)?;
