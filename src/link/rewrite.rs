@@ -77,9 +77,12 @@ const ALSO_AGREED: usize = 4;
 const DETERMINERS: &[&str] = &["the", "that", "this", "these", "those"];
 
 /// Words that follow "her" as an object ("gave her a book", "about her and him", "saw her
-/// yesterday", "her to"); before any other word of the same sentence "her" is taken as
-/// possessive ("her books", "her latest novel") and rewritten as "X's". A heuristic: a verb
-/// after an object ("heard her sing") reads as possessive.
+/// yesterday", "told her she was", "know her personally", "her to"); before any other word of
+/// the same sentence "her" is taken as possessive ("her books", "her latest novel", "her
+/// family") and rewritten as "X's". A word holding a digit follows an object too ("her 5
+/// stars"); a degree word ([`DEGREE`]) looks one word further ("her best album" against "her
+/// more than him"). A heuristic: a verb after an object ("heard her sing") and an adjective
+/// that can stand after one ("saw her live") read as possessive.
 #[rustfmt::skip]
 const AFTER_OBJECT_HER: &[&str] = &[
     "a", "an", "the", "this", "that", "these", "those", "some", "any", "all", "both", "each", "every", "no", "my",
@@ -87,18 +90,34 @@ const AFTER_OBJECT_HER: &[&str] = &[
     "at", "for", "with", "about", "from", "by", "as", "of", "into", "onto", "over", "under", "after", "before",
     "since", "than", "like", "through", "during", "without", "and", "or", "but", "so", "because", "if", "when",
     "while", "though", "although", "until", "too", "also", "again", "now", "then", "there", "here", "yesterday",
-    "today", "tonight", "tomorrow", "very", "much", "more", "most", "back", "up", "down", "out", "off", "away",
-    "anymore", "well", "lately", "recently", "already", "yet", "still", "either", "not", "is", "was", "be", "been",
-    "are", "were", "do", "does", "did", "has", "have", "had", "will", "would", "can", "could", "should", "might",
-    "must", "just", "ever", "once", "enough", "better", "best", "less", "least",
+    "today", "tonight", "tomorrow", "very", "much", "back", "up", "down", "out", "off", "away", "anymore", "well",
+    "lately", "recently", "already", "yet", "still", "either", "not", "is", "was", "be", "been", "are", "were", "do",
+    "does", "did", "has", "have", "had", "will", "would", "can", "could", "should", "might", "must", "just", "ever",
+    "once", "enough", "i", "we", "they", "he", "she", "i'm", "i've", "i'd", "i'll", "we're", "they're", "he's",
+    "she's", "it's", "that's", "you're", "twice", "often", "always", "never", "sometimes", "even", "together",
+    "anyway", "instead", "such", "personally", "really", "actually", "especially", "honestly", "finally", "usually",
+    "probably", "definitely", "certainly", "totally", "completely", "absolutely", "directly", "immediately", "truly",
+    "exactly", "simply", "mostly", "mainly", "nearly", "greatly", "highly", "quickly", "slowly", "dearly",
 ];
+
+/// Words after which "her" is possessive only when a word that does not follow an object
+/// comes next ("her best album", not "her best" or "her more than him").
+const DEGREE: &[&str] = &["more", "most", "better", "best", "less", "least"];
 
 /// Whether "her" (word `i`) is possessive: a next word in the same sentence, with nothing
 /// but spaces between, that does not follow an object.
 fn her_is_possessive(text: &str, ws: &[super::words::Word<'_>], i: usize) -> bool {
-    let Some(next) = ws.get(i + 1) else { return false };
-    let between = text.get(ws[i].end..next.start).unwrap_or(",");
-    between.chars().all(char::is_whitespace) && !AFTER_OBJECT_HER.contains(&next.text.to_lowercase().as_str())
+    let follows_object = |j: usize| -> bool {
+        let Some(next) = ws.get(j) else { return true };
+        let between = text.get(ws[j - 1].end..next.start).unwrap_or(",");
+        let w = next.text.to_lowercase().replace('\u{2019}', "'");
+        !between.chars().all(char::is_whitespace) || AFTER_OBJECT_HER.contains(&w.as_str()) || w.chars().any(|c| c.is_ascii_digit())
+    };
+    if follows_object(i + 1) {
+        return false;
+    }
+    let next = ws[i + 1].text.to_lowercase();
+    !DEGREE.contains(&next.as_str()) || !follows_object(i + 2)
 }
 
 /// What a word must agree with.
@@ -440,5 +459,21 @@ mod tests {
         assert_eq!(possessives("I like her  music and his films"), [("her", true), ("his", true)]);
         assert_eq!(possessives("Was it hers or her sister's?"), [("it", false), ("hers", true), ("her", true)]);
         assert_eq!(possessives("She wrote to her"), [("She", false), ("her", false)]);
+        for object in [
+            "Tell her I said hi",
+            "I told her she was great",
+            "I've seen her twice",
+            "I listen to her often",
+            "I like her even more",
+            "I don't know her personally",
+            "I gave her 5 stars",
+            "I like her more than him",
+            "She is the one I like best, I like her best",
+        ] {
+            assert!(possessives(object).iter().all(|(w, p)| !p || *w != "her"), "{object}: {:?}", possessives(object));
+        }
+        assert_eq!(possessives("her best album"), [("her", true)]);
+        assert_eq!(possessives("I met her family and her first husband"), [("her", true), ("her", true)]);
+        assert_eq!(possessives("Her most famous song"), [("Her", true)]);
     }
 }

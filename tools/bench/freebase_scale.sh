@@ -35,7 +35,8 @@
 # RSS, and whether the two stores rank the same paths for every turn (--turns files
 # compared), with the page cache as the runs leave it (warm). Variant b adds the facts of the
 # HUB_SAMPLE (default 100) entities the dev gold paths name most, small store against big.
-# ROWS (default "gsr surge pcst pool") picks the rows, e.g. ROWS="surge pcst".
+# ROWS (default "gsr surge pcst pool") picks the rows, e.g. ROWS="surge pcst"; the hub sample
+# reads the turns of the last row run (the pool's 600 by default, all turns without it).
 #
 # cold: the first pass after dropping the page cache (needs root and a writable
 # /proc/sys/vm/drop_caches; refused otherwise) against the pass right after it, gsr and
@@ -186,10 +187,12 @@ rows=(
     echo "| retriever | turns | store | path@1 | MRR | turns/s | latency p99 ms | peak RSS MB | same ranked paths as the small store |"
     echo "|---|---|---|---|---|---|---|---|---|"
 } >>"$report"
-wanted=" ${ROWS:-gsr surge pcst pool} "
-for w in $wanted; do
+read -r -a picked <<<"${ROWS:-gsr surge pcst pool}"
+[ "${#picked[@]}" -gt 0 ] || { echo "ROWS: at least one of gsr, surge, pcst, pool" >&2 && exit 2; }
+for w in "${picked[@]}"; do
     case "$w" in gsr | surge | pcst | pool) ;; *) echo "ROWS: gsr, surge, pcst or pool, not '$w'" >&2 && exit 2 ;; esac
 done
+wanted=" ${picked[*]} "
 for row in "${rows[@]}"; do
     IFS='|' read -r name n flags <<<"$row"
     key="${name%%,*}"

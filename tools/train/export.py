@@ -150,10 +150,17 @@ def main():
         raise SystemExit("export: --calibration needs --quantize and the merged layout")
     if args.calibration and not args.calibration.is_file():
         raise SystemExit(f"export: {args.calibration}: no such file")
+
     from transformers import T5ForConditionalGeneration
 
     torch.set_num_threads(1)
     model = T5ForConditionalGeneration.from_pretrained(str(args.hf)).eval()
+    samples = None
+    if args.calibration:
+        import static_quant
+
+        # Read (and checked against the vocabulary) before the export's minutes, not after.
+        samples = static_quant.read_samples(args.calibration, args.calibration_turns, model.config.vocab_size)
     tok = Tokenizer.from_file(str(args.tokenizer))
     spec = json.loads(args.trellis_json.read_text())
     is_generator = spec.get("task", "retriever") == "generator"
@@ -201,11 +208,22 @@ def main():
     shutil.copyfile(args.tokenizer, out / "tokenizer.json")
     (out / "trellis.json").write_text(json.dumps(spec, indent=2) + "\n")
     static = ""
-    if args.calibration:
-        import static_quant
-
-        static = ", " + static_quant.make_static(out, static_quant.read_samples(args.calibration, args.calibration_turns))
-        worst = max(worst, t5.verify(out, merged, model, ids, mask, dec, tol=0.5))
+    if samples is not None:
+        # Converted beside OUT and moved into place: a failure leaves no half-converted model.
+        part = out.with_name(out.name + ".static-part")
+        shutil.rmtree(part, ignore_errors=True)
+        shutil.copytree(out, part)
+        try:
+            static = ", " + static_quant.make_static(part, samples)
+            worst = max(worst, t5.verify(part, merged, model, ids, mask, dec, tol=0.5))
+        except BaseException:
+            shutil.rmtree(part, ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)
+            raise
+        shutil.rmtree(out)
+        part.rename(out)
+        if greedy:
+            greedy += " (per-row graphs)"
     size = sum(f.stat().st_size for f in out.iterdir())
     print(f"export: {out} ({args.layout}{', int8' if args.quantize else ''}{static}, {size / 1e6:.1f} MB, onnxruntime vs PyTorch max |diff| {worst:.2e}{greedy}, {cfg['vocab_size']} vocab)", file=sys.stderr)
 

@@ -29,7 +29,8 @@ models=()
 for hf in "$run"/generator/epoch-*/hf; do
     [ -d "$hf" ] || continue
     dir="$(dirname "$hf")/model"
-    if [ ! -f "$dir/trellis.json" ]; then
+    # An export from before constant activation scales (no static_quant.json) is made again.
+    if [ ! -f "$dir/trellis.json" ] || [ ! -f "$dir/static_quant.json" ]; then
         echo "select_generator.sh: exporting $hf" >&2
         "$PY" tools/train/export.py --hf "$hf" --tokenizer "$tok" --trellis-json tools/train/generator.json --out "$dir.part" --quantize \
             --calibration "$run/gen-train-targets.jsonl" >&2

@@ -61,14 +61,15 @@ def groups(graph):
         reshape_scale = producer.get(q.input[1])
         if flat is None or flat.op_type != "Flatten" or reshape_scale is None or reshape_scale.op_type != "Reshape":
             continue
-        (back,) = consumers[q.output[0]]
-        if back.op_type != "Reshape":
-            raise SystemExit(f"static_quant: {q.name}: not row_quant's per-row chain")
+        back = consumers.get(q.output[0], [])
+        if len(back) != 1 or back[0].op_type != "Reshape":
+            raise SystemExit(f"static_quant: {q.name}: not row_quant's per-row chain (one Reshape after the QuantizeLinear)")
+        back = back[0]
         scale = reshape_scale.input[0]
-        div = producer[scale]
-        mx = producer[div.input[0]]
-        rmax = producer[mx.input[0]]
-        if (div.op_type, mx.op_type, rmax.op_type) != ("Div", "Max", "ReduceMax"):
+        div = producer.get(scale)
+        mx = producer.get(div.input[0]) if div is not None else None
+        rmax = producer.get(mx.input[0]) if mx is not None else None
+        if rmax is None or (div.op_type, mx.op_type, rmax.op_type) != ("Div", "Max", "ReduceMax"):
             raise SystemExit(f"static_quant: {q.name}: the scale is not max(ReduceMax(|x|), tiny) / 127")
         quantized = back.output[0]
         weights = sorted(m.input[1] for m in consumers.get(quantized, []) if m.op_type == "MatMulInteger")
@@ -76,6 +77,23 @@ def groups(graph):
             raise SystemExit(f"static_quant: {quantized}: feeds no integer product")
         out.append({"x": flat.input[0], "quantized": quantized, "scale": scale, "absmax": rmax.output[0], "key": "|".join(weights)})
     return out
+
+
+def rescaling(m, consumers, producer, scale):
+    """row_quant's chain after an integer product `m`: (Cast, Mul, the weight scale's name)
+    when `m` feeds one Cast that feeds one Mul by Mul(scale, w_scale); None otherwise."""
+    casts = consumers.get(m.output[0], [])
+    if len(casts) != 1 or casts[0].op_type != "Cast":
+        return None
+    muls = consumers.get(casts[0].output[0], [])
+    if len(muls) != 1 or muls[0].op_type != "Mul":
+        return None
+    other = [i for i in muls[0].input if i != casts[0].output[0]]
+    prod = producer.get(other[0]) if len(other) == 1 else None
+    if prod is None or prod.op_type != "Mul" or scale not in prod.input:
+        return None
+    w_scale = [i for i in prod.input if i != scale]
+    return (casts[0], muls[0], w_scale[0]) if len(w_scale) == 1 else None
 
 
 def with_probes(graph, gs):
@@ -135,9 +153,16 @@ def calibrate(model_dir, samples):
         feed = {"input_ids": dec_ids, "encoder_hidden_states": hidden, "encoder_attention_mask": mask}
         out = ds.run(None, {k: v for k, v in feed.items() if k in dec_inputs})
         dec_max = np.maximum(dec_max, out[1:])
-    enc_scales = {g["key"]: float(v) for g, v in zip(enc_groups, enc_max)}
-    dec_scales = {g["key"]: float(v) for g, v in zip(dec_groups, dec_max)}
-    return enc_scales, dec_scales
+    return keyed(enc_groups, enc_max), keyed(dec_groups, dec_max)
+
+
+def keyed(gs, maxima):
+    """Maxima by the weights their activation feeds (two groups feeding the same weights
+    keep the larger)."""
+    out = {}
+    for g, v in zip(gs, maxima):
+        out[g["key"]] = max(out.get(g["key"], 0.0), float(v))
+    return out
 
 
 def apply(model, maxima, margin):
@@ -147,7 +172,7 @@ def apply(model, maxima, margin):
         gs = groups(graph)
         if not gs:
             continue
-        replace = {}
+        replace, zero_points = {}, {}
         producer = {o: n for n in graph.node for o in n.output}
         for k, g in enumerate(gs):
             if g["key"] not in maxima:
@@ -160,6 +185,7 @@ def apply(model, maxima, margin):
             replace[id(producer[g["scale"]])] = []
             q = producer[g["quantized"]]
             replace[id(q)] = [helper.make_node("QuantizeLinear", [g["x"], g["scale"], zp], [g["quantized"]], name=f"sq{gi}/{k}/quantize")]
+            zero_points[g["quantized"]] = zp
             done += 1
         # Each integer product of a quantized activation, its Cast and its rescaling Mul by
         # s * w_scale, as one MatMulIntegerToFloat (onnxruntime's fused kernel; it does not
@@ -172,15 +198,12 @@ def apply(model, maxima, margin):
         for m in graph.node:
             if m.op_type != "MatMulInteger" or m.input[0] not in scales:
                 continue
-            (cast,) = consumers[m.output[0]]
-            (mul,) = consumers[cast.output[0]]
-            other = [i for i in mul.input if i != cast.output[0]][0]
-            prod = producer.get(other)
-            if cast.op_type != "Cast" or mul.op_type != "Mul" or prod is None or prod.op_type != "Mul" or scales[m.input[0]] not in prod.input:
-                raise SystemExit(f"static_quant: {m.name}: not MatMulInteger -> Cast -> Mul(s * w_scale)")
-            w_scale = [i for i in prod.input if i != scales[m.input[0]]][0]
+            chain = rescaling(m, consumers, producer, scales[m.input[0]])
+            if chain is None:
+                raise SystemExit(f"static_quant: {m.name}: not MatMulInteger -> Cast -> Mul(y, s * w_scale)")
+            cast, mul, w_scale = chain
             a, w, _, w_zero = m.input
-            zp = [r[0].input[2] for r in replace.values() if r and r[0].output[0] == a][0]
+            zp = zero_points[a]
             replace[id(m)] = [
                 helper.make_node(
                     "MatMulIntegerToFloat", [a, w, scales[a], w_scale, zp, w_zero], [mul.output[0]], name=m.name + "/fused", domain="com.microsoft"
@@ -196,27 +219,44 @@ def apply(model, maxima, margin):
     if not any(o.domain == "com.microsoft" for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     drop_dead(model.graph)
+    if not done:
+        raise SystemExit("static_quant: no per-row activation quantization found (not a row_quant.py model, or already converted)")
     left = sum(1 for g in all_graphs(model.graph) for n in g.node if n.op_type == "ReduceMax")
     if left:
         raise SystemExit(f"static_quant: {left} per-row reductions left")
     return done
 
 
-def read_samples(path, turns):
-    """The first `turns` lines of a `trellis targets` file with an input and a target."""
+def read_samples(path, turns, vocab=None):
+    """The first `turns` lines of a `trellis targets` file with an input and a target; every
+    id an integer below `vocab` (config.json's vocab_size) when given."""
+    if turns < 1:
+        raise SystemExit(f"static_quant: {turns} calibration turns: at least 1")
     samples = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            try:
-                s = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise SystemExit(f"static_quant: {path}:{n}: not JSON ({e})")
-            if not isinstance(s, dict):
-                raise SystemExit(f"static_quant: {path}:{n}: not a JSON object")
-            if s.get("target_ids") and s.get("input_ids"):
+    with open(path, encoding="utf-8", errors="strict") as f:
+        try:
+            for n, line in enumerate(f, 1):
+                try:
+                    s = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise SystemExit(f"static_quant: {path}:{n}: not JSON ({e})")
+                if not isinstance(s, dict):
+                    raise SystemExit(f"static_quant: {path}:{n}: not a JSON object")
+                if not (s.get("target_ids") and s.get("input_ids")):
+                    continue
+                for field in ("input_ids", "target_ids"):
+                    ids = s[field]
+                    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+                        raise SystemExit(f"static_quant: {path}:{n}: {field} is not a list of token ids")
+                    if vocab is not None and max(ids) >= vocab:
+                        raise SystemExit(
+                            f"static_quant: {path}:{n}: {field} holds id {max(ids)}, beyond the model's {vocab} tokens (targets of another model?)"
+                        )
                 samples.append(s)
-            if len(samples) == turns:
-                break
+                if len(samples) == turns:
+                    break
+        except UnicodeDecodeError as e:
+            raise SystemExit(f"static_quant: {path}: not UTF-8 ({e})")
     if not samples:
         raise SystemExit(f"static_quant: {path}: no line with input_ids and target_ids")
     return samples
@@ -226,14 +266,17 @@ def make_static(model_dir, samples, margin=1.0):
     """Calibrates `model_dir`'s per-row model on `samples` and rewrites its two ONNX files in
     place with constant scales; the maxima go to static_quant.json beside them."""
     enc, dec = calibrate(model_dir, samples)
-    done = []
+    done, converted = [], []
     for name, maxima in (("encoder_model.onnx", enc), ("decoder_model_merged.onnx", dec)):
         m = onnx.load(model_dir / name)
         n = apply(m, maxima, margin)
         # The checker does not know onnxruntime's com.microsoft operators: a session is the check.
         session(m)
-        onnx.save(m, model_dir / name)
+        converted.append((name, m))
         done.append(f"{name}: {n}")
+    # Both converted before either is written.
+    for name, m in converted:
+        onnx.save(m, model_dir / name)
     (model_dir / "static_quant.json").write_text(
         json.dumps({"turns": len(samples), "margin": margin, "encoder": enc, "decoder": dec}, indent=1) + "\n"
     )
@@ -253,11 +296,12 @@ def main():
             raise SystemExit(f"static_quant: {args.model / f}: no such file")
     if not args.calibration.is_file():
         raise SystemExit(f"static_quant: {args.calibration}: no such file")
-    if args.turns < 1 or not args.margin > 0:
-        raise SystemExit("static_quant: --turns must be at least 1 and --margin above 0")
+    if not args.margin > 0:
+        raise SystemExit("static_quant: --margin must be above 0")
     if args.out.exists():
         raise SystemExit(f"static_quant: {args.out}: exists")
-    samples = read_samples(args.calibration, args.turns)
+    vocab = json.loads((args.model / "config.json").read_text()).get("vocab_size")
+    samples = read_samples(args.calibration, args.turns, vocab)
     shutil.copytree(args.model, args.out)
     try:
         done = make_static(args.out, samples, args.margin)

@@ -197,10 +197,10 @@ budget=()
 # Exported again only when the best changed (or the export is missing): a rerun after the
 # stage finished costs nothing, one after a time-budget stop exports the newer best.
 stamp="$run/generator/exported.stamp"
-{ cat "$run/generator/best.json"; echo "$OUT_GEN ${q[*]}"; } > "$stamp.new"
+cal=()
+[ "$QUANTIZE" = 1 ] && cal=(--calibration "$run/gen-train-targets.jsonl")
+{ cat "$run/generator/best.json"; echo "$OUT_GEN ${q[*]} ${cal[*]}"; } > "$stamp.new"
 if [ ! -f "$OUT_GEN/trellis.json" ] || ! cmp -s "$stamp.new" "$stamp"; then
-    cal=()
-    [ "$QUANTIZE" = 1 ] && cal=(--calibration "$run/gen-train-targets.jsonl")
     "$PY" tools/train/export.py --hf "$run/generator/best/hf" --tokenizer "$run/gen-tokenizer.json" \
         --trellis-json tools/train/generator.json --out "$OUT_GEN" "${q[@]}" "${cal[@]}"
     mv "$stamp.new" "$stamp"
