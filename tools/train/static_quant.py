@@ -107,8 +107,11 @@ def with_probes(graph, gs):
 def no_cache_branch(model):
     """The merged decoder's no-cache branch as a model of its own (inputs: the top graph's
     that it reads)."""
-    (iff,) = [n for n in model.graph.node if n.op_type == "If"]
-    branch = [a.g for a in iff.attribute if a.name == "else_branch"][0]
+    ifs = [n for n in model.graph.node if n.op_type == "If"]
+    branches = [a.g for n in ifs for a in n.attribute if a.name == "else_branch"]
+    if len(ifs) != 1 or len(branches) != 1:
+        raise SystemExit("static_quant: decoder_model_merged.onnx: not optimum's merged decoder (one If on use_cache_branch)")
+    branch = branches[0]
     read = {i for n in branch.node for i in n.input}
     g = helper.make_graph(
         list(branch.node),
