@@ -45,12 +45,6 @@ pub enum RetrieveError {
         /// The parts there are.
         parts: String,
     },
-    /// `rewrite_input` names one part more than once.
-    #[error("`rewrite_input` names {part} twice")]
-    RewriteInputTwice {
-        /// The part named twice.
-        part: String,
-    },
 }
 
 impl From<crate::progress::Cancelled> for RetrieveError {

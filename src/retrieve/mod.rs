@@ -177,6 +177,8 @@ pub struct RetrieverConfig {
     /// this retriever and its rerank pool, and `rerank` for the cross-encoder
     /// ([`REWRITE_PARTS`]). The others read it as written. On OpenDialKG's dev turns the
     /// rewritten text helped gsr and surge and hurt pcst's BM25 prizes and the T5 reranker.
+    /// A set, as the rerank pool is: a part named twice counts once (the settings layer
+    /// drops the repeat too).
     pub rewrite_input: Vec<String>,
 }
 
@@ -275,9 +277,6 @@ impl Retriever {
         }
         if let Some(p) = cfg.rewrite_input.iter().find(|p| !parts.contains(&p.as_str()) || !REWRITE_PARTS.contains(&p.as_str())) {
             return Err(RetrieveError::RewriteInputNotInPlay { part: p.clone(), parts: parts.join(", ") });
-        }
-        if let Some((_, p)) = cfg.rewrite_input.iter().enumerate().find(|(i, p)| cfg.rewrite_input[..*i].contains(p)) {
-            return Err(RetrieveError::RewriteInputTwice { part: p.clone() });
         }
         let mut scorers = Vec::new();
         let mut main = Self::build(store.clone(), cfg.clone(), &mut scorers)?;

@@ -21,7 +21,7 @@ fn scores(paths: Vec<ScoredPath>) -> Vec<(String, u64)> {
 /// when `rewrite_input` names it (its own kind for a pool member, `rerank` for the
 /// cross-encoder), on a newer generation too; an unnamed part ranks exactly what it ranks
 /// without the rewritten history, a named one differs; the library refuses a part the
-/// ranking lacks, a part named twice and the setting without the rewrite.
+/// ranking lacks and the setting without the rewrite; a part named twice counts once.
 #[test]
 fn each_part_reads_the_rewrite_only_when_named() {
     let dir = tempfile::tempdir().unwrap();
@@ -68,7 +68,9 @@ fn each_part_reads_the_rewrite_only_when_named() {
     let refused = |c: RetrieverConfig| Retriever::new(store.clone(), c).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(refused(cfg(&["gsr"])).starts_with("`rewrite_input gsr` is not a part of this ranking"), "{}", refused(cfg(&["gsr"])));
     assert!(refused(cfg(&["katz"])).starts_with("`rewrite_input katz` is not a part"));
-    assert_eq!(refused(cfg(&["pcst", "bm25", "pcst"])), "`rewrite_input` names pcst twice");
+    // A part named twice counts once, as in the rerank pool and the settings layer.
+    let twice = Retriever::new(store.clone(), cfg(&["pcst", "pcst"])).unwrap();
+    assert_eq!(flags(&twice), (false, true, false));
     let mut c = cfg(&["pcst"]);
     c.link.rewrite = false;
     assert_eq!(refused(c), "`rewrite_input` needs `rewrite` (the dialog rewrite the ranking would read)");
