@@ -181,7 +181,26 @@ pub trait StepModel {
     fn step(&mut self, tokens: &[u32]) -> Result<&[f32], Self::Error>;
     /// New row i continues old row `parents[i]` (rows may repeat, or be dropped).
     fn reorder(&mut self, parents: &[usize]) -> Result<(), Self::Error>;
+    /// Whether the next step can compute only listed tokens' logits
+    /// ([`step_listed`](Self::step_listed)).
+    fn lists_logits(&self) -> bool {
+        false
+    }
+    /// Feeds one token per row and returns per row the logits of its `k` listed tokens
+    /// (`listed` is `rows x k`, row-major), `rows x k`. Called only while
+    /// [`lists_logits`](Self::lists_logits); the default is the whole step, whose length the
+    /// search refuses.
+    fn step_listed(&mut self, tokens: &[u32], listed: &[u32], k: usize) -> Result<&[f32], Self::Error> {
+        let _ = (listed, k);
+        self.step(tokens)
+    }
 }
+
+/// A listed step's tokens per row are a multiple of this, whatever the longest allowed set:
+/// a row's logits then come out of the same product columns whatever the other rows allow
+/// (the batch independence of [`SessionGuard::encode`](crate::model::SessionGuard::encode)'s
+/// padding, for the listed product).
+pub const LISTED_MULTIPLE: usize = 16;
 
 /// One finished sequence.
 #[derive(Clone, Debug, PartialEq)]
@@ -209,14 +228,14 @@ pub enum SearchError<M, C> {
     /// The constraint failed (a store read of the automaton).
     #[error(transparent)]
     Constraint(C),
-    /// The step returned a logits buffer of another size than rows times vocabulary.
-    #[error("the model returned {got} logits for {rows} rows of a {vocab}-token vocabulary")]
+    /// The step returned a logits buffer of another size than rows times logits per row.
+    #[error("the model returned {got} logits for {rows} rows of {vocab} logits each")]
     LogitsShape {
         /// Logits returned.
         got: usize,
         /// Rows stepped.
         rows: usize,
-        /// The vocabulary size.
+        /// Logits per row: the vocabulary size, or a listed step's tokens per row.
         vocab: usize,
     },
     /// A NaN logit (a broken model or export).
@@ -291,12 +310,31 @@ fn length_normalized(sum: f64, len: usize, penalty: f64) -> f64 {
     sum / (len.max(1) as f64).powf(penalty)
 }
 
-/// log(sum(exp(row[t]))) over the listed tokens only (in range), or the first listed token
+/// A row's logits: the whole vocabulary's (indexed by token) or a listed step's (indexed by
+/// the token's place in its allowed list).
+#[derive(Clone, Copy)]
+struct RowLogits<'l> {
+    row: &'l [f32],
+    listed: bool,
+}
+
+impl RowLogits<'_> {
+    /// The logit of `token`, the `j`-th of the allowed list.
+    fn of(&self, j: usize, token: u32) -> f32 {
+        if self.listed {
+            self.row[j]
+        } else {
+            self.row[token as usize]
+        }
+    }
+}
+
+/// log(sum(exp(logit))) over the listed tokens only (in range), or the first listed token
 /// whose logit is NaN. Allowed sets are small: plain f64.
-fn log_sum_exp_of(row: &[f32], tokens: &[(u32, f64)]) -> Result<f64, usize> {
+fn log_sum_exp_of(row: RowLogits<'_>, tokens: &[(u32, f64)]) -> Result<f64, usize> {
     let mut max = f64::NEG_INFINITY;
-    for &(t, _) in tokens {
-        let x = row[t as usize];
+    for (j, &(t, _)) in tokens.iter().enumerate() {
+        let x = row.of(j, t);
         if x.is_nan() {
             return Err(t as usize);
         }
@@ -305,7 +343,7 @@ fn log_sum_exp_of(row: &[f32], tokens: &[(u32, f64)]) -> Result<f64, usize> {
     if max.is_infinite() {
         return Ok(max);
     }
-    Ok(max + tokens.iter().map(|&(t, _)| (row[t as usize] as f64 - max).exp()).sum::<f64>().ln())
+    Ok(max + tokens.iter().enumerate().map(|(j, &(t, _))| (row.of(j, t) as f64 - max).exp()).sum::<f64>().ln())
 }
 
 /// Places a block's next beams (in rank order; `parents[k]` is the running beam beam `k`
@@ -348,12 +386,23 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
     beam_search_processed(model, constraints, cfg, &Processors::default())
 }
 
+/// What a constraint allowed after one running beam: the kind and the tokens with their
+/// log priors.
+type AllowedSet = (Allowed, Vec<(u32, f64)>);
+
 /// A step's logits as one input's block of rows sees them: its beams' rows by slot.
 struct RowsOf<'l> {
     logits: &'l [f32],
     first_row: usize,
     slots: &'l [usize],
     vocab: usize,
+    /// Logits per row: `vocab`, or a listed step's tokens per row.
+    stride: usize,
+    /// A listed step's logits (every beam's allowed set is `Listed`).
+    listed: bool,
+    /// Per running beam, what the constraint allowed, found before the step (`None`: asked
+    /// here).
+    allowed: Option<&'l [AllowedSet]>,
 }
 
 /// The scratch vectors a step reuses.
@@ -378,25 +427,28 @@ fn score_candidates<S, C: Constraint<State = S>, E>(
     buf.cands.clear();
     for (b, beam) in running.iter().enumerate() {
         let row = rows.first_row + rows.slots[b];
-        let r = &rows.logits[row * vocab..(row + 1) * vocab];
-        let listed = constraint.allowed(&beam.state, buf.allowed).map_err(SearchError::Constraint)?;
+        let r = RowLogits { row: &rows.logits[row * rows.stride..(row + 1) * rows.stride], listed: rows.listed };
+        let (listed, allowed) = match rows.allowed {
+            Some(pre) => (pre[b].0, &pre[b].1[..]),
+            None => (constraint.allowed(&beam.state, buf.allowed).map_err(SearchError::Constraint)?, &buf.allowed[..]),
+        };
         if listed == Allowed::Listed {
-            if let Some(&(token, _)) = buf.allowed.iter().find(|&&(t, _)| t as usize >= vocab) {
+            if let Some(&(token, _)) = allowed.iter().find(|&&(t, _)| t as usize >= vocab) {
                 return Err(SearchError::TokenOutOfRange { token, vocab });
             }
         }
         let lse = match (cfg.model_norm, listed) {
-            (ModelNorm::Allowed, Allowed::Listed) => log_sum_exp_of(r, buf.allowed).map_err(|token| SearchError::NaN { row, token })?,
-            _ => log_sum_exp(r).map_err(|token| SearchError::NaN { row, token })?,
+            (ModelNorm::Allowed, Allowed::Listed) => log_sum_exp_of(r, allowed).map_err(|token| SearchError::NaN { row, token })?,
+            _ => log_sum_exp(r.row).map_err(|token| SearchError::NaN { row, token })?,
         };
         processors.changes(cfg.start_token, &beam.tokens, buf.changes);
         let changes = &*buf.changes;
         let cands = &mut *buf.cands;
         // The first change not below the last token pushed (tokens come ascending).
         let (mut at, mut last) = (0, 0);
-        let mut push = |token: u32, prior: f64| {
+        let mut push = |token: u32, logit: f32, prior: f64| {
             // Every allowed logit -inf (lse -inf): no candidate, never NaN.
-            let mut lp = if lse == f64::NEG_INFINITY { f64::NEG_INFINITY } else { r[token as usize] as f64 - lse };
+            let mut lp = if lse == f64::NEG_INFINITY { f64::NEG_INFINITY } else { logit as f64 - lse };
             if !changes.is_empty() {
                 if token < last {
                     at = 0; // a constraint that listed its tokens out of order
@@ -420,14 +472,15 @@ fn score_candidates<S, C: Constraint<State = S>, E>(
             }
         };
         match listed {
-            Allowed::Listed => buf.allowed.iter().for_each(|&(t, prior)| push(t, prior)),
-            Allowed::Everything => (0..vocab as u32).for_each(|t| push(t, 0.0)),
+            Allowed::Listed => allowed.iter().enumerate().for_each(|(j, &(t, prior))| push(t, r.of(j, t), prior)),
+            // Only listed sets reach a listed step: the others read the whole vocabulary row.
+            Allowed::Everything => (0..vocab as u32).for_each(|t| push(t, r.row[t as usize], 0.0)),
             Allowed::AllBut => {
-                let mut banned = buf.allowed.iter().map(|&(t, _)| t).peekable();
+                let mut banned = allowed.iter().map(|&(t, _)| t).peekable();
                 for t in 0..vocab as u32 {
                     while banned.next_if(|&b| b < t).is_some() {}
                     if banned.next_if_eq(&t).is_none() {
-                        push(t, 0.0);
+                        push(t, r.row[t as usize], 0.0);
                     }
                 }
             }
@@ -572,11 +625,54 @@ pub fn beam_search_processed<M: StepModel, C: Constraint>(
     let mut changes: Vec<(u32, Change)> = Vec::new();
     let mut cands: Vec<Candidate> = Vec::new();
     let mut feed: Vec<u32> = vec![cfg.start_token; n];
+    // Per block, per running beam: what the constraint allows, asked before a step that can
+    // compute only those tokens' logits (then `listed_ids`, `rows x k`, is what it computes).
+    let mut pre: Vec<Vec<AllowedSet>> = Vec::new();
+    let mut listed_ids: Vec<u32> = Vec::new();
     for step in 0..cfg.max_new_tokens {
         let rows = blocks.len() * width;
-        let logits = model.step(&feed).map_err(SearchError::Model)?;
-        if logits.len() != rows * vocab {
-            return Err(SearchError::LogitsShape { got: logits.len(), rows, vocab });
+        let asks_first = cfg.model_norm == ModelNorm::Allowed && model.lists_logits();
+        pre.clear();
+        let mut k = 0;
+        if asks_first {
+            for &i in &blocks {
+                let mut lists = Vec::with_capacity(if done[i] { 0 } else { running[i].len() });
+                if !done[i] {
+                    for beam in &running[i] {
+                        let kind = constraints[i].allowed(&beam.state, &mut allowed).map_err(SearchError::Constraint)?;
+                        if kind == Allowed::Listed {
+                            if let Some(&(token, _)) = allowed.iter().find(|&&(t, _)| t as usize >= vocab) {
+                                return Err(SearchError::TokenOutOfRange { token, vocab });
+                            }
+                        }
+                        k = k.max(allowed.len());
+                        lists.push((kind, allowed.clone()));
+                    }
+                }
+                pre.push(lists);
+            }
+        }
+        let listed = asks_first && pre.iter().flatten().all(|(kind, _)| *kind == Allowed::Listed);
+
+        let stride = if listed { k.max(1).div_ceil(LISTED_MULTIPLE) * LISTED_MULTIPLE } else { vocab };
+        let logits = if listed {
+            // Rows without a beam (and a finished input's) compute token 0's logit, unread.
+            listed_ids.clear();
+            listed_ids.resize(rows * stride, 0);
+            for (pos, &i) in blocks.iter().enumerate() {
+                for ((_, list), &slot) in pre[pos].iter().zip(&slots[i]) {
+                    let at = (pos * width + slot) * stride;
+                    for (j, &(t, _)) in list.iter().enumerate() {
+                        listed_ids[at + j] = t;
+                    }
+                }
+            }
+            model.step_listed(&feed, &listed_ids, stride).map_err(SearchError::Model)?
+        } else {
+            model.step(&feed).map_err(SearchError::Model)?
+        };
+        if logits.len() != rows * stride {
+            return Err(SearchError::LogitsShape { got: logits.len(), rows, vocab: stride });
         }
         // Per block, the old row each row of the next layout continues.
         let mut block_parents: Vec<Vec<usize>> = Vec::with_capacity(blocks.len());
@@ -586,7 +682,8 @@ pub fn beam_search_processed<M: StepModel, C: Constraint>(
                 block_parents.push((0..beams).map(|k| first_row + k % width).collect());
                 continue;
             }
-            let rows_of = RowsOf { logits, first_row, slots: &slots[i], vocab };
+            let rows_of =
+                RowsOf { logits, first_row, slots: &slots[i], vocab, stride, listed, allowed: pre.get(pos).filter(|_| asks_first).map(Vec::as_slice) };
             score_candidates(
                 &rows_of,
                 &running[i],

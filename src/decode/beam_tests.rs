@@ -514,3 +514,123 @@ fn banned_tokens_match_the_brute_force_over_the_sequences_they_leave() {
     let mut buf = Vec::new();
     assert_eq!(none.allowed(&Some(space), &mut buf).unwrap(), Allowed::Everything);
 }
+
+/// A [`ToyModel`] with a listed-logits step: after its first step, it hands out only the
+/// listed tokens' logits (the same values), and records what each listed step was given.
+struct Listing {
+    toy: ToyModel,
+    listed_out: Vec<f32>,
+    /// Per listed step: tokens per row.
+    widths: Vec<usize>,
+    /// Listed ids past the end of a list (or a row without a beam) that were not 0.
+    stray: usize,
+}
+
+impl StepModel for Listing {
+    type Error = std::convert::Infallible;
+    fn vocab_size(&self) -> usize {
+        self.toy.vocab
+    }
+    fn step(&mut self, tokens: &[u32]) -> Result<&[f32], Self::Error> {
+        self.toy.step(tokens)
+    }
+    fn reorder(&mut self, parents: &[usize]) -> Result<(), Self::Error> {
+        self.toy.reorder(parents)
+    }
+    fn lists_logits(&self) -> bool {
+        self.toy.calls > 0
+    }
+    fn step_listed(&mut self, tokens: &[u32], listed: &[u32], k: usize) -> Result<&[f32], Self::Error> {
+        assert_eq!(listed.len(), tokens.len() * k, "k ids per row");
+        self.widths.push(k);
+        let vocab = self.toy.vocab;
+        let full = self.toy.step(tokens)?.to_vec();
+        self.listed_out.clear();
+        for (r, ids) in listed.chunks(k).enumerate() {
+            // Lists are ascending: padding is the first id not above its predecessor.
+            let real = ids.windows(2).position(|w| w[1] <= w[0]).map_or(ids.len(), |p| p + 1);
+            self.stray += ids[real..].iter().filter(|&&t| t != 0).count();
+            self.listed_out.extend(ids.iter().map(|&t| full[r * vocab + t as usize]));
+        }
+        Ok(&self.listed_out)
+    }
+}
+
+#[test]
+fn a_listed_step_decodes_exactly_as_the_whole_vocabulary_step() {
+    // Allowed normalization reads only the allowed tokens' logits: a model that computes
+    // only those (listed ids per row, padded to a multiple of 16) must give the same
+    // hypotheses with the same scores, bit for bit, as the full step, for several inputs
+    // decoded together (rows without a beam included).
+    let sets = [
+        SetConstraint { strings: vec![vec![2, 3, 1], vec![2, 4, 1], vec![2, 4, 5, 1], vec![5, 1], vec![3, 3, 3, 1]] },
+        SetConstraint { strings: vec![vec![4, 1], vec![4, 2, 1], vec![6, 6, 1], vec![7, 2, 3, 1]] },
+        SetConstraint { strings: vec![vec![3, 1]] },
+    ];
+    for seed in 0..10 {
+        for alpha in [None, Some(0.8)] {
+            let mut c = cfg(3, 6, alpha);
+            c.model_norm = ModelNorm::Allowed;
+            let mut plain = ToyModel::new(sets.len(), 9, seed);
+            let want = beam_search(&mut plain, &mut sets.clone(), &c).unwrap();
+            let mut listing = Listing { toy: ToyModel::new(sets.len(), 9, seed), listed_out: Vec::new(), widths: Vec::new(), stray: 0 };
+            let got = beam_search(&mut listing, &mut sets.clone(), &c).unwrap();
+            assert_eq!(got, want, "seed {seed} alpha {alpha:?}");
+            assert_eq!(listing.toy.calls, plain.calls, "the same number of steps");
+            assert_eq!(listing.widths.len(), plain.calls - 1, "every step after the first listed");
+            assert!(listing.widths.iter().all(|&k| k == LISTED_MULTIPLE), "{:?}", listing.widths);
+            assert_eq!(listing.stray, 0, "padding and beamless rows list token 0");
+        }
+    }
+    // Vocabulary normalization needs every logit: never a listed step.
+    let mut c = cfg(3, 6, None);
+    c.model_norm = ModelNorm::Vocabulary;
+    let mut listing = Listing { toy: ToyModel::new(1, 9, 3), listed_out: Vec::new(), widths: Vec::new(), stray: 0 };
+    let mut plain = ToyModel::new(1, 9, 3);
+    assert_eq!(beam_search(&mut listing, &mut [sets[0].clone()], &c).unwrap(), beam_search(&mut plain, &mut [sets[0].clone()], &c).unwrap());
+    assert!(listing.widths.is_empty());
+}
+
+#[test]
+fn a_step_with_an_unlisted_allowed_set_reads_the_whole_vocabulary() {
+    // A banned-token constraint allows everything but a few: its steps cannot be listed,
+    // so they run on the whole vocabulary, with the same result as a model without listing.
+    let ban = || BannedTokens::new(vec![2, 5], None, 1);
+    let mut c = cfg(2, 4, None);
+    c.model_norm = ModelNorm::Allowed;
+    let mut listing = Listing { toy: ToyModel::new(1, 7, 11), listed_out: Vec::new(), widths: Vec::new(), stray: 0 };
+    let mut plain = ToyModel::new(1, 7, 11);
+    let got = beam_search(&mut listing, &mut [ban()], &c).unwrap();
+    assert_eq!(got, beam_search(&mut plain, &mut [ban()], &c).unwrap());
+    assert!(listing.widths.is_empty(), "{:?}", listing.widths);
+    assert!(got[0].iter().all(|h| !h.tokens.contains(&2) && !h.tokens.contains(&5)));
+}
+
+#[test]
+fn a_listed_step_of_the_wrong_length_is_an_error() {
+    // A model whose listed step returns the whole vocabulary (the trait's default) is
+    // refused by the shape check, never read out of place.
+    struct Claims(ToyModel);
+    impl StepModel for Claims {
+        type Error = std::convert::Infallible;
+        fn vocab_size(&self) -> usize {
+            self.0.vocab
+        }
+        fn step(&mut self, tokens: &[u32]) -> Result<&[f32], Self::Error> {
+            self.0.step(tokens)
+        }
+        fn reorder(&mut self, parents: &[usize]) -> Result<(), Self::Error> {
+            self.0.reorder(parents)
+        }
+        fn lists_logits(&self) -> bool {
+            self.0.calls > 0
+        }
+    }
+    let set = SetConstraint { strings: vec![vec![2, 3, 1], vec![2, 4, 1]] };
+    let mut c = cfg(2, 4, None);
+    c.model_norm = ModelNorm::Allowed;
+    match beam_search(&mut Claims(ToyModel::new(1, 40, 1)), &mut [set], &c) {
+        Err(SearchError::LogitsShape { got, rows, vocab }) => assert_eq!((got, rows, vocab), (80, 2, LISTED_MULTIPLE)),
+        other => panic!("{:?}", other.map(|_| ()).map_err(|e| e.to_string())),
+    }
+}

@@ -22,6 +22,9 @@ pub const DECODER_FILE: &str = "decoder_model.onnx";
 pub const DECODER_WITH_PAST_FILE: &str = "decoder_with_past_model.onnx";
 /// The merged decoder's file name (both step kinds in one graph).
 pub const MERGED_FILE: &str = "decoder_model_merged.onnx";
+/// The optional cached decoder step that computes only listed tokens' logits
+/// (`tools/train/listed_logits.py`; used under `model_norm: allowed`).
+pub const LISTED_FILE: &str = "decoder_listed_model.onnx";
 /// The tokenizer's file name.
 pub const TOKENIZER_FILE: &str = "tokenizer.json";
 /// The Hugging Face model configuration's file name.
@@ -353,6 +356,8 @@ pub struct ModelDir {
     layout: Layout,
     encoder: PathBuf,
     decoder: DecoderFiles,
+    /// `decoder_listed_model.onnx` when the directory has it.
+    listed: Option<PathBuf>,
     config: T5Config,
     trellis: TrellisConfig,
     /// Whether `trellis.json` was there (defaults otherwise).
@@ -615,7 +620,9 @@ impl ModelDir {
                 }
             }
         }
-        Ok(ModelDir { path: path.into(), layout, encoder, decoder, config, trellis, trellis_present, names, tokenizer, appends_eos })
+        let listed_path = file(LISTED_FILE);
+        let listed = if present(&listed_path)? { Some(listed_path) } else { None };
+        Ok(ModelDir { path: path.into(), layout, encoder, decoder, listed, config, trellis, trellis_present, names, tokenizer, appends_eos })
     }
 
     /// The task's own section of `trellis.json`, parsed and checked, with what it needs of
@@ -642,6 +649,10 @@ impl ModelDir {
     /// The decoder graph paths of the layout in use.
     pub fn decoder_files(&self) -> &DecoderFiles {
         &self.decoder
+    }
+    /// The listed-logits decoder step's path, when the directory has one.
+    pub fn listed_file(&self) -> Option<&Path> {
+        self.listed.as_deref()
     }
     /// The checked `config.json`.
     pub fn config(&self) -> &T5Config {

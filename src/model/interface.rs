@@ -112,6 +112,9 @@ impl Names {
 pub(crate) enum Stage {
     First,
     WithPast,
+    /// A cached step whose logits are those of listed tokens (`decoder_listed_model.onnx`:
+    /// input `allowed_ids` [rows, K], logits [rows, 1, K]).
+    Listed,
 }
 
 /// What a decoder graph takes, found at open.
@@ -273,8 +276,11 @@ pub(crate) fn check_decoder(file: &Path, session: &Session, cfg: &T5Config, name
     let (h, dkv, d, v) = (cfg.num_heads as i64, cfg.d_kv as i64, cfg.d_model as i64, i64::from(cfg.vocab_size));
     let kv_dims = [None, Some(h), None, Some(dkv)];
     let find = |list: &[Outlet], name: &str| list.iter().position(|o| o.name() == name);
-    let takes_past = merged || stage == Stage::WithPast;
+    let takes_past = merged || stage != Stage::First;
     let mut known: Vec<&str> = vec!["input_ids", "encoder_attention_mask", "encoder_hidden_states"];
+    if stage == Stage::Listed {
+        known.push("allowed_ids");
+    }
     if takes_past {
         known.extend(names.past_self.iter().map(String::as_str));
         known.extend(names.past_cross.iter().map(String::as_str));
@@ -293,6 +299,9 @@ pub(crate) fn check_decoder(file: &Path, session: &Session, cfg: &T5Config, name
     }
     if merged {
         required.push("use_cache_branch");
+    }
+    if stage == Stage::Listed {
+        required.push("allowed_ids");
     }
     for name in &required {
         if find(ins, name).is_none() {
@@ -318,14 +327,24 @@ pub(crate) fn check_decoder(file: &Path, session: &Session, cfg: &T5Config, name
             continue;
         }
         match name {
-            "input_ids" | "encoder_attention_mask" => check_outlet(file, o, TensorElementType::Int64, "an int64 tensor", &[None, None], &mut out),
+            "input_ids" | "encoder_attention_mask" | "allowed_ids" => {
+                check_outlet(file, o, TensorElementType::Int64, "an int64 tensor", &[None, None], &mut out)
+            }
             "encoder_hidden_states" => check_outlet(file, o, TensorElementType::Float32, "a float32 tensor", &[None, None, Some(d)], &mut out),
             "use_cache_branch" => check_outlet(file, o, TensorElementType::Bool, "a bool tensor", &[Some(1)], &mut out),
             _ => check_outlet(file, o, TensorElementType::Float32, "a float32 tensor", &kv_dims, &mut out),
         }
     }
     match find(outs, "logits") {
-        Some(i) => check_outlet(file, &outs[i], TensorElementType::Float32, "a float32 tensor", &[None, None, Some(v)], &mut out),
+        // A listed graph's logits are one per listed token, not per vocabulary entry.
+        Some(i) => check_outlet(
+            file,
+            &outs[i],
+            TensorElementType::Float32,
+            "a float32 tensor",
+            &[None, None, if stage == Stage::Listed { None } else { Some(v) }],
+            &mut out,
+        ),
         None => push(&mut out, InterfaceIssue::MissingOutput { name: "logits".into() }),
     }
     let mut needed: Vec<&String> = names.present_self.iter().collect();

@@ -223,6 +223,9 @@ pub struct GsrTimings {
     pub encode_ns: u64,
     /// Decoder calls, and the time inside ONNX Runtime's `run` for them.
     pub decoder_steps: u64,
+    /// Of those, the calls that computed only the allowed tokens' logits
+    /// (`decoder_listed_model.onnx`, under `model_norm: allowed`).
+    pub decoder_listed_steps: u64,
     /// Tokens fed to the decoder in those calls (every beam's row).
     pub decoder_tokens: u64,
     /// Time inside ONNX Runtime's `run` for the decoder calls.
@@ -469,6 +472,7 @@ impl GsrRetriever {
             search_ns: self.search_ns.load(Ordering::Relaxed),
             encode_ns: self.encode_ns.load(Ordering::Relaxed),
             decoder_steps: m.steps,
+            decoder_listed_steps: m.listed_steps,
             decoder_tokens: m.tokens,
             decoder_run_ns: m.run_ns,
             decoder_outside_ns: m.outside_ns,

@@ -448,3 +448,83 @@ fn unconstrained_decoding_keeps_only_real_paths() {
         }
     }
 }
+
+#[test]
+fn the_listed_logits_step_ranks_as_the_whole_vocabulary_and_alone_in_its_batch() {
+    // tiny-split has decoder_listed_model.onnx (tools/train/listed_logits.py): under
+    // --model-norm allowed its cached steps compute only the allowed tokens' logits. The
+    // same directory without that file decodes every step on the whole vocabulary: the
+    // same paths in the same order, scores within float rounding.
+    let dir = tempfile::tempdir().unwrap();
+    let store = sample_store(dir.path());
+    let input = requests(dir.path());
+    let plain = dir.path().join("plain");
+    copy_dir(&fixture("gsr/tiny-split"), &plain);
+    std::fs::remove_file(plain.join("decoder_listed_model.onnx")).unwrap();
+    let run = |model: &Path, name: &str, extra: &[&str]| -> (String, Value) {
+        let out = dir.path().join(name);
+        let summary = stdout_of(
+            trellis()
+                .args(["retrieve", "--retriever", "gsr", "--json", "--store"])
+                .arg(&store)
+                .arg("--model")
+                .arg(model)
+                .arg("--input")
+                .arg(&input)
+                .arg("--output")
+                .arg(&out)
+                .args(extra),
+        );
+        (std::fs::read_to_string(out).unwrap(), serde_json::from_str(&summary).unwrap())
+    };
+    let allowed = ["--model-norm", "allowed"];
+    let (listed, listed_json) = run(&fixture("gsr/tiny-split"), "listed.jsonl", &allowed);
+    let (whole, whole_json) = run(&plain, "whole.jsonl", &allowed);
+    let steps = |v: &Value, k: &str| v["gsr"]["timings"][k].as_u64().unwrap();
+    assert!(steps(&listed_json, "decoder_listed_steps") > 0, "{listed_json}");
+    // Every step but each batch's first (which has no cache yet) is listed.
+    assert_eq!(steps(&listed_json, "decoder_steps"), steps(&whole_json, "decoder_steps"));
+    assert_eq!(steps(&whole_json, "decoder_listed_steps"), 0, "{whole_json}");
+    let (mut paths, mut worst) = (0, 0f64);
+    for (a, b) in listed.lines().zip(whole.lines()) {
+        let (a, b): (Value, Value) = (serde_json::from_str(a).unwrap(), serde_json::from_str(b).unwrap());
+        let (pa, pb) = (a["paths"].as_array().unwrap(), b["paths"].as_array().unwrap());
+        assert_eq!(pa.len(), pb.len(), "{a}\n{b}");
+        for (x, y) in pa.iter().zip(pb) {
+            assert_eq!(x["triples"], y["triples"], "{a}\n{b}");
+            worst = worst.max((x["score"].as_f64().unwrap() - y["score"].as_f64().unwrap()).abs());
+            paths += 1;
+        }
+    }
+    assert_eq!(listed.lines().count(), 23);
+    assert!(paths > 23 && worst < 1e-6, "{paths} paths, largest score difference {worst}");
+    // A request's answer does not depend on its batch: each row lists its own allowed
+    // tokens, padded to a multiple of 16 whatever the others allow.
+    for batch in ["1", "3", "7"] {
+        let (again, _) = run(&fixture("gsr/tiny-split"), &format!("listed-{batch}.jsonl"), &["--model-norm", "allowed", "--batch", batch]);
+        assert_eq!(listed, again, "--batch {batch}");
+    }
+    // Vocabulary normalization needs every logit: no listed step.
+    let (_, vocab_json) = run(&fixture("gsr/tiny-split"), "vocab.jsonl", &["--model-norm", "vocabulary"]);
+    assert_eq!(steps(&vocab_json, "decoder_listed_steps"), 0, "{vocab_json}");
+    // A file in its place that is not a listed step is refused at load, naming it and what
+    // it lacks.
+    let wrong = dir.path().join("wrong");
+    copy_dir(&fixture("gsr/tiny-split"), &wrong);
+    std::fs::copy(wrong.join("decoder_with_past_model.onnx"), wrong.join("decoder_listed_model.onnx")).unwrap();
+    let out = trellis()
+        .args(["retrieve", "--retriever", "gsr", "--store"])
+        .arg(&store)
+        .arg("--model")
+        .arg(&wrong)
+        .arg("--input")
+        .arg(&input)
+        .arg("--output")
+        .arg(dir.path().join("wrong.jsonl"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("decoder_listed_model.onnx") && err.contains("allowed_ids"), "{err}");
+    assert!(!dir.path().join("wrong.jsonl").exists() || std::fs::read_to_string(dir.path().join("wrong.jsonl")).unwrap().is_empty());
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The generative retriever's test fixtures: a T5-style tokenizer, a randomly initialised T5
-exported to ONNX in both optimum layouts (schema/gsr-decoding.md §1), and PyTorch's logits for the Rust
+exported to ONNX in both optimum layouts (schema/gsr-decoding.md §1; the split one with its listed-logits
+step, tools/train/listed_logits.py), and PyTorch's logits for the Rust
 runtime to match.
 
     PY=$(bash tools/venv.sh train)
@@ -41,7 +42,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers  # noqa: E402
 
-from tools.train import t5  # noqa: E402
+from tools.train import listed_logits, t5  # noqa: E402
 from tools.train.linearize import ADDED_TOKENS, check_tokenizer, entity_text, relation_text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -221,6 +222,7 @@ def main():
         if args.shape != "tiny":
             out = args.out or Path.home() / ".cache/trellis/models/t5-small-random"
             write_model_dir(out, model, tok, tmp / "split")
+            print(listed_logits.write(out), file=sys.stderr)
             # The PyTorch weights too (not part of the model directory format, ignored by
             # Trellis): tools/bench/gsr_reference.py runs the Python reference from them.
             model.save_pretrained(out)
@@ -231,6 +233,9 @@ def main():
             out = FIXTURES / ("tiny-merged" if merged else "tiny-split")
             shutil.rmtree(out, ignore_errors=True)
             write_model_dir(out, model, tok, tmp / ("merged" if merged else "split"))
+        # The split fixture decodes allowed-normalized steps on its listed-logits graph, the
+        # merged one on the whole vocabulary: the goldens check both.
+        print(listed_logits.write(FIXTURES / "tiny-split"), file=sys.stderr)
 
     enc_t, steps = t5.torch_reference(model, input_ids, attention_mask, decoder_ids)
     golden = {

@@ -20,7 +20,8 @@ depend on the other requests of its batch; its cost on dev is measured, not assu
 (docs/results-2026-11-25.md, "Batch independence"). `--calibration FILE` (with `--quantize`
 and the merged layout) then makes those scales constants calibrated on FILE, `trellis
 targets` output of training dialogs (tools/train/static_quant.py): batch-independent too,
-and cheaper at run time.
+and cheaper at run time. A retriever (float, or with `--calibration`) also gets its
+listed-logits step, `decoder_listed_model.onnx` (tools/train/listed_logits.py).
 """
 import argparse
 import json
@@ -224,8 +225,17 @@ def main():
         part.rename(out)
         if greedy:
             greedy += " (per-row graphs)"
+    listed = ""
+    if not is_generator and (samples is not None or not args.quantize):
+        # A retriever decodes with model_norm allowed: its cached steps then need only the
+        # allowed tokens' logits (schema/model.md, "Listed logits"). Float and
+        # constant-scale projections convert; a per-row one (--quantize alone) does not.
+        import listed_logits
+
+        listed_logits.write(out)
+        listed = ", listed-logits step"
     size = sum(f.stat().st_size for f in out.iterdir())
-    print(f"export: {out} ({args.layout}{', int8' if args.quantize else ''}{static}, {size / 1e6:.1f} MB, onnxruntime vs PyTorch max |diff| {worst:.2e}{greedy}, {cfg['vocab_size']} vocab)", file=sys.stderr)
+    print(f"export: {out} ({args.layout}{', int8' if args.quantize else ''}{static}{listed}, {size / 1e6:.1f} MB, onnxruntime vs PyTorch max |diff| {worst:.2e}{greedy}, {cfg['vocab_size']} vocab)", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,22 @@ pub enum CallError {
         /// Tokens per row the step takes.
         per_row: usize,
     },
+    /// A listed step given a listed-token count that is not rows times tokens per row.
+    #[error("{got} listed tokens for {rows} rows of {k} each")]
+    ListedCount {
+        /// Listed token ids given.
+        got: usize,
+        /// The state's rows.
+        rows: usize,
+        /// Listed tokens per row the step takes.
+        k: usize,
+    },
+    /// A listed step on a model without `decoder_listed_model.onnx` loaded.
+    #[error("the model has no listed-logits decoder (decoder_listed_model.onnx) loaded")]
+    NoListedGraph,
+    /// A listed step before the first step (the listed graph reads the KV cache).
+    #[error("a listed-logits step needs a state past its first step")]
+    ListedFirstStep,
     /// A reorder whose parent is not a row of the state.
     #[error("parent {parent} of new row {row} is not a row (the state has {rows})")]
     NoSuchParent {

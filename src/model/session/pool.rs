@@ -34,6 +34,8 @@ pub(super) struct Slot {
     pub(super) first: Session,
     /// `decoder_with_past_model.onnx`; `None` with the merged layout (`first` serves both).
     pub(super) with_past: Option<Session>,
+    /// `decoder_listed_model.onnx` when the model has one and steps run on the plain path.
+    pub(super) listed: Option<Session>,
     pub(super) binding: Option<Bindings>,
     /// Host cache buffers of finished decoder states, for the next state of this slot.
     pub(super) pool: Vec<Vec<f32>>,
@@ -52,8 +54,10 @@ pub(super) struct Bindings {
 /// Time spent in decoder calls, for measuring what Trellis adds around ONNX Runtime.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StepTimings {
-    /// Decoder `step`/`step_many` calls.
+    /// Decoder `step`/`step_many`/`step_listed` calls.
     pub steps: u64,
+    /// Of those, the steps on the listed-logits graph (`decoder_listed_model.onnx`).
+    pub listed_steps: u64,
     /// Tokens fed to the decoder in those calls (rows x tokens per row, beams and the
     /// placeholder rows of finished beams included): the decoder's tokens/s.
     pub tokens: u64,
@@ -67,6 +71,7 @@ pub struct StepTimings {
 #[derive(Default)]
 pub(super) struct Counters {
     pub(super) steps: AtomicU64,
+    pub(super) listed_steps: AtomicU64,
     pub(super) tokens: AtomicU64,
     pub(super) run_ns: AtomicU64,
     pub(super) outside_ns: AtomicU64,
@@ -81,6 +86,8 @@ pub struct Seq2Seq {
     pub(super) encoder_path: PathBuf,
     pub(super) first_io: DecoderIo,
     pub(super) with_past_io: DecoderIo,
+    /// The listed-logits step's interface, when its sessions are loaded.
+    pub(super) listed_io: Option<DecoderIo>,
     pub(super) pool: Mutex<Vec<Slot>>,
     pub(super) freed: Condvar,
     pub(super) counters: Counters,
@@ -188,7 +195,10 @@ impl Seq2Seq {
             DecoderFiles::Merged { merged } => (merged.clone(), None),
         };
         // One container per file: sessions of the same file share their prepacked weights.
-        let packs = [PrepackedWeights::new(), PrepackedWeights::new(), PrepackedWeights::new()];
+        let packs = [PrepackedWeights::new(), PrepackedWeights::new(), PrepackedWeights::new(), PrepackedWeights::new()];
+        // The listed step runs on the plain path only (the binding path keeps every step on
+        // the full graph).
+        let listed_path = if io_binding { None } else { dir.listed_file().map(Path::to_path_buf) };
         let mut slots = Vec::with_capacity(opts.sessions.max(1));
         let mut ios = None;
         for _ in 0..opts.sessions.max(1) {
@@ -196,6 +206,10 @@ impl Seq2Seq {
             let first = commit(&mut builder(rt, opts, Some(&packs[1]))?, &first_path, opts.device, rt)?;
             let with_past = match &with_past_path {
                 Some(p) => Some(commit(&mut builder(rt, opts, Some(&packs[2]))?, p, opts.device, rt)?),
+                None => None,
+            };
+            let listed = match &listed_path {
+                Some(p) => Some(commit(&mut builder(rt, opts, Some(&packs[3]))?, p, opts.device, rt)?),
                 None => None,
             };
             if ios.is_none() {
@@ -208,15 +222,23 @@ impl Seq2Seq {
                     _ => (first_io.clone(), Vec::new()),
                 };
                 problems.extend(p);
+                let listed_io = match (&listed, &listed_path) {
+                    (Some(s), Some(path)) => {
+                        let (io, p) = check_decoder(path, s, &cfg, &names, Stage::Listed, false);
+                        problems.extend(p);
+                        Some(io)
+                    }
+                    _ => None,
+                };
                 if !problems.is_empty() {
                     return Err(Seq2SeqError::Interface { problems });
                 }
-                ios = Some((first_io, past_io));
+                ios = Some((first_io, past_io, listed_io));
             }
             let binding = if io_binding { Some(Self::bindings(rt, opts, &first, with_past.as_ref(), 2 * names.layers)?) } else { None };
-            slots.push(Slot { encoder, first, with_past, binding, pool: Vec::new() });
+            slots.push(Slot { encoder, first, with_past, listed, binding, pool: Vec::new() });
         }
-        let (first_io, with_past_io) = ios.expect("at least one slot");
+        let (first_io, with_past_io, listed_io) = ios.expect("at least one slot");
         let host_threads = if opts.threads > 0 { opts.threads } else { std::thread::available_parallelism().map_or(1, |n| n.get()) };
         Ok(Seq2Seq {
             host_threads,
@@ -227,6 +249,7 @@ impl Seq2Seq {
             names,
             first_io,
             with_past_io,
+            listed_io,
             pool: Mutex::new(slots),
             freed: Condvar::new(),
             counters: Counters::default(),
@@ -267,6 +290,12 @@ impl Seq2Seq {
         self.device
     }
 
+    /// Whether its cached steps can compute only listed tokens' logits
+    /// (`decoder_listed_model.onnx` loaded).
+    pub fn lists_logits(&self) -> bool {
+        self.listed_io.is_some()
+    }
+
     /// The ONNX Runtime library it runs on.
     pub fn runtime(&self) -> &'static Runtime {
         self.runtime
@@ -295,6 +324,9 @@ impl Seq2Seq {
         if let Some(s) = &slot.with_past {
             files.push((self.with_past_io.path.clone(), s));
         }
+        if let (Some(s), Some(io)) = (&slot.listed, &self.listed_io) {
+            files.push((io.path.clone(), s));
+        }
         files
             .into_iter()
             .map(|(file, s)| GraphReport { file, inputs: s.inputs().iter().map(describe).collect(), outputs: s.outputs().iter().map(describe).collect() })
@@ -312,6 +344,7 @@ impl Seq2Seq {
     pub fn timings(&self) -> StepTimings {
         StepTimings {
             steps: self.counters.steps.load(Ordering::Relaxed),
+            listed_steps: self.counters.listed_steps.load(Ordering::Relaxed),
             tokens: self.counters.tokens.load(Ordering::Relaxed),
             run_ns: self.counters.run_ns.load(Ordering::Relaxed),
             outside_ns: self.counters.outside_ns.load(Ordering::Relaxed),

@@ -41,6 +41,12 @@ impl crate::decode::beam::StepModel for SessionSteps<'_, '_> {
     fn step(&mut self, tokens: &[u32]) -> Result<&[f32], Seq2SeqError> {
         self.guard.step(&mut self.state, tokens)
     }
+    fn lists_logits(&self) -> bool {
+        self.guard.model.lists_logits() && !self.state.self_kv.is_empty()
+    }
+    fn step_listed(&mut self, tokens: &[u32], listed: &[u32], per_row: usize) -> Result<&[f32], Seq2SeqError> {
+        self.guard.step_listed(&mut self.state, tokens, listed, per_row)
+    }
     fn reorder(&mut self, parents: &[usize]) -> Result<(), Seq2SeqError> {
         self.guard.reorder(&mut self.state, parents)
     }
@@ -241,6 +247,18 @@ impl SessionGuard<'_> {
     /// `[rows x per_row]` row-major) and returns the logits of all of them,
     /// `[rows x per_row x vocab]`. Equal, up to float rounding, to `per_row` single steps.
     pub fn step_many<'s>(&mut self, state: &'s mut DecoderState, tokens: &[u32], per_row: usize) -> Result<&'s [f32]> {
+        self.run_step(state, tokens, per_row, None)
+    }
+
+    /// A cached step (one token per row) on the listed-logits graph: row r's logits are
+    /// those of `listed[r * k..(r + 1) * k]`, `[rows x k]` row-major. Needs a model with
+    /// `decoder_listed_model.onnx` ([`Seq2Seq::lists_logits`](super::Seq2Seq::lists_logits))
+    /// and a state past its first step.
+    pub fn step_listed<'s>(&mut self, state: &'s mut DecoderState, tokens: &[u32], listed: &[u32], k: usize) -> Result<&'s [f32]> {
+        self.run_step(state, tokens, 1, Some((listed, k)))
+    }
+
+    fn run_step<'s>(&mut self, state: &'s mut DecoderState, tokens: &[u32], per_row: usize, listed: Option<(&[u32], usize)>) -> Result<&'s [f32]> {
         let t0 = Instant::now();
         let model = self.model;
         let cfg = model.config();
@@ -251,8 +269,29 @@ impl SessionGuard<'_> {
         if let Some(&token) = tokens.iter().find(|&&t| t >= cfg.vocab_size) {
             return Err(CallError::TokenOutOfRange { token, vocab: cfg.vocab_size }.into());
         }
-        let stage = if state.self_kv.is_empty() { Stage::First } else { Stage::WithPast };
-        let io = if stage == Stage::First { &model.first_io } else { &model.with_past_io };
+        let stage = match (state.self_kv.is_empty(), listed) {
+            (true, None) => Stage::First,
+            (false, None) => Stage::WithPast,
+            (false, Some(_)) => Stage::Listed,
+            (true, Some(_)) => return Err(CallError::ListedFirstStep.into()),
+        };
+        let io = match stage {
+            Stage::First => &model.first_io,
+            Stage::WithPast => &model.with_past_io,
+            Stage::Listed => model.listed_io.as_ref().ok_or(CallError::NoListedGraph)?,
+        };
+        let mut listed_ids = None;
+        let mut width = cfg.vocab_size as usize;
+        if let Some((ids, k)) = listed {
+            if k == 0 || ids.len() != rows * k {
+                return Err(CallError::ListedCount { got: ids.len(), rows, k }.into());
+            }
+            if let Some(&token) = ids.iter().find(|&&t| t >= cfg.vocab_size) {
+                return Err(CallError::TokenOutOfRange { token, vocab: cfg.vocab_size }.into());
+            }
+            listed_ids = Some(host_tensor(vec![rows as i64, k as i64], ids.iter().map(|&t| i64::from(t)).collect())?);
+            width = k;
+        }
         let ids = host_tensor(vec![rows as i64, per_row as i64], tokens.iter().map(|&t| i64::from(t)).collect())?;
         let (h, dkv) = (cfg.num_heads as i64, cfg.d_kv as i64);
         // The merged graph takes every input on both branches: the first step gets empty
@@ -277,7 +316,10 @@ impl SessionGuard<'_> {
         if let Some(b) = &branch {
             inputs.push(("use_cache_branch", Input::Value(b)));
         }
-        if io.merged || stage == Stage::WithPast {
+        if let Some(l) = &listed_ids {
+            inputs.push(("allowed_ids", Input::Value(l)));
+        }
+        if io.merged || stage != Stage::First {
             let names = &model.names;
             if stage == Stage::First {
                 let (selfs, crosses) = dummies.split_at(2 * names.layers);
@@ -298,14 +340,16 @@ impl SessionGuard<'_> {
         let path = io.path.clone();
         let run_err = |source: ort::Error| Seq2SeqError::Run { path: path.clone(), source: source.into() };
         let slot = self.slot.as_mut().expect("a guard holds its slot until dropped");
-        let session = match (stage, slot.with_past.as_mut()) {
-            (Stage::WithPast, Some(s)) => s,
+        let session = match (stage, slot.with_past.as_mut(), slot.listed.as_mut()) {
+            (Stage::Listed, _, Some(s)) => s,
+            (Stage::Listed, _, None) => return Err(CallError::NoListedGraph.into()),
+            (Stage::WithPast, Some(s), _) => s,
             _ => &mut slot.first,
         };
         let t_run;
         let run_ns;
         let mut taken: Vec<Option<DynValue>>;
-        match slot.binding.as_mut() {
+        match slot.binding.as_mut().filter(|_| stage != Stage::Listed) {
             None => {
                 let mut list: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = Vec::with_capacity(inputs.len());
                 for (n, v) in &inputs {
@@ -348,7 +392,7 @@ impl SessionGuard<'_> {
         }
         // Check every output's shape before keeping anything: a model that disagrees with
         // config.json is an error here, never an out-of-bounds read later.
-        let v = i64::from(cfg.vocab_size);
+        let v = width as i64;
         let (r, t, past) = (rows as i64, per_row as i64, state.past_len as i64);
         let missing = |name: &str| Seq2SeqError::Output { path: path.clone(), name: name.into(), problem: OutputProblem::NotReturned };
         let logits = taken[0].take().ok_or_else(|| missing("logits"))?;
@@ -377,6 +421,9 @@ impl SessionGuard<'_> {
         state.logits = Some(logits);
         let total = t0.elapsed().as_nanos() as u64;
         model.counters.steps.fetch_add(1, Ordering::Relaxed);
+        if stage == Stage::Listed {
+            model.counters.listed_steps.fetch_add(1, Ordering::Relaxed);
+        }
         model.counters.tokens.fetch_add((rows * per_row) as u64, Ordering::Relaxed);
         model.counters.run_ns.fetch_add(run_ns, Ordering::Relaxed);
         model.counters.outside_ns.fetch_add(total.saturating_sub(run_ns), Ordering::Relaxed);
