@@ -101,3 +101,55 @@ mod tests {
         assert_eq!(read_limited(&d.join("ok"), 10).unwrap(), b"0123456789");
     }
 }
+
+/// A file's length and IEEE CRC-32 (zlib's `crc32`), read in parts: what a listed-logits
+/// step records of the decoder it was cut from (tools/train/listed_logits.py).
+pub(crate) fn size_and_crc32(path: &Path) -> std::io::Result<(u64, u32)> {
+    const TABLE: [u32; 256] = {
+        let mut table = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut c = i as u32;
+            let mut k = 0;
+            while k < 8 {
+                c = if c & 1 != 0 { 0xedb8_8320 ^ (c >> 1) } else { c >> 1 };
+                k += 1;
+            }
+            table[i] = c;
+            i += 1;
+        }
+        table
+    };
+    let mut f = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 1 << 16];
+    let (mut size, mut crc) = (0u64, !0u32);
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        for &b in &buf[..n] {
+            crc = TABLE[((crc ^ u32::from(b)) & 0xff) as usize] ^ (crc >> 8);
+        }
+    }
+    Ok((size, !crc))
+}
+
+#[cfg(test)]
+mod crc_tests {
+    #[test]
+    fn crc32_is_zlibs() {
+        // The standard check value of CRC-32/ISO-HDLC, and zlib.crc32(b"") == 0.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, b"123456789").unwrap();
+        assert_eq!(super::size_and_crc32(&p).unwrap(), (9, 0xcbf4_3926));
+        std::fs::write(&p, b"").unwrap();
+        assert_eq!(super::size_and_crc32(&p).unwrap(), (0, 0));
+        // Longer than one read: Python's zlib.crc32(bytes(range(256)) * 1000), run offline.
+        let data: Vec<u8> = (0..256_000u32).map(|i| (i % 256) as u8).collect();
+        std::fs::write(&p, &data).unwrap();
+        assert_eq!(super::size_and_crc32(&p).unwrap(), (256_000, 0xfc70_af1a));
+    }
+}

@@ -367,12 +367,15 @@ impl GsrRetriever {
     /// index-tokens --tokenizer MODEL/tokenizer.json --linearization ...`).
     pub fn open(store: Arc<Store>, opts: &GsrOptions, katz: &KatzConfig) -> Result<GsrRetriever, GsrError> {
         opts.validate()?;
-        let model = Arc::new(Seq2Seq::open(&opts.model, &opts.runtime)?);
-        let dir = model.dir();
-        if dir.trellis().task != "retriever" {
-            return Err(GsrError::NotARetriever { model: opts.model.clone(), task: dir.trellis().task.clone() });
+        let model_dir = ModelDir::open(&opts.model, opts.runtime.layout).map_err(Seq2SeqError::from)?;
+        if model_dir.trellis().task != "retriever" {
+            return Err(GsrError::NotARetriever { model: opts.model.clone(), task: model_dir.trellis().task.clone() });
         }
-        let d: DecodingConfig = dir.section()?;
+        let d: DecodingConfig = model_dir.section()?;
+        // The listed-logits step is loaded only for the decoding that uses it.
+        let lists = opts.overrides.model_norm.unwrap_or(d.model_norm) == ModelNorm::Allowed;
+        let model = Arc::new(Seq2Seq::with_dir_listing(model_dir, &opts.runtime, lists)?);
+        let dir = model.dir();
         let lin = dir.linearization().clone();
         let index = TokenIndex::open(store.clone(), dir.names().fingerprint(), &lin).map_err(|e| {
             let source = e.with_tokenizer(&dir.path().join(TOKENIZER_FILE));

@@ -135,6 +135,7 @@ const CARRIED: &[(&str, &str)] = &[
     ("InterfaceIssue", "InterfaceProblem"),
     ("InterfaceProblem", "Seq2SeqError"),
     ("CallError", "Seq2SeqError"),
+    ("ListedProblem", "Seq2SeqError"),
     ("FieldProblem", "ModelDirError"),
     ("Corruption", "ReadError"),
     ("StaleReason", "TokenIndexError"),

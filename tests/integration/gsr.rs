@@ -482,8 +482,10 @@ fn the_listed_logits_step_ranks_as_the_whole_vocabulary_and_alone_in_its_batch()
     let (whole, whole_json) = run(&plain, "whole.jsonl", &allowed);
     let steps = |v: &Value, k: &str| v["gsr"]["timings"][k].as_u64().unwrap();
     assert!(steps(&listed_json, "decoder_listed_steps") > 0, "{listed_json}");
-    // Every step but each batch's first (which has no cache yet) is listed.
+    // Every step but each search's first (which has no cache yet) is listed: 23 requests
+    // in batches of 8 are three searches.
     assert_eq!(steps(&listed_json, "decoder_steps"), steps(&whole_json, "decoder_steps"));
+    assert_eq!(steps(&listed_json, "decoder_listed_steps"), steps(&listed_json, "decoder_steps") - 3, "{listed_json}");
     assert_eq!(steps(&whole_json, "decoder_listed_steps"), 0, "{whole_json}");
     let (mut paths, mut worst) = (0, 0f64);
     for (a, b) in listed.lines().zip(whole.lines()) {
@@ -508,12 +510,14 @@ fn the_listed_logits_step_ranks_as_the_whole_vocabulary_and_alone_in_its_batch()
     let (_, vocab_json) = run(&fixture("gsr/tiny-split"), "vocab.jsonl", &["--model-norm", "vocabulary"]);
     assert_eq!(steps(&vocab_json, "decoder_listed_steps"), 0, "{vocab_json}");
     // A file in its place that is not a listed step is refused at load, naming it and what
-    // it lacks.
+    // it lacks, when the decoding would use it; vocabulary normalization never reads it.
     let wrong = dir.path().join("wrong");
     copy_dir(&fixture("gsr/tiny-split"), &wrong);
     std::fs::copy(wrong.join("decoder_with_past_model.onnx"), wrong.join("decoder_listed_model.onnx")).unwrap();
+    let (unread, _) = run(&wrong, "unread.jsonl", &["--model-norm", "vocabulary"]);
+    assert_eq!(unread.lines().count(), 23);
     let out = trellis()
-        .args(["retrieve", "--retriever", "gsr", "--store"])
+        .args(["retrieve", "--retriever", "gsr", "--model-norm", "allowed", "--store"])
         .arg(&store)
         .arg("--model")
         .arg(&wrong)

@@ -8,7 +8,7 @@ use crate::common::{fixture, trellis};
 use std::path::{Path, PathBuf};
 use trellis::link::Message;
 use trellis::model::dir::{Layout, ModelDir};
-use trellis::model::session::{CallError, InterfaceIssue, Seq2Seq, Seq2SeqError};
+use trellis::model::session::{CallError, InterfaceIssue, ListedProblem, Seq2Seq, Seq2SeqError};
 use trellis::model::{Device, RuntimeOptions};
 
 struct Golden {
@@ -674,4 +674,103 @@ fn doctor_names_a_fifo_a_device_or_a_directory_in_place_of_a_model_file() {
     std::fs::remove_file(&decoder).unwrap();
     std::fs::create_dir(&decoder).unwrap();
     assert_eq!(problem(tmp.path()), format!("{}: is a directory, not a file.", decoder.display()));
+}
+
+#[test]
+fn a_listed_step_gives_each_row_its_listed_logits_whatever_the_width() {
+    // tiny-split's decoder_listed_model.onnx: a row's logits for its listed ids are the full
+    // step's at those ids (within float rounding), and the same bits whether the rows are
+    // padded to 16, 32, 48 or 1,024 ids (the beam search pads to the batch's longest list rounded
+    // up to 16: a request's numbers must not depend on what its neighbours allow), or which
+    // row of the batch it is.
+    let m = open("split", RuntimeOptions::default());
+    assert!(m.lists_logits());
+    let vocab = m.config().vocab_size as usize;
+    let start = m.config().decoder_start_token_id;
+    let inputs = [vec![5, 17, 300, 1], vec![9, 1]];
+    // Row 0 lists 5 ids, row 1 lists 11 (ascending, as constraints give them).
+    let lists: [Vec<u32>; 2] = [vec![3, 40, 41, 900, 1500], (0..11).map(|i| 7 + 130 * i).collect()];
+    let run = |k: usize, swap: bool| -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+        let mut s = m.session().unwrap();
+        let order: Vec<usize> = if swap { vec![1, 0] } else { vec![0, 1] };
+        let enc = s.encode(&order.iter().map(|&i| inputs[i].clone()).collect::<Vec<_>>()).unwrap();
+        let mut st = s.start(&enc, &[0, 1]).unwrap();
+        s.step(&mut st, &[start, start]).unwrap();
+        let mut full_state = s.start(&enc, &[0, 1]).unwrap();
+        s.step(&mut full_state, &[start, start]).unwrap();
+        let mut listed_ids = vec![0u32; 2 * k];
+        for (row, &i) in order.iter().enumerate() {
+            listed_ids[row * k..row * k + lists[i].len()].copy_from_slice(&lists[i]);
+        }
+        let got = s.step_listed(&mut st, &[42, 42], &listed_ids, k).unwrap().to_vec();
+        let full = s.step(&mut full_state, &[42, 42]).unwrap().to_vec();
+        let mut by_input = vec![Vec::new(); 2];
+        let mut full_by_input = vec![Vec::new(); 2];
+        for (row, &i) in order.iter().enumerate() {
+            by_input[i] = got[row * k..row * k + lists[i].len()].to_vec();
+            full_by_input[i] = lists[i].iter().map(|&t| full[row * vocab + t as usize]).collect();
+        }
+        (by_input, full_by_input)
+    };
+    let (base, full) = run(16, false);
+    for i in 0..2 {
+        assert!(max_diff(&base[i], &full[i]) < 1e-5, "input {i}: {:?} vs {:?}", base[i], full[i]);
+    }
+    for (k, swap) in [(32, false), (48, false), (1024, false), (16, true), (32, true)] {
+        let (got, _) = run(k, swap);
+        for i in 0..2 {
+            assert!(got[i].iter().zip(&base[i]).all(|(a, b)| a.to_bits() == b.to_bits()), "width {k}, swapped {swap}: input {i} {:?} vs {:?}", got[i], base[i]);
+        }
+    }
+    // Refused calls: before the first step, a count that is not rows x k, an id past the
+    // vocabulary; a model opened without its listed step.
+    let mut s = m.session().unwrap();
+    let enc = s.encode(&[vec![5, 1]]).unwrap();
+    let mut st = s.start(&enc, &[0]).unwrap();
+    assert!(matches!(s.step_listed(&mut st, &[start], &[3; 16], 16), Err(Seq2SeqError::Call(CallError::ListedFirstStep))));
+    s.step(&mut st, &[start]).unwrap();
+    assert!(matches!(s.step_listed(&mut st, &[4], &[3; 15], 16), Err(Seq2SeqError::Call(CallError::ListedCount { got: 15, rows: 1, k: 16 }))));
+    assert!(matches!(s.step_listed(&mut st, &[4], &[99_999; 16], 16), Err(Seq2SeqError::Call(CallError::TokenOutOfRange { .. }))));
+    drop(s);
+    let dir = trellis::model::dir::ModelDir::open(&model_dir("split"), None).unwrap();
+    let without = Seq2Seq::with_dir_listing(dir, &RuntimeOptions::default(), false).unwrap();
+    assert!(!without.lists_logits());
+    let mut s = without.session().unwrap();
+    let enc = s.encode(&[vec![5, 1]]).unwrap();
+    let mut st = s.start(&enc, &[0]).unwrap();
+    s.step(&mut st, &[start]).unwrap();
+    assert!(matches!(s.step_listed(&mut st, &[4], &[3; 16], 16), Err(Seq2SeqError::Call(CallError::NoListedGraph))));
+}
+
+#[test]
+fn a_listed_step_cut_from_another_decoder_is_refused() {
+    // decoder_listed_model.onnx records the decoder file it was cut from (size and CRC-32):
+    // beside another decoder (here tiny-split's step beside tiny-merged's merged graph, or
+    // beside a changed decoder file) it would score with other weights, so the model does
+    // not open, naming both files; without the record, the same.
+    let merged = copy_model("merged");
+    std::fs::copy(model_dir("split").join("decoder_listed_model.onnx"), merged.path().join("decoder_listed_model.onnx")).unwrap();
+    match Seq2Seq::open(merged.path(), &RuntimeOptions::default()) {
+        Err(e @ Seq2SeqError::ListedStale { problem: ListedProblem::Differs { .. }, .. }) => {
+            let msg = e.to_string();
+            assert!(msg.contains("decoder_listed_model.onnx") && msg.contains("decoder_model_merged.onnx") && msg.contains("listed_logits.py"), "{msg}");
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    // Opened for a decoding that does not use it, the file is not read at all.
+    let dir = trellis::model::dir::ModelDir::open(merged.path(), None).unwrap();
+    assert!(Seq2Seq::with_dir_listing(dir, &RuntimeOptions::default(), false).is_ok());
+    // The split copy with its own listed step opens; with the decoder it records changed
+    // (an empty unknown field appended: field 100, length 0, which protobuf readers skip, so
+    // ONNX Runtime loads the same graph from other bytes), it does not.
+    let split = copy_model("split");
+    assert!(Seq2Seq::open(split.path(), &RuntimeOptions::default()).unwrap().lists_logits());
+    let past = split.path().join("decoder_with_past_model.onnx");
+    let mut bytes = std::fs::read(&past).unwrap();
+    bytes.extend_from_slice(&[0xa2, 0x06, 0x00]);
+    std::fs::write(&past, bytes).unwrap();
+    match Seq2Seq::open(split.path(), &RuntimeOptions::default()) {
+        Err(Seq2SeqError::ListedStale { problem: ListedProblem::Differs { recorded, found }, .. }) => assert_ne!(recorded, found),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
 }

@@ -14,7 +14,8 @@ and times one cached step of both on random inputs, alternating:
         t5.export('/tmp/t5s-hf', '/tmp/t5s-onnx', False)"          # train environment
     $PY tools/bench/allowed_logits.py /tmp/t5s-onnx [--rows 40] [--k 20 200]   # onnx environment
 
-It measures, it does not ship: Trellis's decoder does not read such a graph yet.
+It measures one step on random inputs; the graph Trellis reads is tools/train/listed_logits.py's
+(the same product in chunks of 16 ids, so a row's logits do not depend on the step's width).
 """
 
 import argparse

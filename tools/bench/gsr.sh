@@ -13,7 +13,10 @@
 # this script checks for the model first). Both sides: katz prior, proportional, 5 beams,
 # candidates from the whole OpenDialKG graph. Python's time leaves out its candidate
 # retrieval (done by trellis beforehand); Trellis's includes linking and candidates but not
-# loading the model.
+# loading the model. Under MODEL_NORM=allowed a model with a listed-logits step
+# (decoder_listed_model.onnx, tools/train/listed_logits.py) is also run without it (a folder
+# of links to its other files): the last column, every step on the whole vocabulary, and the
+# two runs' answers compared (on stderr). Vocabulary normalization never uses the step: "-".
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source tools/setup.sh
@@ -30,8 +33,8 @@ py=$(bash tools/venv.sh train)
 if [ ! -f "$work/kg/CURRENT" ]; then
     "$bin" ingest --store "$work/kg" --on-error skip --rejects "$work/kg-rejects.tsv" "$data/opendialkg/kg.tsv" >&2
 fi
-echo "| model | dialogs | batch | Python reference dialogs/s | Trellis dialogs/s | speed-up | Trellis decoder calls | outside ONNX Runtime | load avg |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| model | dialogs | batch | Python reference dialogs/s | Trellis dialogs/s | speed-up | Trellis decoder calls (listed) | outside ONNX Runtime | load avg | Trellis dialogs/s, whole-vocabulary steps |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for model in $models; do
     if [ ! -f "$model/tokenizer.json" ]; then
         echo "skipping $model: no tokenizer.json (the t5-small one: \`cargo bench --bench decode_index\` writes its tokenizer, then \`\$(bash tools/venv.sh train) -m tools.reference.gsr_fixture --shape t5-small\` the model)" >&2
@@ -44,7 +47,26 @@ for model in $models; do
         --kg "$data/opendialkg/kg.tsv" --store "$work/kg" --trellis "$bin" --requests-out "$req" --model-norm "$model_norm" >"$work/gsr-$name-python.json"
     "$bin" retrieve --store "$work/kg" --retriever gsr --model "$model" --batch "$batch" --threads 1 --model-threads 2 \
         --model-norm "$model_norm" --input "$req" --output "$work/gsr-$name-out.jsonl" --json >"$work/gsr-$name-trellis.json"
-    python3 - "$work/gsr-$name-python.json" "$work/gsr-$name-trellis.json" "$name" "$batch" <<'PY'
+    whole=""
+    if [ -f "$model/decoder_listed_model.onnx" ] && [ "$model_norm" = allowed ]; then
+        plain="$work/gsr-$name-whole-vocabulary"
+        rm -rf "$plain" && mkdir -p "$plain"
+        for f in "$model"/*; do
+            [ "$(basename "$f")" = decoder_listed_model.onnx ] || ln -s "$(realpath "$f")" "$plain/"
+        done
+        whole="$work/gsr-$name-trellis-whole.json"
+        "$bin" retrieve --store "$work/kg" --retriever gsr --model "$plain" --batch "$batch" --threads 1 --model-threads 2 \
+            --model-norm "$model_norm" --input "$req" --output "$work/gsr-$name-out-whole.jsonl" --json >"$whole"
+        python3 - "$work/gsr-$name-out.jsonl" "$work/gsr-$name-out-whole.jsonl" <<'PY'
+import json, sys
+a = [json.loads(line) for line in open(sys.argv[1])]
+b = [json.loads(line) for line in open(sys.argv[2])]
+same = sum([p["triples"] for p in x["paths"]] == [p["triples"] for p in y["paths"]] for x, y in zip(a, b))
+worst = max((abs(p["score"] - q["score"]) for x, y in zip(a, b) for p, q in zip(x["paths"], y["paths"])), default=0.0)
+print(f"listed against whole-vocabulary steps: {same} of {len(a)} requests the same paths in order, scores within {worst:.1e}", file=sys.stderr)
+PY
+    fi
+    python3 - "$work/gsr-$name-python.json" "$work/gsr-$name-trellis.json" "$name" "$batch" "$whole" <<'PY'
 import json, os, sys
 p = json.load(open(sys.argv[1]))
 t = json.load(open(sys.argv[2]))
@@ -52,6 +74,12 @@ g = t["gsr"]["timings"]
 # Trellis's time: answering the requests (linking, candidates, encoding, beam search,
 # writing), without opening the store and loading the model, as Python's leaves out loading.
 rust_dps = t["answered"] / t["seconds_answering"]
-print(f"| {sys.argv[3]} | {p['dialogs']} | {sys.argv[4]} | {p['dialogs_per_s']:.2f} | {rust_dps:.2f} | {rust_dps / p['dialogs_per_s']:.1f}x | {g['decoder_steps']} | {100 * t['gsr']['outside_onnx_runtime_share']:.1f}% | {os.getloadavg()[0]:.1f} |")
+if sys.argv[5]:
+    w = json.load(open(sys.argv[5]))
+    whole_dps = w["answered"] / w["seconds_answering"]
+    whole = f"{whole_dps:.2f} ({whole_dps / p['dialogs_per_s']:.1f}x)"
+else:
+    whole = "-"
+print(f"| {sys.argv[3]} | {p['dialogs']} | {sys.argv[4]} | {p['dialogs_per_s']:.2f} | {rust_dps:.2f} | {rust_dps / p['dialogs_per_s']:.1f}x | {g['decoder_steps']} ({g['decoder_listed_steps']}) | {100 * t['gsr']['outside_onnx_runtime_share']:.1f}% | {os.getloadavg()[0]:.1f} | {whole} |")
 PY
 done

@@ -18,14 +18,19 @@ steps) the decoder as exported.
 
 MODEL_DIR: an optimum split export (the graph comes from `decoder_with_past_model.onnx`) or
 a merged one (from the cached branch of `decoder_model_merged.onnx`). The projection must be
-one float MatMul by a weight (a float export); an int8 model's projection is refused by
-name. The result is checked against the exported step on random inputs before it is
-written (largest difference printed), and the same model gives the same bytes.
+one float MatMul by a weight, or an int8 MatMulIntegerToFloat with one weight scale and zero
+point (tools/train/static_quant.py's; its listed logits are then the full graph's exactly);
+anything else (a per-row quantized projection) is refused by name. The result is checked
+against the exported step on random inputs before it is written (largest difference
+printed), records the decoder file it was cut from (size and CRC-32: Trellis refuses it
+beside another), and the same model gives the same bytes. Run it again after the decoder
+changes.
 """
 
 import argparse
 import os
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +39,22 @@ import onnxruntime as ort
 from onnx import helper, numpy_helper
 
 OUT_NAME = "decoder_listed_model.onnx"
+# What Trellis checks at load (src/model/session/pool.rs, LISTED_SOURCE_KEY): the decoder
+# file this step was cut from, as SIZE:CRC32, so a listed step left beside a re-exported or
+# re-quantized decoder is refused instead of scoring with the old weights.
+SOURCE_KEY = "trellis.listed_source"
+# Trellis pads each row's ids to a multiple of this (LISTED_MULTIPLE, src/decode/beam.rs);
+# a float projection is computed in chunks of it.
+CHUNK = 16
+
+
+def size_and_crc32(path):
+    size, crc = 0, 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            size += len(chunk)
+            crc = zlib.crc32(chunk, crc)
+    return f"{size}:{crc:08x}"
 
 
 def fail(msg):
@@ -135,19 +156,37 @@ def list_logits(m, source):
     g.initializer.extend(keep_inits)
     g.initializer.append(numpy_helper.from_array(np.ascontiguousarray(w.T), "listed_projection_rows"))
     g.input.append(helper.make_tensor_value_info("allowed_ids", onnx.TensorProto.INT64, ["rows", "listed"]))
+    d_model = int(w.shape[0])
+    gather = helper.make_node("Gather", ["listed_projection_rows", "allowed_ids"], ["listed_columns"], axis=0, name="listed_gather")
     if kind == "MatMul":
-        product = helper.make_node("MatMul", [hidden, "listed_columns_t"], [logits_out], name="listed_product")
+        # Float: one [1 x d] x [d x CHUNK] product per chunk of a row's ids, so each logit
+        # comes out of the same kernel whatever the row's width (one [d x K] product per row
+        # changed a t5-small's logits in the last bits between K = 32 and 48: a request's
+        # numbers would depend on what its batch neighbours allow).
+        g.initializer.append(numpy_helper.from_array(np.array([0, -1, CHUNK, d_model], np.int64), "listed_chunked_shape"))
+        g.initializer.append(numpy_helper.from_array(np.array([0, 1, 1, d_model], np.int64), "listed_hidden_shape"))
+        g.initializer.append(numpy_helper.from_array(np.array([0, 1, -1], np.int64), "listed_logits_shape"))
+        added = [
+            gather,
+            helper.make_node("Reshape", ["listed_columns", "listed_chunked_shape"], ["listed_chunks"], name="listed_chunk"),
+            helper.make_node("Transpose", ["listed_chunks"], ["listed_chunks_t"], perm=[0, 1, 3, 2], name="listed_transpose"),
+            helper.make_node("Reshape", [hidden, "listed_hidden_shape"], ["listed_hidden"], name="listed_hidden"),
+            helper.make_node("MatMul", ["listed_hidden", "listed_chunks_t"], ["listed_chunk_logits"], name="listed_product"),
+            helper.make_node("Reshape", ["listed_chunk_logits", "listed_logits_shape"], [logits_out], name="listed_logits"),
+        ]
     else:
+        # int8: the integer products are exact, so one product per row is the same in any
+        # width; the float scales apply per element.
         rest = list(last.input[2:])
-        product = helper.make_node("MatMulIntegerToFloat", [hidden, "listed_columns_t"] + rest, [logits_out], name="listed_product", domain="com.microsoft")
+        added = [
+            gather,
+            helper.make_node("Transpose", ["listed_columns"], ["listed_columns_t"], perm=[0, 2, 1], name="listed_transpose"),
+            helper.make_node("MatMulIntegerToFloat", [hidden, "listed_columns_t"] + rest, [logits_out], name="listed_product", domain="com.microsoft"),
+        ]
     nodes = []
     for n in g.node:
         if n is last:
-            nodes += [
-                helper.make_node("Gather", ["listed_projection_rows", "allowed_ids"], ["listed_columns"], axis=0, name="listed_gather"),
-                helper.make_node("Transpose", ["listed_columns"], ["listed_columns_t"], perm=[0, 2, 1], name="listed_transpose"),
-                product,
-            ]
+            nodes += added
         else:
             nodes.append(n)
     del g.node[:]
@@ -168,7 +207,7 @@ def check(model_dir, source, listed_path, d_model, vocab):
     full = ort.InferenceSession(str(source), so, providers=["CPUExecutionProvider"])
     part = ort.InferenceSession(str(listed_path), so, providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(0)
-    rows, src, past, k = 3, 7, 4, 16
+    rows, src, past, k = 3, 7, 4, 2 * CHUNK
     feed = {}
     for i in full.get_inputs():
         shape = i.shape
@@ -195,6 +234,14 @@ def check(model_dir, source, listed_path, d_model, vocab):
     worst = float(np.max(np.abs(np.take_along_axis(whole, ids, 1) - got)))
     if not worst <= 1e-4 * max(1.0, float(np.max(np.abs(whole)))):
         fail(f"{listed_path}: its logits differ from {source.name}'s by {worst}")
+    # A row's logits must be the same bits however wide the step is (Trellis pads every
+    # row to the batch's longest list): the same ids padded to 3 and 64 chunks.
+    for width in (3 * CHUNK, 64 * CHUNK):
+        wide = np.zeros((rows, width), np.int64)
+        wide[:, :k] = ids
+        again = part.run(["logits"], {n: v for n, v in dict(feed, allowed_ids=wide).items() if n in names})[0][:, 0, :k]
+        if not np.array_equal(again.view(np.uint32), got.view(np.uint32)):
+            fail(f"{listed_path}: a row's logits change with the step's width ({k} and {width} ids): answers would depend on the batch")
     return worst
 
 
@@ -205,6 +252,8 @@ def write(model_dir):
         fail(f"{model_dir}: not a directory")
     m, source = cached_step(model_dir)
     d_model, vocab = list_logits(m, source)
+    del m.metadata_props[:]
+    m.metadata_props.add(key=SOURCE_KEY, value=size_and_crc32(source))
     out = model_dir / OUT_NAME
     tmp = out.with_suffix(".onnx.partial")
     onnx.save(m, tmp)

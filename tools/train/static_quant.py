@@ -305,9 +305,15 @@ def main():
         raise SystemExit(f"static_quant: {args.out}: exists")
     vocab = json.loads((args.model / "config.json").read_text()).get("vocab_size")
     samples = read_samples(args.calibration, args.turns, vocab)
-    shutil.copytree(args.model, args.out)
+    # A listed-logits step is cut from the decoder this rewrites: it is written again for
+    # the new one (Trellis would refuse the old one beside it).
+    shutil.copytree(args.model, args.out, ignore=shutil.ignore_patterns("decoder_listed_model.onnx"))
     try:
         done = make_static(args.out, samples, args.margin)
+        if (args.model / "decoder_listed_model.onnx").is_file():
+            from listed_logits import write as write_listed
+
+            done += "; " + write_listed(args.out)
     except BaseException:
         shutil.rmtree(args.out, ignore_errors=True)
         raise

@@ -115,6 +115,30 @@ pub enum Seq2SeqError {
         /// ONNX Runtime's error.
         source: crate::BackendError,
     },
+    /// A graph file could not be read (for the listed step's record of its decoder).
+    #[error("{}: cannot read: {source}", path.display())]
+    ReadFile {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// `decoder_listed_model.onnx` does not record the decoder file beside it: it was cut
+    /// from another decoder (or by another tool), and would score with other weights.
+    #[error(
+        "{}: not made from {} ({problem}); `python tools/train/listed_logits.py {}` writes it again, and without it every step decodes on the full graph",
+        listed.display(),
+        decoder.display(),
+        listed.parent().unwrap_or(listed).display()
+    )]
+    ListedStale {
+        /// The listed step's file.
+        listed: PathBuf,
+        /// The cached decoder it should have been made from.
+        decoder: PathBuf,
+        /// What its record says.
+        problem: ListedProblem,
+    },
     /// The graphs' inputs and outputs are not a T5 encoder and decoder with a KV cache.
     #[error("the model's inputs and outputs are not what the decoder needs: {}", problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; "))]
     Interface {
@@ -185,4 +209,21 @@ pub enum OutputProblem {
 
 pub(super) fn cache_error(e: NotHostF32) -> Seq2SeqError {
     Seq2SeqError::Output { path: PathBuf::from("<cache reorder>"), name: "kv cache".into(), problem: OutputProblem::Extract(e.0.into()) }
+}
+
+/// How a listed step's record of its decoder fails to match.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ListedProblem {
+    /// No `trellis.listed_source` metadata (not written by tools/train/listed_logits.py).
+    #[error("it records no source decoder")]
+    NoRecord,
+    /// The record names another file content.
+    #[error("it records size:crc32 {recorded}, the decoder is {found}")]
+    Differs {
+        /// `SIZE:CRC32` as recorded.
+        recorded: String,
+        /// `SIZE:CRC32` of the decoder file now.
+        found: String,
+    },
 }

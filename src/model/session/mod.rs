@@ -29,10 +29,10 @@ mod reorder;
 mod steps;
 
 pub use crate::model::interface::{InterfaceIssue, InterfaceProblem};
-pub use error::{CallError, OutputProblem, Seq2SeqError};
+pub use error::{CallError, ListedProblem, OutputProblem, Seq2SeqError};
 pub use options::{Device, RuntimeOptions};
 pub(crate) use pool::{builder, commit};
-pub use pool::{GraphReport, Seq2Seq, SessionGuard, StepTimings};
+pub use pool::{GraphReport, Seq2Seq, SessionGuard, StepTimings, LISTED_SOURCE_KEY};
 pub use steps::{padded_batch_length, DecoderState, Encoded, SessionSteps, PAD_MULTIPLE};
 
 type Result<T, E = Seq2SeqError> = std::result::Result<T, E>;

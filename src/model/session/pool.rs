@@ -2,7 +2,7 @@
 //! graphs' interfaces checked at load, the in-memory `Gather` graph of device reorders), and
 //! the guard that lends one set to a thread.
 
-use super::error::Seq2SeqError;
+use super::error::{ListedProblem, Seq2SeqError};
 use super::options::{Device, RuntimeOptions};
 use super::Result;
 use crate::model::dir::{DecoderFiles, ModelDir, T5Config};
@@ -174,6 +174,24 @@ fn gather_session(rt: &Runtime, opts: &RuntimeOptions, inputs: usize) -> Result<
     })
 }
 
+/// The metadata key `tools/train/listed_logits.py` records the cached decoder it cut the
+/// listed step from under: `SIZE:CRC32` (decimal bytes, eight hex digits, IEEE CRC-32).
+pub const LISTED_SOURCE_KEY: &str = "trellis.listed_source";
+
+/// A listed step is the cached decoder it was cut from with another projection: one made
+/// from another decoder (re-exported, re-quantized beside an old listed file) would score
+/// with stale weights, so its record must match the decoder file's bytes.
+fn check_listed_source(listed: &Session, listed_path: &Path, source: &Path) -> Result<()> {
+    let stale = |problem| Seq2SeqError::ListedStale { listed: listed_path.into(), decoder: source.into(), problem };
+    let recorded = listed.metadata().ok().and_then(|m| m.custom(LISTED_SOURCE_KEY)).ok_or_else(|| stale(ListedProblem::NoRecord))?;
+    let (size, crc) = crate::files::size_and_crc32(source).map_err(|e| Seq2SeqError::ReadFile { path: source.into(), source: e })?;
+    let found = format!("{size}:{crc:08x}");
+    if recorded != found {
+        return Err(stale(ListedProblem::Differs { recorded, found }));
+    }
+    Ok(())
+}
+
 impl Seq2Seq {
     /// Reads the model directory, loads the runtime, builds `opts.sessions` session sets
     /// sharing prepacked weights, and checks every graph's inputs and outputs against what
@@ -185,6 +203,13 @@ impl Seq2Seq {
 
     /// [`open`](Self::open) with a directory already read.
     pub fn with_dir(dir: ModelDir, opts: &RuntimeOptions) -> Result<Seq2Seq> {
+        Self::with_dir_listing(dir, opts, true)
+    }
+
+    /// [`with_dir`](Self::with_dir), loading the directory's listed-logits step
+    /// (`decoder_listed_model.onnx`) only when `lists` (a decoding that never uses it
+    /// need not hold its weights).
+    pub fn with_dir_listing(dir: ModelDir, opts: &RuntimeOptions, lists: bool) -> Result<Seq2Seq> {
         let opts = &opts.resolved();
         let rt = Runtime::get()?;
         let cfg = dir.config().clone();
@@ -198,7 +223,7 @@ impl Seq2Seq {
         let packs = [PrepackedWeights::new(), PrepackedWeights::new(), PrepackedWeights::new(), PrepackedWeights::new()];
         // The listed step runs on the plain path only (the binding path keeps every step on
         // the full graph).
-        let listed_path = if io_binding { None } else { dir.listed_file().map(Path::to_path_buf) };
+        let listed_path = if io_binding || !lists { None } else { dir.listed_file().map(Path::to_path_buf) };
         let mut slots = Vec::with_capacity(opts.sessions.max(1));
         let mut ios = None;
         for _ in 0..opts.sessions.max(1) {
@@ -232,6 +257,9 @@ impl Seq2Seq {
                 };
                 if !problems.is_empty() {
                     return Err(Seq2SeqError::Interface { problems });
+                }
+                if let (Some(s), Some(path)) = (&listed, &listed_path) {
+                    check_listed_source(s, path, with_past_path.as_deref().unwrap_or(&first_path))?;
                 }
                 ios = Some((first_io, past_io, listed_io));
             }

@@ -251,7 +251,9 @@ impl SessionGuard<'_> {
     }
 
     /// A cached step (one token per row) on the listed-logits graph: row r's logits are
-    /// those of `listed[r * k..(r + 1) * k]`, `[rows x k]` row-major. Needs a model with
+    /// those of `listed[r * k..(r + 1) * k]`, `[rows x k]` row-major (`k` a multiple of 16
+    /// for a float model: its listed graph computes in chunks of 16, which keeps a row's
+    /// logits the same bits at any `k`). Needs a model with
     /// `decoder_listed_model.onnx` ([`Seq2Seq::lists_logits`](super::Seq2Seq::lists_logits))
     /// and a state past its first step.
     pub fn step_listed<'s>(&mut self, state: &'s mut DecoderState, tokens: &[u32], listed: &[u32], k: usize) -> Result<&'s [f32]> {
@@ -430,7 +432,8 @@ impl SessionGuard<'_> {
         Self::logits(state)
     }
 
-    /// The logits of the last step (`[rows x per_row x vocab]`).
+    /// The logits of the last step (`[rows x per_row x vocab]`; after a listed step
+    /// `[rows x k]`).
     pub fn logits(state: &DecoderState) -> Result<&[f32]> {
         let l = state.logits.as_ref().ok_or(CallError::NoLogits)?;
         l.try_extract_tensor::<f32>().map(|(_, d)| d).map_err(|e| Seq2SeqError::Output {
