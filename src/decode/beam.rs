@@ -196,10 +196,10 @@ pub trait StepModel {
     }
 }
 
-/// A listed step's tokens per row are a multiple of this, whatever the longest allowed set:
-/// a row's logits then come out of the same product columns whatever the other rows allow
-/// (the batch independence of [`SessionGuard::encode`](crate::model::SessionGuard::encode)'s
-/// padding, for the listed product).
+/// A listed step's tokens per row are a multiple of this, whatever the longest allowed set
+/// (each row's ids padded with token 0): a float listed graph computes in chunks of this
+/// many ids (tools/train/listed_logits.py), so a row's logits are the same bits whatever
+/// the other rows allow.
 pub const LISTED_MULTIPLE: usize = 16;
 
 /// One finished sequence.

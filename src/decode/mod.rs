@@ -18,7 +18,7 @@ mod tests;
 // What the generative retriever's options, results and errors name; the automaton, the
 // prior and the search themselves stay inside the crate (`crate::internals` for benches).
 pub use automaton::{CandidateMode, DecodeError, DecodedPath};
-pub use beam::{ModelNorm, SearchConfig, SearchError};
+pub use beam::{ModelNorm, SearchConfig, SearchError, LISTED_MULTIPLE};
 pub use prior::{PriorMode, PriorNorm};
 
 // One request's automaton may be handed to another thread (a batch worker).

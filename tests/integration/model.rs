@@ -682,7 +682,9 @@ fn a_listed_step_gives_each_row_its_listed_logits_whatever_the_width() {
     // step's at those ids (within float rounding), and the same bits whether the rows are
     // padded to 16, 32, 48 or 1,024 ids (the beam search pads to the batch's longest list rounded
     // up to 16: a request's numbers must not depend on what its neighbours allow), or which
-    // row of the batch it is.
+    // row of the batch it is. (The tiny fixture did not show the width dependence a
+    // t5-small showed with one product per row; tools/train/listed_logits.py checks every
+    // model it writes at 32, 48 and 1,024 ids.)
     let m = open("split", RuntimeOptions::default());
     assert!(m.lists_logits());
     let vocab = m.config().vocab_size as usize;
@@ -731,6 +733,7 @@ fn a_listed_step_gives_each_row_its_listed_logits_whatever_the_width() {
     s.step(&mut st, &[start]).unwrap();
     assert!(matches!(s.step_listed(&mut st, &[4], &[3; 15], 16), Err(Seq2SeqError::Call(CallError::ListedCount { got: 15, rows: 1, k: 16 }))));
     assert!(matches!(s.step_listed(&mut st, &[4], &[99_999; 16], 16), Err(Seq2SeqError::Call(CallError::TokenOutOfRange { .. }))));
+    assert!(matches!(s.step_listed(&mut st, &[4], &[3; 20], 20), Err(Seq2SeqError::Call(CallError::ListedWidth { k: 20, multiple: 16 }))));
     drop(s);
     let dir = trellis::model::dir::ModelDir::open(&model_dir("split"), None).unwrap();
     let without = Seq2Seq::with_dir_listing(dir, &RuntimeOptions::default(), false).unwrap();
@@ -747,7 +750,8 @@ fn a_listed_step_cut_from_another_decoder_is_refused() {
     // decoder_listed_model.onnx records the decoder file it was cut from (size and CRC-32):
     // beside another decoder (here tiny-split's step beside tiny-merged's merged graph, or
     // beside a changed decoder file) it would score with other weights, so the model does
-    // not open, naming both files; without the record, the same.
+    // not open, naming both files; without the record, the same. Cut from the other
+    // layout's decoder in a folder holding both, it is left unused.
     let merged = copy_model("merged");
     std::fs::copy(model_dir("split").join("decoder_listed_model.onnx"), merged.path().join("decoder_listed_model.onnx")).unwrap();
     match Seq2Seq::open(merged.path(), &RuntimeOptions::default()) {
@@ -770,7 +774,28 @@ fn a_listed_step_cut_from_another_decoder_is_refused() {
     bytes.extend_from_slice(&[0xa2, 0x06, 0x00]);
     std::fs::write(&past, bytes).unwrap();
     match Seq2Seq::open(split.path(), &RuntimeOptions::default()) {
-        Err(Seq2SeqError::ListedStale { problem: ListedProblem::Differs { recorded, found }, .. }) => assert_ne!(recorded, found),
+        Err(Seq2SeqError::ListedStale { problem: ListedProblem::Differs { recorded, found }, .. }) => {
+            assert!(recorded.starts_with("decoder_with_past_model.onnx:") && found.starts_with("decoder_with_past_model.onnx:"), "{recorded} {found}");
+            assert_ne!(recorded, found);
+        }
         other => panic!("{:?}", other.map(|_| ())),
     }
+    // The record's key renamed (same length, so the file stays valid ONNX): no record.
+    let unmarked = copy_model("split");
+    let listed = unmarked.path().join("decoder_listed_model.onnx");
+    let mut bytes = std::fs::read(&listed).unwrap();
+    let key = b"trellis.listed_source";
+    let at = bytes.windows(key.len()).position(|w| w == key).expect("the tool's record");
+    bytes[at + key.len() - 1] = b'X';
+    std::fs::write(&listed, bytes).unwrap();
+    assert!(matches!(Seq2Seq::open(unmarked.path(), &RuntimeOptions::default()), Err(Seq2SeqError::ListedStale { problem: ListedProblem::NoRecord, .. })));
+    // Both layouts in one folder, the listed step cut from the split one's cached decoder:
+    // used with the split layout, left unused (not refused) with the merged one forced.
+    let both = copy_model("split");
+    std::fs::copy(model_dir("merged").join("decoder_model_merged.onnx"), both.path().join("decoder_model_merged.onnx")).unwrap();
+    assert!(Seq2Seq::open(both.path(), &RuntimeOptions::default()).unwrap().lists_logits());
+    let mut forced = RuntimeOptions::default();
+    forced.layout = Some(Layout::Merged);
+    let merged_forced = Seq2Seq::open(both.path(), &forced).unwrap();
+    assert!(!merged_forced.lists_logits());
 }

@@ -40,21 +40,22 @@ from onnx import helper, numpy_helper
 
 OUT_NAME = "decoder_listed_model.onnx"
 # What Trellis checks at load (src/model/session/pool.rs, LISTED_SOURCE_KEY): the decoder
-# file this step was cut from, as SIZE:CRC32, so a listed step left beside a re-exported or
-# re-quantized decoder is refused instead of scoring with the old weights.
+# file this step was cut from, as NAME:SIZE:CRC32, so a listed step left beside a re-exported
+# or re-quantized decoder is refused instead of scoring with the old weights.
 SOURCE_KEY = "trellis.listed_source"
 # Trellis pads each row's ids to a multiple of this (LISTED_MULTIPLE, src/decode/beam.rs);
 # a float projection is computed in chunks of it.
 CHUNK = 16
 
 
-def size_and_crc32(path):
+def source_record(path):
+    """NAME:SIZE:CRC32 of a decoder file (what Trellis compares at load)."""
     size, crc = 0, 0
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
             size += len(chunk)
             crc = zlib.crc32(chunk, crc)
-    return f"{size}:{crc:08x}"
+    return f"{Path(path).name}:{size}:{crc:08x}"
 
 
 def fail(msg):
@@ -253,7 +254,7 @@ def write(model_dir):
     m, source = cached_step(model_dir)
     d_model, vocab = list_logits(m, source)
     del m.metadata_props[:]
-    m.metadata_props.add(key=SOURCE_KEY, value=size_and_crc32(source))
+    m.metadata_props.add(key=SOURCE_KEY, value=source_record(source))
     out = model_dir / OUT_NAME
     tmp = out.with_suffix(".onnx.partial")
     onnx.save(m, tmp)

@@ -59,6 +59,15 @@ pub enum CallError {
         /// Listed tokens per row the step takes.
         k: usize,
     },
+    /// A listed step whose tokens per row are not a multiple of what the listed graph
+    /// computes at once.
+    #[error("{k} listed tokens per row: not a multiple of {multiple}")]
+    ListedWidth {
+        /// Listed tokens per row given.
+        k: usize,
+        /// What they must be a multiple of.
+        multiple: usize,
+    },
     /// A listed step on a model without `decoder_listed_model.onnx` loaded.
     #[error("the model has no listed-logits decoder (decoder_listed_model.onnx) loaded")]
     NoListedGraph,
@@ -219,11 +228,11 @@ pub enum ListedProblem {
     #[error("it records no source decoder")]
     NoRecord,
     /// The record names another file content.
-    #[error("it records size:crc32 {recorded}, the decoder is {found}")]
+    #[error("it records {recorded} (name:size:crc32), the decoder is {found}")]
     Differs {
-        /// `SIZE:CRC32` as recorded.
+        /// `NAME:SIZE:CRC32` as recorded.
         recorded: String,
-        /// `SIZE:CRC32` of the decoder file now.
+        /// `NAME:SIZE:CRC32` of the decoder file now.
         found: String,
     },
 }

@@ -5,7 +5,7 @@
 use super::error::{ListedProblem, Seq2SeqError};
 use super::options::{Device, RuntimeOptions};
 use super::Result;
-use crate::model::dir::{DecoderFiles, ModelDir, T5Config};
+use crate::model::dir::{DecoderFiles, ModelDir, T5Config, DECODER_WITH_PAST_FILE, MERGED_FILE};
 use crate::model::interface::{check_decoder, check_encoder, DecoderIo, Names, Stage};
 use crate::model::runtime::Runtime;
 use ort::memory::{AllocationDevice, AllocatorType, MemoryInfo, MemoryType};
@@ -175,21 +175,31 @@ fn gather_session(rt: &Runtime, opts: &RuntimeOptions, inputs: usize) -> Result<
 }
 
 /// The metadata key `tools/train/listed_logits.py` records the cached decoder it cut the
-/// listed step from under: `SIZE:CRC32` (decimal bytes, eight hex digits, IEEE CRC-32).
+/// listed step from under: `NAME:SIZE:CRC32` (the file name, decimal bytes, eight lowercase
+/// hex digits of its IEEE CRC-32).
 pub const LISTED_SOURCE_KEY: &str = "trellis.listed_source";
 
 /// A listed step is the cached decoder it was cut from with another projection: one made
 /// from another decoder (re-exported, re-quantized beside an old listed file) would score
-/// with stale weights, so its record must match the decoder file's bytes.
-fn check_listed_source(listed: &Session, listed_path: &Path, source: &Path) -> Result<()> {
+/// with stale weights, so its record must match the decoder file's bytes. Whether to use
+/// it: `false` when it was cut from the other layout's decoder and that file is beside it
+/// (a folder holding both layouts, opened with the other forced): not the one that runs.
+fn check_listed_source(listed: &Session, listed_path: &Path, source: &Path) -> Result<bool> {
     let stale = |problem| Seq2SeqError::ListedStale { listed: listed_path.into(), decoder: source.into(), problem };
-    let recorded = listed.metadata().ok().and_then(|m| m.custom(LISTED_SOURCE_KEY)).ok_or_else(|| stale(ListedProblem::NoRecord))?;
+    let metadata = listed.metadata().map_err(|e| Seq2SeqError::Load { path: listed_path.into(), source: e.into() })?;
+    let recorded = metadata.custom(LISTED_SOURCE_KEY).ok_or_else(|| stale(ListedProblem::NoRecord))?;
+    let name = source.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let recorded_name = recorded.split(':').next().unwrap_or_default();
+    let other_layout = [DECODER_WITH_PAST_FILE, MERGED_FILE].contains(&recorded_name) && recorded_name != name;
+    if other_layout && listed_path.with_file_name(recorded_name).is_file() {
+        return Ok(false);
+    }
     let (size, crc) = crate::files::size_and_crc32(source).map_err(|e| Seq2SeqError::ReadFile { path: source.into(), source: e })?;
-    let found = format!("{size}:{crc:08x}");
+    let found = format!("{name}:{size}:{crc:08x}");
     if recorded != found {
         return Err(stale(ListedProblem::Differs { recorded, found }));
     }
-    Ok(())
+    Ok(true)
 }
 
 impl Seq2Seq {
@@ -223,7 +233,7 @@ impl Seq2Seq {
         let packs = [PrepackedWeights::new(), PrepackedWeights::new(), PrepackedWeights::new(), PrepackedWeights::new()];
         // The listed step runs on the plain path only (the binding path keeps every step on
         // the full graph).
-        let listed_path = if io_binding || !lists { None } else { dir.listed_file().map(Path::to_path_buf) };
+        let mut listed_path = if io_binding || !lists { None } else { dir.listed_file().map(Path::to_path_buf) };
         let mut slots = Vec::with_capacity(opts.sessions.max(1));
         let mut ios = None;
         for _ in 0..opts.sessions.max(1) {
@@ -233,7 +243,7 @@ impl Seq2Seq {
                 Some(p) => Some(commit(&mut builder(rt, opts, Some(&packs[2]))?, p, opts.device, rt)?),
                 None => None,
             };
-            let listed = match &listed_path {
+            let mut listed = match &listed_path {
                 Some(p) => Some(commit(&mut builder(rt, opts, Some(&packs[3]))?, p, opts.device, rt)?),
                 None => None,
             };
@@ -258,8 +268,12 @@ impl Seq2Seq {
                 if !problems.is_empty() {
                     return Err(Seq2SeqError::Interface { problems });
                 }
+                let mut listed_io = listed_io;
                 if let (Some(s), Some(path)) = (&listed, &listed_path) {
-                    check_listed_source(s, path, with_past_path.as_deref().unwrap_or(&first_path))?;
+                    if !check_listed_source(s, path, with_past_path.as_deref().unwrap_or(&first_path))? {
+                        // The other layout's step: this pool decodes without it.
+                        (listed, listed_path, listed_io) = (None, None, None);
+                    }
                 }
                 ios = Some((first_io, past_io, listed_io));
             }

@@ -6,6 +6,7 @@ use super::error::{cache_error, CallError, OutputProblem, Seq2SeqError};
 use super::pool::SessionGuard;
 use super::reorder::gather_host;
 use super::Result;
+use crate::decode::LISTED_MULTIPLE;
 use crate::model::cache::Kv;
 use crate::model::interface::{type_name, Stage};
 use ort::session::SessionInputValue;
@@ -251,9 +252,10 @@ impl SessionGuard<'_> {
     }
 
     /// A cached step (one token per row) on the listed-logits graph: row r's logits are
-    /// those of `listed[r * k..(r + 1) * k]`, `[rows x k]` row-major (`k` a multiple of 16
-    /// for a float model: its listed graph computes in chunks of 16, which keeps a row's
-    /// logits the same bits at any `k`). Needs a model with
+    /// those of `listed[r * k..(r + 1) * k]`, `[rows x k]` row-major. `k` is a multiple of
+    /// 16 ([`LISTED_MULTIPLE`](crate::decode::LISTED_MULTIPLE)): a float listed graph
+    /// computes in chunks of 16 ids, which keeps a row's logits the same bits at any `k`.
+    /// Needs a model with
     /// `decoder_listed_model.onnx` ([`Seq2Seq::lists_logits`](super::Seq2Seq::lists_logits))
     /// and a state past its first step.
     pub fn step_listed<'s>(&mut self, state: &'s mut DecoderState, tokens: &[u32], listed: &[u32], k: usize) -> Result<&'s [f32]> {
@@ -287,6 +289,9 @@ impl SessionGuard<'_> {
         if let Some((ids, k)) = listed {
             if k == 0 || ids.len() != rows * k {
                 return Err(CallError::ListedCount { got: ids.len(), rows, k }.into());
+            }
+            if k % LISTED_MULTIPLE != 0 {
+                return Err(CallError::ListedWidth { k, multiple: LISTED_MULTIPLE }.into());
             }
             if let Some(&token) = ids.iter().find(|&&t| t >= cfg.vocab_size) {
                 return Err(CallError::TokenOutOfRange { token, vocab: cfg.vocab_size }.into());
