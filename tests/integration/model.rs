@@ -799,3 +799,28 @@ fn a_listed_step_cut_from_another_decoder_is_refused() {
     let merged_forced = Seq2Seq::open(both.path(), &forced).unwrap();
     assert!(!merged_forced.lists_logits());
 }
+
+#[test]
+fn the_io_binding_path_runs_the_listed_step_as_the_plain_path() {
+    // CUDA steps through an IoBinding (here on the CPU, as the_io_binding_path_matches_the_
+    // plain_path does): the listed step must run there too, with the same numbers.
+    let listed_logits = |io_binding: bool| -> Vec<f32> {
+        let mut o = RuntimeOptions::default();
+        o.io_binding = io_binding;
+        let m = open("split", o);
+        assert!(m.lists_logits());
+        let start = m.config().decoder_start_token_id;
+        let mut s = m.session().unwrap();
+        let enc = s.encode(&[vec![5, 17, 300, 1], vec![9, 1]]).unwrap();
+        let mut st = s.start(&enc, &[0, 1]).unwrap();
+        s.step(&mut st, &[start, start]).unwrap();
+        let ids: Vec<u32> = (0..32).map(|i| 3 + 47 * i).collect();
+        let mut out = s.step_listed(&mut st, &[42, 42], &ids, 16).unwrap().to_vec();
+        s.reorder(&mut st, &[1, 0, 0]).unwrap();
+        out.extend_from_slice(s.step_listed(&mut st, &[7, 8, 9], &ids[..16].repeat(3), 16).unwrap());
+        out
+    };
+    let (plain, bound) = (listed_logits(false), listed_logits(true));
+    assert_eq!(plain.len(), 2 * 16 + 3 * 16);
+    assert!(plain.iter().zip(&bound).all(|(a, b)| a.to_bits() == b.to_bits()), "{}", max_diff(&plain, &bound));
+}

@@ -34,7 +34,7 @@ pub(super) struct Slot {
     pub(super) first: Session,
     /// `decoder_with_past_model.onnx`; `None` with the merged layout (`first` serves both).
     pub(super) with_past: Option<Session>,
-    /// `decoder_listed_model.onnx` when the model has one and steps run on the plain path.
+    /// `decoder_listed_model.onnx` when the model has one and the decoding uses it.
     pub(super) listed: Option<Session>,
     pub(super) binding: Option<Bindings>,
     /// Host cache buffers of finished decoder states, for the next state of this slot.
@@ -45,6 +45,8 @@ pub(super) struct Slot {
 pub(super) struct Bindings {
     pub(super) first: IoBinding,
     pub(super) with_past: Option<IoBinding>,
+    /// The listed step's, when the slot has one.
+    pub(super) listed: Option<IoBinding>,
     pub(super) gather: Session,
     pub(super) gather_binding: IoBinding,
     pub(super) kv_memory: MemoryInfo<'static>,
@@ -231,9 +233,7 @@ impl Seq2Seq {
         };
         // One container per file: sessions of the same file share their prepacked weights.
         let packs = [PrepackedWeights::new(), PrepackedWeights::new(), PrepackedWeights::new(), PrepackedWeights::new()];
-        // The listed step runs on the plain path only (the binding path keeps every step on
-        // the full graph).
-        let mut listed_path = if io_binding || !lists { None } else { dir.listed_file().map(Path::to_path_buf) };
+        let mut listed_path = if lists { dir.listed_file().map(Path::to_path_buf) } else { None };
         let mut slots = Vec::with_capacity(opts.sessions.max(1));
         let mut ios = None;
         for _ in 0..opts.sessions.max(1) {
@@ -277,7 +277,7 @@ impl Seq2Seq {
                 }
                 ios = Some((first_io, past_io, listed_io));
             }
-            let binding = if io_binding { Some(Self::bindings(rt, opts, &first, with_past.as_ref(), 2 * names.layers)?) } else { None };
+            let binding = if io_binding { Some(Self::bindings(rt, opts, &first, with_past.as_ref(), listed.as_ref(), 2 * names.layers)?) } else { None };
             slots.push(Slot { encoder, first, with_past, listed, binding, pool: Vec::new() });
         }
         let (first_io, with_past_io, listed_io) = ios.expect("at least one slot");
@@ -298,7 +298,7 @@ impl Seq2Seq {
         })
     }
 
-    fn bindings(rt: &Runtime, opts: &RuntimeOptions, first: &Session, with_past: Option<&Session>, kv: usize) -> Result<Bindings> {
+    fn bindings(rt: &Runtime, opts: &RuntimeOptions, first: &Session, with_past: Option<&Session>, listed: Option<&Session>, kv: usize) -> Result<Bindings> {
         let internal = |source: ort::Error| Seq2SeqError::Internal { what: "I/O binding", source: source.into() };
         let gather = gather_session(rt, opts, kv)?;
         let kv_memory = match opts.device {
@@ -310,6 +310,7 @@ impl Seq2Seq {
         Ok(Bindings {
             first: first.create_binding().map_err(internal)?,
             with_past: with_past.map(|s| s.create_binding()).transpose().map_err(internal)?,
+            listed: listed.map(|s| s.create_binding()).transpose().map_err(internal)?,
             gather_binding: gather.create_binding().map_err(internal)?,
             gather,
             kv_memory,

@@ -356,7 +356,7 @@ impl SessionGuard<'_> {
         let t_run;
         let run_ns;
         let mut taken: Vec<Option<DynValue>>;
-        match slot.binding.as_mut().filter(|_| stage != Stage::Listed) {
+        match slot.binding.as_mut() {
             None => {
                 let mut list: Vec<(Cow<'_, str>, SessionInputValue<'_>)> = Vec::with_capacity(inputs.len());
                 for (n, v) in &inputs {
@@ -375,8 +375,10 @@ impl SessionGuard<'_> {
                 taken = wanted.iter().map(|n| outputs.remove(n)).collect();
             }
             Some(b) => {
-                let binding = match (stage, b.with_past.as_mut()) {
-                    (Stage::WithPast, Some(wp)) => wp,
+                let binding = match (stage, b.with_past.as_mut(), b.listed.as_mut()) {
+                    (Stage::Listed, _, Some(l)) => l,
+                    (Stage::Listed, _, None) => return Err(CallError::NoListedGraph.into()),
+                    (Stage::WithPast, Some(wp), _) => wp,
                     _ => &mut b.first,
                 };
                 binding.clear();
