@@ -390,6 +390,15 @@ pub fn beam_search<M: StepModel, C: Constraint>(model: &mut M, constraints: &mut
 /// log priors.
 type AllowedSet = (Allowed, Vec<(u32, f64)>);
 
+/// A constraint's listed tokens must have logits: a token past the model's vocabulary is an
+/// error, not an index out of bounds.
+fn in_vocabulary<M, C>(allowed: &[(u32, f64)], vocab: usize) -> Result<(), SearchError<M, C>> {
+    match allowed.iter().find(|&&(t, _)| t as usize >= vocab) {
+        Some(&(token, _)) => Err(SearchError::TokenOutOfRange { token, vocab }),
+        None => Ok(()),
+    }
+}
+
 /// A step's logits as one input's block of rows sees them: its beams' rows by slot.
 struct RowsOf<'l> {
     logits: &'l [f32],
@@ -433,9 +442,7 @@ fn score_candidates<S, C: Constraint<State = S>, E>(
             None => (constraint.allowed(&beam.state, buf.allowed).map_err(SearchError::Constraint)?, &buf.allowed[..]),
         };
         if listed == Allowed::Listed {
-            if let Some(&(token, _)) = allowed.iter().find(|&&(t, _)| t as usize >= vocab) {
-                return Err(SearchError::TokenOutOfRange { token, vocab });
-            }
+            in_vocabulary(allowed, vocab)?;
         }
         let lse = match (cfg.model_norm, listed) {
             (ModelNorm::Allowed, Allowed::Listed) => log_sum_exp_of(r, allowed).map_err(|token| SearchError::NaN { row, token })?,
@@ -641,9 +648,7 @@ pub fn beam_search_processed<M: StepModel, C: Constraint>(
                     for beam in &running[i] {
                         let kind = constraints[i].allowed(&beam.state, &mut allowed).map_err(SearchError::Constraint)?;
                         if kind == Allowed::Listed {
-                            if let Some(&(token, _)) = allowed.iter().find(|&&(t, _)| t as usize >= vocab) {
-                                return Err(SearchError::TokenOutOfRange { token, vocab });
-                            }
+                            in_vocabulary(&allowed, vocab)?;
                         }
                         k = k.max(allowed.len());
                         lists.push((kind, allowed.clone()));
@@ -653,7 +658,6 @@ pub fn beam_search_processed<M: StepModel, C: Constraint>(
             }
         }
         let listed = asks_first && pre.iter().flatten().all(|(kind, _)| *kind == Allowed::Listed);
-
         let stride = if listed { k.max(1).div_ceil(LISTED_MULTIPLE) * LISTED_MULTIPLE } else { vocab };
         let logits = if listed {
             // Rows without a beam (and a finished input's) compute token 0's logit, unread.

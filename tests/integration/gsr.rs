@@ -197,6 +197,10 @@ fn requests(dir: &Path) -> PathBuf {
 }
 
 fn retrieve_gsr(store: &Path, input: &Path, output: &Path, extra: &[&str]) -> assert_cmd::assert::Assert {
+    retrieve_gsr_with(&fixture("gsr/tiny-split"), store, input, output, extra)
+}
+
+fn retrieve_gsr_with(model: &Path, store: &Path, input: &Path, output: &Path, extra: &[&str]) -> assert_cmd::assert::Assert {
     trellis()
         .arg("retrieve")
         .arg("--store")
@@ -204,7 +208,7 @@ fn retrieve_gsr(store: &Path, input: &Path, output: &Path, extra: &[&str]) -> as
         .arg("--retriever")
         .arg("gsr")
         .arg("--model")
-        .arg(fixture("gsr/tiny-split"))
+        .arg(model)
         .arg("--input")
         .arg(input)
         .arg("--output")
@@ -463,19 +467,8 @@ fn the_listed_logits_step_ranks_as_the_whole_vocabulary_and_alone_in_its_batch()
     std::fs::remove_file(plain.join("decoder_listed_model.onnx")).unwrap();
     let run = |model: &Path, name: &str, extra: &[&str]| -> (String, Value) {
         let out = dir.path().join(name);
-        let summary = stdout_of(
-            trellis()
-                .args(["retrieve", "--retriever", "gsr", "--json", "--store"])
-                .arg(&store)
-                .arg("--model")
-                .arg(model)
-                .arg("--input")
-                .arg(&input)
-                .arg("--output")
-                .arg(&out)
-                .args(extra),
-        );
-        (std::fs::read_to_string(out).unwrap(), serde_json::from_str(&summary).unwrap())
+        let summary = retrieve_gsr_with(model, &store, &input, &out, &[extra, &["--json"]].concat()).success().get_output().stdout.clone();
+        (std::fs::read_to_string(out).unwrap(), serde_json::from_slice(&summary).unwrap())
     };
     let allowed = ["--model-norm", "allowed"];
     let (listed, listed_json) = run(&fixture("gsr/tiny-split"), "listed.jsonl", &allowed);
@@ -516,17 +509,8 @@ fn the_listed_logits_step_ranks_as_the_whole_vocabulary_and_alone_in_its_batch()
     std::fs::copy(wrong.join("decoder_with_past_model.onnx"), wrong.join("decoder_listed_model.onnx")).unwrap();
     let (unread, _) = run(&wrong, "unread.jsonl", &["--model-norm", "vocabulary"]);
     assert_eq!(unread.lines().count(), 23);
-    let out = trellis()
-        .args(["retrieve", "--retriever", "gsr", "--model-norm", "allowed", "--store"])
-        .arg(&store)
-        .arg("--model")
-        .arg(&wrong)
-        .arg("--input")
-        .arg(&input)
-        .arg("--output")
-        .arg(dir.path().join("wrong.jsonl"))
-        .output()
-        .unwrap();
+    let refused = retrieve_gsr_with(&wrong, &store, &input, &dir.path().join("wrong.jsonl"), &["--model-norm", "allowed"]).failure();
+    let out = refused.get_output();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("decoder_listed_model.onnx") && err.contains("allowed_ids"), "{err}");
